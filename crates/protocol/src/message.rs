@@ -1,0 +1,532 @@
+//! The stored-message record: the commit-log layout that PULL, QUERY_MESSAGE and
+//! VIEW_MESSAGE_BY_ID bodies carry unchanged.
+//!
+//! Owns: encoding and decoding one record and a run of records, the magic codes, sysFlag bits and
+//! the positions of the fields a store patches in place. Must never: read past the slice it was
+//! given or trust a length before checking it against the bytes present.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use crate::error::MessageError;
+use crate::msgid::create_offset_msg_id;
+use crate::properties::{Properties, decode_properties, encode_properties, keys};
+
+/// Record magic with a 1-byte topic length.
+pub const MAGIC_CODE_V1: i32 = 0xDAA3_20A7_u32 as i32;
+/// Record magic with a 2-byte topic length (topics longer than 127 bytes).
+pub const MAGIC_CODE_V2: i32 = 0xDAA3_20AB_u32 as i32;
+/// Filler at the end of a commit-log segment; never sent to clients.
+pub const BLANK_MAGIC_CODE: i32 = 0xCBD4_3194_u32 as i32;
+
+/// Position of QUEUEOFFSET in a record.
+pub const QUEUE_OFFSET_POS: usize = 20;
+/// Position of PHYSICALOFFSET in a record.
+pub const PHYSICAL_OFFSET_POS: usize = 28;
+/// Position of SYSFLAG in a record.
+pub const SYS_FLAG_POS: usize = 36;
+/// Position of BORNHOST in a record.
+pub const BORN_HOST_POS: usize = 48;
+
+/// Message sysFlag bits (`MessageSysFlag`).
+pub mod sys_flag {
+    pub const COMPRESSED_FLAG: i32 = 0x1;
+    pub const MULTI_TAGS_FLAG: i32 = 0x2;
+    pub const TRANSACTION_NOT_TYPE: i32 = 0x0;
+    pub const TRANSACTION_PREPARED_TYPE: i32 = 0x4;
+    pub const TRANSACTION_COMMIT_TYPE: i32 = 0x8;
+    pub const TRANSACTION_ROLLBACK_TYPE: i32 = 0xC;
+    pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
+    pub const BORNHOST_V6_FLAG: i32 = 0x10;
+    pub const STOREHOSTADDRESS_V6_FLAG: i32 = 0x20;
+    pub const NEED_UNWRAP_FLAG: i32 = 0x40;
+    pub const INNER_BATCH_FLAG: i32 = 0x80;
+    pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
+    pub const COMPRESSION_LZ4_TYPE: i32 = 0x100;
+    pub const COMPRESSION_ZSTD_TYPE: i32 = 0x200;
+    pub const COMPRESSION_ZLIB_TYPE: i32 = 0x300;
+
+    pub fn transaction_type(flag: i32) -> i32 {
+        flag & TRANSACTION_TYPE_MASK
+    }
+}
+
+/// Which record magic a message is (or will be) written with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MessageVersion {
+    #[default]
+    V1,
+    V2,
+}
+
+/// `CRC32(body) & 0x7FFFFFFF`, the BODYCRC field.
+pub fn body_crc(body: &[u8]) -> u32 {
+    crc32fast::hash(body) & 0x7FFF_FFFF
+}
+
+/// Position of STORETIMESTAMP, which moves by 12 bytes when the born host is IPv6.
+pub fn store_timestamp_pos(sys_flag: i32) -> usize {
+    BORN_HOST_POS + host_len(sys_flag & sys_flag::BORNHOST_V6_FLAG != 0)
+}
+
+fn host_len(v6: bool) -> usize {
+    if v6 { 20 } else { 8 }
+}
+
+/// A stored message with every field of the record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageExt {
+    pub topic: String,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub queue_offset: i64,
+    pub commit_log_offset: i64,
+    /// As written; the IPv6 host bits are derived from the addresses when encoding.
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: Bytes,
+    pub properties: Properties,
+    /// BODYCRC as read; `encode` always writes the CRC of `body`.
+    pub body_crc: u32,
+    pub version: MessageVersion,
+}
+
+impl Default for MessageExt {
+    fn default() -> Self {
+        let unspecified = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+        MessageExt {
+            topic: String::new(),
+            queue_id: 0,
+            flag: 0,
+            queue_offset: 0,
+            commit_log_offset: 0,
+            sys_flag: 0,
+            born_timestamp: 0,
+            born_host: unspecified,
+            store_timestamp: 0,
+            store_host: unspecified,
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body: Bytes::new(),
+            properties: Properties::new(),
+            body_crc: 0,
+            version: MessageVersion::V1,
+        }
+    }
+}
+
+impl MessageExt {
+    pub fn tags(&self) -> Option<&str> {
+        self.properties.get(keys::TAGS).map(String::as_str)
+    }
+
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.properties.get(keys::KEYS).into_iter().flat_map(|k| {
+            k.split(crate::properties::KEY_SEPARATOR)
+                .filter(|k| !k.is_empty())
+        })
+    }
+
+    pub fn uniq_key(&self) -> Option<&str> {
+        self.properties
+            .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            .map(String::as_str)
+    }
+
+    /// The broker-side id: store host + commit-log offset.
+    pub fn offset_msg_id(&self) -> String {
+        create_offset_msg_id(self.store_host, self.commit_log_offset)
+    }
+
+    /// What applications see as the message id: UNIQ_KEY, else the offset id.
+    pub fn msg_id(&self) -> String {
+        self.uniq_key()
+            .map_or_else(|| self.offset_msg_id(), str::to_owned)
+    }
+
+    /// sysFlag with the IPv6 bits matching the two addresses.
+    pub fn effective_sys_flag(&self) -> i32 {
+        let mut f =
+            self.sys_flag & !(sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG);
+        if self.born_host.is_ipv6() {
+            f |= sys_flag::BORNHOST_V6_FLAG;
+        }
+        if self.store_host.is_ipv6() {
+            f |= sys_flag::STOREHOSTADDRESS_V6_FLAG;
+        }
+        f
+    }
+
+    fn effective_version(&self) -> MessageVersion {
+        if self.topic.len() > i8::MAX as usize {
+            MessageVersion::V2
+        } else {
+            self.version
+        }
+    }
+
+    /// TOTALSIZE of this message's record, or an error if a field cannot be represented.
+    pub fn encoded_len(&self) -> Result<usize, MessageError> {
+        let props_len = encode_properties(&self.properties)?.len();
+        Ok(self.len_with(props_len))
+    }
+
+    fn len_with(&self, props_len: usize) -> usize {
+        let topic_len_bytes = match self.effective_version() {
+            MessageVersion::V1 => 1,
+            MessageVersion::V2 => 2,
+        };
+        4 + 4
+            + 4
+            + 4
+            + 4
+            + 8
+            + 8
+            + 4
+            + 8
+            + host_len(self.born_host.is_ipv6())
+            + 8
+            + host_len(self.store_host.is_ipv6())
+            + 4
+            + 8
+            + 4
+            + self.body.len()
+            + topic_len_bytes
+            + self.topic.len()
+            + 2
+            + props_len
+    }
+
+    /// Appends the record to `out`, with BODYCRC computed from `body`.
+    pub fn encode(&self, out: &mut BytesMut) -> Result<(), MessageError> {
+        let props = encode_properties(&self.properties)?;
+        if props.len() > crate::properties::MAX_PROPERTIES_BYTES {
+            return Err(MessageError::PropertiesTooLong(props.len()));
+        }
+        if self.topic.len() > i16::MAX as usize {
+            return Err(MessageError::TopicTooLong(self.topic.len()));
+        }
+        let total = self.len_with(props.len());
+        let total_i32 = i32::try_from(total).map_err(|_| MessageError::SizeMismatch {
+            declared: -1,
+            actual: total,
+        })?;
+        let start = out.len();
+        out.reserve(total);
+        out.put_i32(total_i32);
+        let version = self.effective_version();
+        out.put_i32(match version {
+            MessageVersion::V1 => MAGIC_CODE_V1,
+            MessageVersion::V2 => MAGIC_CODE_V2,
+        });
+        out.put_u32(body_crc(&self.body));
+        out.put_i32(self.queue_id);
+        out.put_i32(self.flag);
+        out.put_i64(self.queue_offset);
+        out.put_i64(self.commit_log_offset);
+        out.put_i32(self.effective_sys_flag());
+        out.put_i64(self.born_timestamp);
+        put_host(out, self.born_host);
+        out.put_i64(self.store_timestamp);
+        put_host(out, self.store_host);
+        out.put_i32(self.reconsume_times);
+        out.put_i64(self.prepared_transaction_offset);
+        out.put_i32(self.body.len() as i32);
+        out.put_slice(&self.body);
+        match version {
+            MessageVersion::V1 => out.put_u8(self.topic.len() as u8),
+            MessageVersion::V2 => out.put_i16(self.topic.len() as i16),
+        }
+        out.put_slice(self.topic.as_bytes());
+        out.put_i16(props.len() as i16);
+        out.put_slice(props.as_bytes());
+        debug_assert_eq!(
+            out.len() - start,
+            total,
+            "TOTALSIZE must equal the bytes written"
+        );
+        Ok(())
+    }
+
+    pub fn to_bytes(&self) -> Result<Bytes, MessageError> {
+        let mut out = BytesMut::new();
+        self.encode(&mut out)?;
+        Ok(out.freeze())
+    }
+
+    /// Decodes the record at the start of `buf`; returns it and its size. BODYCRC is not
+    /// checked (clients do not either); see [`MessageExt::decode_verified`].
+    pub fn decode(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
+        let mut r = Reader { buf, pos: 0 };
+        let total = r.i32("TOTALSIZE")?;
+        let magic = r.i32("MAGICCODE")?;
+        let version = match magic {
+            MAGIC_CODE_V1 => MessageVersion::V1,
+            MAGIC_CODE_V2 => MessageVersion::V2,
+            other => return Err(MessageError::BadMagic(other as u32)),
+        };
+        if total < 0 || total as usize > buf.len() {
+            return Err(MessageError::Truncated {
+                field: "record",
+                offset: 0,
+                needed: total.max(0) as usize,
+                available: buf.len(),
+            });
+        }
+        // Everything after this reads only inside the declared record.
+        let mut r = Reader {
+            buf: &buf[..total as usize],
+            pos: 8,
+        };
+        let body_crc = r.i32("BODYCRC")? as u32;
+        let queue_id = r.i32("QUEUEID")?;
+        let flag = r.i32("FLAG")?;
+        let queue_offset = r.i64("QUEUEOFFSET")?;
+        let commit_log_offset = r.i64("PHYSICALOFFSET")?;
+        let sys_flag = r.i32("SYSFLAG")?;
+        let born_timestamp = r.i64("BORNTIMESTAMP")?;
+        let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6_FLAG != 0, "BORNHOST")?;
+        let store_timestamp = r.i64("STORETIMESTAMP")?;
+        let store_host = r.host(
+            sys_flag & sys_flag::STOREHOSTADDRESS_V6_FLAG != 0,
+            "STOREHOSTADDRESS",
+        )?;
+        let reconsume_times = r.i32("RECONSUMETIMES")?;
+        let prepared_transaction_offset = r.i64("PREPAREDTRANSACTIONOFFSET")?;
+        let body_len = r.len_i32("BODYLENGTH")?;
+        let body = Bytes::copy_from_slice(r.take(body_len, "BODY")?);
+        let topic_len = match version {
+            MessageVersion::V1 => r.take(1, "TOPICLENGTH")?[0] as usize,
+            MessageVersion::V2 => r.len_i16("TOPICLENGTH")?,
+        };
+        let topic = std::str::from_utf8(r.take(topic_len, "TOPIC")?)
+            .map_err(|_| MessageError::InvalidUtf8("topic"))?
+            .to_owned();
+        let props_len = r.len_i16("PROPERTIESLENGTH")?;
+        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?)
+            .map_err(|_| MessageError::InvalidUtf8("properties"))?;
+        if r.pos != total as usize {
+            return Err(MessageError::SizeMismatch {
+                declared: total.into(),
+                actual: r.pos,
+            });
+        }
+        let msg = MessageExt {
+            topic,
+            queue_id,
+            flag,
+            queue_offset,
+            commit_log_offset,
+            sys_flag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body,
+            properties: decode_properties(props),
+            body_crc,
+            version,
+        };
+        Ok((msg, total as usize))
+    }
+
+    /// As [`MessageExt::decode`], and the stored BODYCRC must match the body.
+    pub fn decode_verified(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
+        let (msg, used) = MessageExt::decode(buf)?;
+        let computed = body_crc(&msg.body);
+        if computed != msg.body_crc {
+            return Err(MessageError::BodyCrc {
+                stored: msg.body_crc,
+                computed,
+            });
+        }
+        Ok((msg, used))
+    }
+}
+
+/// Decodes a PULL/QUERY body: records back to back. Like Java, decoding stops at the first record
+/// that does not decode, but here that is an error rather than a silent cut.
+pub fn decode_messages(mut buf: &[u8]) -> Result<Vec<MessageExt>, MessageError> {
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let (msg, used) = MessageExt::decode(buf)?;
+        out.push(msg);
+        buf = &buf[used..];
+    }
+    Ok(out)
+}
+
+fn put_host(out: &mut BytesMut, addr: SocketAddr) {
+    match addr.ip() {
+        IpAddr::V4(ip) => out.put_slice(&ip.octets()),
+        IpAddr::V6(ip) => out.put_slice(&ip.octets()),
+    }
+    out.put_i32(addr.port() as i32);
+}
+
+/// A bounds-checked big-endian reader.
+pub(crate) struct Reader<'a> {
+    pub(crate) buf: &'a [u8],
+    pub(crate) pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], MessageError> {
+        let available = self.buf.len() - self.pos;
+        if n > available {
+            return Err(MessageError::Truncated {
+                field,
+                offset: self.pos,
+                needed: n,
+                available,
+            });
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    pub(crate) fn i16(&mut self, field: &'static str) -> Result<i16, MessageError> {
+        Ok(i16::from_be_bytes(
+            self.take(2, field)?.try_into().expect("2 bytes"),
+        ))
+    }
+    pub(crate) fn i32(&mut self, field: &'static str) -> Result<i32, MessageError> {
+        Ok(i32::from_be_bytes(
+            self.take(4, field)?.try_into().expect("4 bytes"),
+        ))
+    }
+    pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64, MessageError> {
+        Ok(i64::from_be_bytes(
+            self.take(8, field)?.try_into().expect("8 bytes"),
+        ))
+    }
+    pub(crate) fn len_i32(&mut self, field: &'static str) -> Result<usize, MessageError> {
+        let v = self.i32(field)?;
+        usize::try_from(v).map_err(|_| MessageError::NegativeLength {
+            field,
+            value: v.into(),
+        })
+    }
+    pub(crate) fn len_i16(&mut self, field: &'static str) -> Result<usize, MessageError> {
+        let v = self.i16(field)?;
+        usize::try_from(v).map_err(|_| MessageError::NegativeLength {
+            field,
+            value: v.into(),
+        })
+    }
+    fn host(&mut self, v6: bool, field: &'static str) -> Result<SocketAddr, MessageError> {
+        let ip = if v6 {
+            let b: [u8; 16] = self.take(16, field)?.try_into().expect("16 bytes");
+            IpAddr::V6(Ipv6Addr::from(b))
+        } else {
+            let b: [u8; 4] = self.take(4, field)?.try_into().expect("4 bytes");
+            IpAddr::V4(Ipv4Addr::from(b))
+        };
+        // Java writes the port as an int; only the low 16 bits are a port.
+        let port = self.i32(field)? as u16;
+        Ok(SocketAddr::new(ip, port))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The 153-byte worked example of the protocol reference, §5.1.
+    #[test]
+    fn reference_worked_example() {
+        let mut props = Properties::new();
+        props.insert("TAGS".into(), "A".into());
+        props.insert("WAIT".into(), "true".into());
+        props.insert("UNIQ_KEY".into(), "7F00000100002A9F0000000000000000".into());
+        let msg = MessageExt {
+            topic: "T".into(),
+            queue_offset: 5,
+            commit_log_offset: 1024,
+            born_timestamp: 1732270000000,
+            born_host: "127.0.0.1:50000".parse().unwrap(),
+            store_timestamp: 1732270000005,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+            body: Bytes::from_static(b"hi"),
+            properties: props,
+            body_crc: 0x5893_2AAC,
+            ..Default::default()
+        };
+        let bytes = msg.to_bytes().unwrap();
+        assert_eq!(bytes.len(), 153);
+        assert_eq!(
+            &bytes[..12],
+            &[
+                0, 0, 0, 0x99, 0xda, 0xa3, 0x20, 0xa7, 0x58, 0x93, 0x2a, 0xac
+            ]
+        );
+        assert_eq!(&bytes[0x40..0x48], &[0x7f, 0, 0, 1, 0, 0, 0x2a, 0x9f]);
+        let (back, used) = MessageExt::decode_verified(&bytes).unwrap();
+        assert_eq!(used, 153);
+        assert_eq!(back, msg);
+        assert_eq!(back.offset_msg_id(), "7F00000100002A9F0000000000000400");
+    }
+
+    #[test]
+    fn ipv6_hosts_and_v2_topics() {
+        let msg = MessageExt {
+            topic: "t".repeat(200),
+            born_host: "[fd00::2]:5000".parse().unwrap(),
+            store_host: "[::1]:10911".parse().unwrap(),
+            body: Bytes::from_static(b"x"),
+            ..Default::default()
+        };
+        let bytes = msg.to_bytes().unwrap();
+        let (back, _) = MessageExt::decode(&bytes).unwrap();
+        assert_eq!(back.version, MessageVersion::V2);
+        assert_eq!(
+            back.sys_flag,
+            sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG
+        );
+        assert_eq!(back.born_host, msg.born_host);
+        assert_eq!(back.topic, msg.topic);
+        assert_eq!(store_timestamp_pos(back.sys_flag), 68);
+    }
+
+    #[test]
+    fn every_truncation_and_corruption_is_an_error() {
+        let msg = MessageExt {
+            topic: "T".into(),
+            body: Bytes::from_static(b"hello"),
+            ..Default::default()
+        };
+        let bytes = msg.to_bytes().unwrap();
+        for cut in 0..bytes.len() {
+            assert!(MessageExt::decode(&bytes[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut bad = bytes.to_vec();
+        bad[4] ^= 1;
+        assert!(matches!(
+            MessageExt::decode(&bad),
+            Err(MessageError::BadMagic(_))
+        ));
+        let mut flipped = bytes.to_vec();
+        let body_at = 84 + 4;
+        flipped[body_at] ^= 0x20;
+        assert!(matches!(
+            MessageExt::decode_verified(&flipped),
+            Err(MessageError::BodyCrc { .. })
+        ));
+        // a body length that runs past the record
+        let mut overrun = bytes.to_vec();
+        overrun[84..88].copy_from_slice(&1000i32.to_be_bytes());
+        assert!(MessageExt::decode(&overrun).is_err());
+        overrun[84..88].copy_from_slice(&(-1i32).to_be_bytes());
+        assert!(matches!(
+            MessageExt::decode(&overrun),
+            Err(MessageError::NegativeLength { .. })
+        ));
+    }
+}
