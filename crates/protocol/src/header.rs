@@ -10,6 +10,9 @@ use crate::error::HeaderError;
 
 /// A header that lives in `extFields`.
 pub trait CommandHeader: Sized {
+    /// The `extFields` keys of this header, in the order they are written.
+    const KEYS: &'static [&'static str];
+
     /// Appends this header's non-null fields to `ext`.
     fn write_ext(&self, ext: &mut ExtFields);
 
@@ -120,12 +123,9 @@ macro_rules! command_header {
             $( $(#[$fmeta])* pub $field: $ty, )*
         }
 
-        impl $name {
-            /// The `extFields` keys of this header, in the order they are written.
-            pub const KEYS: &'static [&'static str] = &[$($key),*];
-        }
-
         impl CommandHeader for $name {
+            const KEYS: &'static [&'static str] = &[$($key),*];
+
             fn write_ext(&self, ext: &mut ExtFields) {
                 $( if let Some(v) = HeaderField::write(&self.$field) { ext.insert($key.to_owned(), v); } )*
             }
