@@ -1,1 +1,93 @@
-fn main() {}
+//! `petrel`: broker, name server, load generator, chaos harness and admin tool in one binary.
+
+use anyhow::{Result, bail};
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "petrel", version, about = "A RocketMQ-compatible message broker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker with an embedded name server (name server 9876, broker 10911, data in ./data).
+    Serve,
+    /// Run a standalone name server.
+    Namesrv,
+    /// Generate load against any RocketMQ-protocol broker and report percentiles.
+    Bench,
+    /// Run a local cluster under fault injection and check that nothing acknowledged is lost.
+    Chaos,
+    /// Administrative commands (topics, groups, offsets).
+    Admin,
+    /// Decode a RocketMQ remoting frame given as hex, and print its header and body.
+    Decode {
+        /// The frame's bytes in hexadecimal (whitespace ignored).
+        hex: String,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Decode { hex } => decode(&hex),
+        Command::Serve => not_yet("serve", "the broker"),
+        Command::Namesrv => not_yet("namesrv", "the name server"),
+        Command::Bench => not_yet("bench", "the load generator"),
+        Command::Chaos => not_yet("chaos", "the chaos harness"),
+        Command::Admin => not_yet("admin", "the admin commands"),
+    }
+}
+
+fn not_yet(subcommand: &str, what: &str) -> Result<()> {
+    bail!("petrel {subcommand}: not yet — {what} is not implemented in this version (see README.md, \"Status\")")
+}
+
+fn decode(hex: &str) -> Result<()> {
+    let digits: String = hex.chars().filter(|c| !c.is_whitespace()).collect();
+    if !digits.len().is_multiple_of(2) {
+        bail!("odd number of hex digits");
+    }
+    let bytes = (0..digits.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&digits[i..i + 2], 16))
+        .collect::<Result<Vec<u8>, _>>()?;
+    let Some((cmd, used)) = petrel_protocol::decode_frame(&bytes, usize::MAX >> 1)? else {
+        bail!("incomplete frame: {} bytes given", bytes.len());
+    };
+    let kind = if cmd.is_response() { "response" } else { "request" };
+    let name = if cmd.is_response() {
+        petrel_protocol::response_code_name(cmd.code)
+    } else {
+        petrel_protocol::request_code_name(cmd.code)
+    };
+    println!(
+        "{kind} {} {} ({used} bytes, {:?} header)",
+        cmd.code,
+        name.unwrap_or("?"),
+        cmd.serialize_type
+    );
+    println!("header {}", cmd.encode_json_header());
+    if !cmd.body.is_empty() {
+        match std::str::from_utf8(&cmd.body) {
+            Ok(text) => println!("body {text}"),
+            Err(_) => println!("body {} bytes (binary)", cmd.body.len()),
+        }
+    }
+    if used < bytes.len() {
+        println!("({} bytes after the frame not decoded)", bytes.len() - used);
+    }
+    Ok(())
+}

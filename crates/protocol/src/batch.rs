@@ -52,8 +52,7 @@ pub fn decode_batch(buf: &[u8]) -> Result<Vec<BatchItem>, MessageError> {
         let body_len = r.len_i32("BODYLENGTH")?;
         let body = Bytes::copy_from_slice(r.take(body_len, "BODY")?);
         let props_len = r.len_i16("PROPERTIESLENGTH")?;
-        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?)
-            .map_err(|_| MessageError::InvalidUtf8("properties"))?;
+        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?).map_err(|_| MessageError::InvalidUtf8("properties"))?;
         if r.pos - start != total {
             return Err(MessageError::SizeMismatch {
                 declared: total as i64,

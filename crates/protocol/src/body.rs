@@ -223,11 +223,7 @@ pub const SUB_ALL: &str = "*";
 impl SubscriptionData {
     /// Builds a TAG subscription from `"A || B"` the way the clients do: tags trimmed, empty or
     /// `*` meaning all.
-    pub fn from_tag_expression(
-        topic: &str,
-        expression: &str,
-        sub_version: i64,
-    ) -> SubscriptionData {
+    pub fn from_tag_expression(topic: &str, expression: &str, sub_version: i64) -> SubscriptionData {
         let expression = expression.trim();
         let (sub_string, tags_set) = if expression.is_empty() || expression == SUB_ALL {
             (SUB_ALL.to_owned(), Vec::new())
@@ -242,10 +238,7 @@ impl SubscriptionData {
         };
         SubscriptionData {
             class_filter_mode: false,
-            code_set: tags_set
-                .iter()
-                .map(|t| crate::properties::java_string_hash(t))
-                .collect(),
+            code_set: tags_set.iter().map(|t| crate::properties::java_string_hash(t)).collect(),
             expression_type: EXPRESSION_TYPE_TAG.to_owned(),
             sub_string,
             sub_version,
@@ -468,10 +461,7 @@ fn java_double(v: f64) -> String {
     }
 }
 
-fn read_mq_table<V: serde::de::DeserializeOwned>(
-    body: &[u8],
-    tps_key: &str,
-) -> Result<(Vec<(MessageQueue, V)>, f64), BodyError> {
+fn read_mq_table<V: serde::de::DeserializeOwned>(body: &[u8], tps_key: &str) -> Result<(Vec<(MessageQueue, V)>, f64), BodyError> {
     let v = parse_lenient(body)?;
     let shape = |m: &str| BodyError::Shape(m.to_owned());
     let table = v
@@ -480,10 +470,8 @@ fn read_mq_table<V: serde::de::DeserializeOwned>(
         .ok_or_else(|| shape("missing offsetTable"))?;
     let mut out = Vec::with_capacity(table.len());
     for (k, val) in table {
-        let mq: MessageQueue = serde_json::from_str(k)
-            .map_err(|e| BodyError::Shape(format!("offsetTable key {k:?}: {e}")))?;
-        let val: V =
-            serde_json::from_value(val.clone()).map_err(|e| BodyError::Shape(e.to_string()))?;
+        let mq: MessageQueue = serde_json::from_str(k).map_err(|e| BodyError::Shape(format!("offsetTable key {k:?}: {e}")))?;
+        let val: V = serde_json::from_value(val.clone()).map_err(|e| BodyError::Shape(e.to_string()))?;
         out.push((mq, val));
     }
     let tps = v.get(tps_key).and_then(|t| t.as_f64()).unwrap_or(0.0);
@@ -525,10 +513,7 @@ impl ConsumeStats {
 
     pub fn from_json(body: &[u8]) -> Result<ConsumeStats, BodyError> {
         let (offset_table, consume_tps) = read_mq_table(body, "consumeTps")?;
-        Ok(ConsumeStats {
-            offset_table,
-            consume_tps,
-        })
+        Ok(ConsumeStats { offset_table, consume_tps })
     }
 }
 
@@ -590,10 +575,7 @@ mod tests {
         let quoted = r#"{"brokerDatas":[{"brokerAddrs":{"0":"127.0.0.1:10911"},"brokerName":"broker-a","cluster":"DefaultCluster","enableActingMaster":false}],"filterServerTable":{},"queueDatas":[{"brokerName":"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}]}"#;
         assert_eq!(route.to_json(513), quoted);
         assert_eq!(route.to_json(317), quoted.replace(r#"{"0":"#, "{0:"));
-        assert_eq!(
-            TopicRouteData::from_json(route.to_json(317).as_bytes()).unwrap(),
-            route
-        );
+        assert_eq!(TopicRouteData::from_json(route.to_json(317).as_bytes()).unwrap(), route);
     }
 
     #[test]
@@ -601,16 +583,10 @@ mod tests {
         let go = br#"{"clientID":"192.0.2.2@g","producerDataSet":[],"consumerDataSet":[{"groupName":"g","consumeType":"CONSUME_PASSIVELY","messageModel":"Clustering","consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET","subscriptionDataSet":[{"classFilterMode":false,"topic":"T","subString":"TagA || TagB","tagsSet":["TagA","TagB"],"codeSet":["2598919","2598920"],"subVersion":1795350424409110915,"expressionType":"TAG"}],"unitMode":false}]}"#;
         let hb: HeartbeatData = from_json(go).unwrap();
         let sub = &hb.consumer_data_set[0].subscription_data_set[0];
-        assert_eq!(
-            hb.consumer_data_set[0].message_model,
-            MessageModel::Clustering
-        );
+        assert_eq!(hb.consumer_data_set[0].message_model, MessageModel::Clustering);
         assert_eq!(sub.code_set, vec![2598919, 2598920]);
         assert_eq!(sub.sub_version, 1795350424409110915);
-        assert_eq!(
-            SubscriptionData::from_tag_expression("T", "TagA || TagB", sub.sub_version),
-            *sub
-        );
+        assert_eq!(SubscriptionData::from_tag_expression("T", "TagA || TagB", sub.sub_version), *sub);
     }
 
     #[test]
@@ -650,10 +626,7 @@ mod tests {
             consume_tps: 1.5,
         };
         let json = cs.to_json();
-        assert!(
-            json.starts_with(r#"{"consumeTps":1.5,"offsetTable":{{"brokerName""#),
-            "{json}"
-        );
+        assert!(json.starts_with(r#"{"consumeTps":1.5,"offsetTable":{{"brokerName""#), "{json}");
         assert_eq!(ConsumeStats::from_json(json.as_bytes()).unwrap(), cs);
     }
 }

@@ -306,10 +306,7 @@ impl LanguageCode {
     }
 
     pub fn from_code(code: u8) -> LanguageCode {
-        LANGUAGES
-            .get(code as usize)
-            .map(|(l, _)| *l)
-            .unwrap_or(LanguageCode::Unknown(code))
+        LANGUAGES.get(code as usize).map(|(l, _)| *l).unwrap_or(LanguageCode::Unknown(code))
     }
 
     /// The enum name used in JSON headers; unknown bytes are written as `OTHER`.

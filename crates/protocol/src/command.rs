@@ -132,9 +132,7 @@ impl RemotingCommand {
 
     /// Inserts one `extFields` entry, creating the map if the command had none.
     pub fn put_ext(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        self.ext_fields
-            .get_or_insert_with(ExtFields::new)
-            .insert(key.into(), value.into());
+        self.ext_fields.get_or_insert_with(ExtFields::new).insert(key.into(), value.into());
     }
 
     /// Serializes the header alone in `self.serialize_type`.
@@ -148,8 +146,7 @@ impl RemotingCommand {
     /// Java's JSON header: top-level keys in alphabetical order, null fields omitted. Java also
     /// writes `serializeTypeCurrentRPC`, which every reader ignores; we leave it out.
     pub fn encode_json_header(&self) -> String {
-        let mut out =
-            String::with_capacity(96 + self.ext_fields.as_ref().map_or(0, |e| e.len() * 32));
+        let mut out = String::with_capacity(96 + self.ext_fields.as_ref().map_or(0, |e| e.len() * 32));
         let _ = write!(out, "{{\"code\":{}", self.code);
         if let Some(ext) = &self.ext_fields {
             out.push_str(",\"extFields\":{");
@@ -186,12 +183,7 @@ impl RemotingCommand {
             value: self.version.into(),
             width: 16,
         })?;
-        let ext_bytes: usize = self
-            .ext_fields
-            .iter()
-            .flatten()
-            .map(|(k, v)| 2 + k.len() + 4 + v.len())
-            .sum();
+        let ext_bytes: usize = self.ext_fields.iter().flatten().map(|(k, v)| 2 + k.len() + 4 + v.len()).sum();
         let remark = self.remark.as_deref().unwrap_or("");
         let mut out = Vec::with_capacity(21 + remark.len() + ext_bytes);
         out.put_i16(code);
@@ -217,11 +209,7 @@ impl RemotingCommand {
     }
 
     /// Decodes a header of the given serialization; `body` is attached as is.
-    pub fn decode_header(
-        serialize_type: SerializeType,
-        header: &[u8],
-        body: Bytes,
-    ) -> Result<RemotingCommand, ProtocolError> {
+    pub fn decode_header(serialize_type: SerializeType, header: &[u8], body: Bytes) -> Result<RemotingCommand, ProtocolError> {
         let mut cmd = match serialize_type {
             SerializeType::Json => decode_json_header(header)?,
             SerializeType::RocketMq => decode_binary_header(header)?,
@@ -312,23 +300,17 @@ struct JsonHeader {
 }
 
 fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
-    let parsed: JsonHeader = serde_json::from_slice(header)
-        .map_err(|e| ProtocolError::InvalidJsonHeader(e.to_string()))?;
+    let parsed: JsonHeader = serde_json::from_slice(header).map_err(|e| ProtocolError::InvalidJsonHeader(e.to_string()))?;
     let code = parsed
         .code
         .ok_or_else(|| ProtocolError::InvalidJsonHeader("missing field `code`".into()))?;
     // A null ext value is what Java skips when writing; drop it the same way.
-    let ext_fields = parsed.ext_fields.map(|m| {
-        m.into_iter()
-            .filter_map(|(k, v)| v.map(|v| (k, v.0)))
-            .collect()
-    });
+    let ext_fields = parsed
+        .ext_fields
+        .map(|m| m.into_iter().filter_map(|(k, v)| v.map(|v| (k, v.0))).collect());
     Ok(RemotingCommand {
         code,
-        language: parsed
-            .language
-            .as_deref()
-            .map_or(LanguageCode::Java, LanguageCode::from_name),
+        language: parsed.language.as_deref().map_or(LanguageCode::Java, LanguageCode::from_name),
         version: parsed.version,
         opaque: parsed.opaque,
         flag: parsed.flag,
@@ -383,10 +365,7 @@ impl<'a> Cursor<'a> {
 }
 
 fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
-    let mut c = Cursor {
-        buf: header,
-        pos: 0,
-    };
+    let mut c = Cursor { buf: header, pos: 0 };
     let code = c.i16("code")?;
     let language = LanguageCode::from_code(c.u8("language")?);
     let version = c.i16("version")?;
@@ -446,13 +425,11 @@ mod tests {
         cmd.put_ext("offset", "42");
         let header = cmd.encode_binary_header().unwrap();
         let expected: &[u8] = &[
-            0x00, 0x00, 0x00, 0x01, 0xdf, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x01, 0x00,
-            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0e, 0x00, 0x06, b'o', b'f', b'f', b's', b'e',
-            b't', 0x00, 0x00, 0x00, 0x02, b'4', b'2',
+            0x00, 0x00, 0x00, 0x01, 0xdf, 0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x0e,
+            0x00, 0x06, b'o', b'f', b'f', b's', b'e', b't', 0x00, 0x00, 0x00, 0x02, b'4', b'2',
         ];
         assert_eq!(header, expected);
-        let back =
-            RemotingCommand::decode_header(SerializeType::RocketMq, &header, Bytes::new()).unwrap();
+        let back = RemotingCommand::decode_header(SerializeType::RocketMq, &header, Bytes::new()).unwrap();
         assert_eq!(back, cmd);
     }
 
@@ -496,10 +473,7 @@ mod tests {
         let full = cmd.encode_binary_header().unwrap();
         for cut in 0..full.len() {
             let err = decode_binary_header(&full[..cut]).unwrap_err();
-            assert!(
-                matches!(err, ProtocolError::TruncatedHeader { .. }),
-                "cut {cut}: {err}"
-            );
+            assert!(matches!(err, ProtocolError::TruncatedHeader { .. }), "cut {cut}: {err}");
         }
         // A length word claiming far more than is present is rejected, not allocated.
         let mut lying = full.clone();

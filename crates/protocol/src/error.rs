@@ -8,19 +8,11 @@ use thiserror::Error;
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum ProtocolError {
     #[error("frame of {frame_bytes} bytes exceeds the limit of {max_frame_bytes} bytes")]
-    FrameTooLarge {
-        frame_bytes: u64,
-        max_frame_bytes: usize,
-    },
+    FrameTooLarge { frame_bytes: u64, max_frame_bytes: usize },
     #[error("frame length {0} is negative or smaller than the 4-byte header-length word")]
     FrameTooShort(i64),
-    #[error(
-        "header length {header_bytes} overruns the frame ({available_bytes} bytes after the header-length word)"
-    )]
-    HeaderOverrun {
-        header_bytes: usize,
-        available_bytes: usize,
-    },
+    #[error("header length {header_bytes} overruns the frame ({available_bytes} bytes after the header-length word)")]
+    HeaderOverrun { header_bytes: usize, available_bytes: usize },
     #[error("unknown header serialization type {0} (expected 0 = JSON or 1 = ROCKETMQ)")]
     UnknownSerializeType(u8),
     #[error("invalid JSON header: {0}")]
@@ -34,11 +26,7 @@ pub enum ProtocolError {
     #[error("binary header field {field} is not valid UTF-8")]
     InvalidUtf8 { field: &'static str },
     #[error("value {value} of {field} does not fit the binary header's {width}-bit field")]
-    FieldOutOfRange {
-        field: &'static str,
-        value: i64,
-        width: u8,
-    },
+    FieldOutOfRange { field: &'static str, value: i64, width: u8 },
     #[error("header too large to encode: {0} bytes (the length word holds 24 bits)")]
     HeaderTooLarge(usize),
 }
@@ -59,9 +47,7 @@ pub enum HeaderError {
 /// A stored message, batch body, property string or message id that could not be decoded.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum MessageError {
-    #[error(
-        "message record truncated: {field} needs {needed} bytes at offset {offset}, {available} available"
-    )]
+    #[error("message record truncated: {field} needs {needed} bytes at offset {offset}, {available} available")]
     Truncated {
         field: &'static str,
         offset: usize,

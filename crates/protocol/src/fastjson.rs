@@ -44,10 +44,7 @@ struct Parser<'a> {
 
 impl Parser<'_> {
     fn err(&self, reason: &'static str) -> BodyError {
-        BodyError::Syntax {
-            offset: self.pos,
-            reason,
-        }
+        BodyError::Syntax { offset: self.pos, reason }
     }
 
     fn ws(&mut self) {
@@ -156,10 +153,7 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self) -> Result<u32, BodyError> {
-        let digits = self
-            .s
-            .get(self.pos..self.pos + 4)
-            .ok_or_else(|| self.err("short \\u escape"))?;
+        let digits = self.s.get(self.pos..self.pos + 4).ok_or_else(|| self.err("short \\u escape"))?;
         let text = std::str::from_utf8(digits).map_err(|_| self.err("bad \\u escape"))?;
         let v = u32::from_str_radix(text, 16).map_err(|_| self.err("bad \\u escape"))?;
         self.pos += 4;
@@ -286,7 +280,8 @@ mod tests {
     fn fastjson_quirks_parse() {
         let v = parse_lenient(br#"{"brokerAddrs":{0:"127.0.0.1:10911",1:"b"}}"#).unwrap();
         assert_eq!(v["brokerAddrs"]["0"], "127.0.0.1:10911");
-        let v = parse_lenient(br#"{"offsetTable":{{"brokerName":"a","queueId":0,"topic":"T"}:{"maxOffset":10}},"topicPutTps":0.0}"#).unwrap();
+        let v =
+            parse_lenient(br#"{"offsetTable":{{"brokerName":"a","queueId":0,"topic":"T"}:{"maxOffset":10}},"topicPutTps":0.0}"#).unwrap();
         let (k, val) = v["offsetTable"].as_object().unwrap().iter().next().unwrap();
         assert_eq!(k, r#"{"brokerName":"a","queueId":0,"topic":"T"}"#);
         assert_eq!(val["maxOffset"], 10);
@@ -304,11 +299,7 @@ mod tests {
             b"nul",
             b"\"\\ud800\\u0041\"",
         ] {
-            assert!(
-                parse_lenient(bad).is_err(),
-                "{}",
-                String::from_utf8_lossy(bad)
-            );
+            assert!(parse_lenient(bad).is_err(), "{}", String::from_utf8_lossy(bad));
         }
         let deep = "[".repeat(MAX_DEPTH + 10);
         assert!(parse_lenient(deep.as_bytes()).is_err());
@@ -321,9 +312,6 @@ mod tests {
             write_compact(&v, &|k| k == "brokerAddrs"),
             r#"{"brokerAddrs":{0:"x"},"topics":{"1":"y"}}"#
         );
-        assert_eq!(
-            write_compact(&v, &|_| false),
-            r#"{"brokerAddrs":{"0":"x"},"topics":{"1":"y"}}"#
-        );
+        assert_eq!(write_compact(&v, &|_| false), r#"{"brokerAddrs":{"0":"x"},"topics":{"1":"y"}}"#);
     }
 }

@@ -61,10 +61,7 @@ fn header_word_of(word: [u8; 4], frame_len: usize) -> Result<(u8, usize), Protoc
 
 /// Where one frame lies in a buffer: `Ok(None)` while more bytes are needed. The length word is
 /// judged as soon as its 4 bytes are present, so a hostile length fails before anything waits on it.
-fn locate_frame(
-    buf: &[u8],
-    max_frame_bytes: usize,
-) -> Result<Option<(usize, u8, usize)>, ProtocolError> {
+fn locate_frame(buf: &[u8], max_frame_bytes: usize) -> Result<Option<(usize, u8, usize)>, ProtocolError> {
     let Some(len_word) = buf.first_chunk::<4>() else {
         return Ok(None);
     };
@@ -72,18 +69,13 @@ fn locate_frame(
     let Some(header_word) = buf.get(4..8) else {
         return Ok(None);
     };
-    let (serialize_byte, header_len) =
-        header_word_of(header_word.try_into().expect("4 bytes"), frame_len)?;
+    let (serialize_byte, header_len) = header_word_of(header_word.try_into().expect("4 bytes"), frame_len)?;
     Ok(Some((frame_len, serialize_byte, header_len)))
 }
 
 /// Splits one frame off the front of `buf`; `Ok(None)` means more bytes are needed.
-pub fn split_frame(
-    buf: &mut BytesMut,
-    max_frame_bytes: usize,
-) -> Result<Option<RawFrame>, ProtocolError> {
-    let Some((frame_len, serialize_type_byte, header_len)) = locate_frame(buf, max_frame_bytes)?
-    else {
+pub fn split_frame(buf: &mut BytesMut, max_frame_bytes: usize) -> Result<Option<RawFrame>, ProtocolError> {
+    let Some((frame_len, serialize_type_byte, header_len)) = locate_frame(buf, max_frame_bytes)? else {
         return Ok(None);
     };
     if buf.len() < 4 + frame_len {
@@ -102,10 +94,7 @@ pub fn split_frame(
 
 /// Decodes the first frame of a byte slice. Returns the command and the bytes it used, or
 /// `Ok(None)` if the slice holds only part of a frame.
-pub fn decode_frame(
-    buf: &[u8],
-    max_frame_bytes: usize,
-) -> Result<Option<(RemotingCommand, usize)>, ProtocolError> {
+pub fn decode_frame(buf: &[u8], max_frame_bytes: usize) -> Result<Option<(RemotingCommand, usize)>, ProtocolError> {
     let Some((frame_len, st_byte, header_len)) = locate_frame(buf, max_frame_bytes)? else {
         return Ok(None);
     };
@@ -155,10 +144,7 @@ pub struct FrameCodec {
 
 impl FrameCodec {
     pub fn new(max_frame_bytes: usize) -> FrameCodec {
-        assert!(
-            max_frame_bytes >= 8,
-            "a frame needs at least its 8-byte prefix"
-        );
+        assert!(max_frame_bytes >= 8, "a frame needs at least its 8-byte prefix");
         FrameCodec { max_frame_bytes }
     }
 
@@ -218,15 +204,12 @@ mod tests {
     fn reference_binary_route_request() {
         // GET_ROUTEINFO_BY_TOPIC "VectorTopic2" from the 5.5.0 Java client in ROCKETMQ mode.
         let mut bytes = vec![
-            0, 0, 0, 0x30, 1, 0, 0, 0x2c, 0, 0x69, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-            0, 0, 0x17, 0, 5,
+            0, 0, 0, 0x30, 1, 0, 0, 0x2c, 0, 0x69, 0, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x17, 0, 5,
         ];
         bytes.extend_from_slice(b"topic");
         bytes.extend_from_slice(&[0, 0, 0, 0x0c]);
         bytes.extend_from_slice(b"VectorTopic2");
-        let (cmd, used) = decode_frame(&bytes, DEFAULT_MAX_FRAME_BYTES)
-            .unwrap()
-            .unwrap();
+        let (cmd, used) = decode_frame(&bytes, DEFAULT_MAX_FRAME_BYTES).unwrap().unwrap();
         assert_eq!(used, bytes.len());
         assert_eq!(cmd.code, 105);
         assert_eq!(cmd.version, 513);
@@ -240,10 +223,7 @@ mod tests {
         let mut buf = BytesMut::from(&two_gib_claim[..]);
         let err = split_frame(&mut buf, DEFAULT_MAX_FRAME_BYTES).unwrap_err();
         assert!(matches!(err, ProtocolError::FrameTooLarge { .. }));
-        assert!(
-            buf.capacity() < 1024,
-            "nothing was reserved for the claimed length"
-        );
+        assert!(buf.capacity() < 1024, "nothing was reserved for the claimed length");
         assert!(matches!(
             decode_frame(&two_gib_claim, DEFAULT_MAX_FRAME_BYTES),
             Err(ProtocolError::FrameTooLarge { .. })
@@ -261,16 +241,10 @@ mod tests {
     #[test]
     fn malformed_prefixes() {
         let negative = [0xff, 0xff, 0xff, 0xf0, 0, 0, 0, 0];
-        assert!(matches!(
-            decode_frame(&negative, 1 << 20),
-            Err(ProtocolError::FrameTooShort(_))
-        ));
+        assert!(matches!(decode_frame(&negative, 1 << 20), Err(ProtocolError::FrameTooShort(_))));
         // header length 200 in a 10-byte frame
         let overrun = [0, 0, 0, 10, 0, 0, 0, 200, 0, 0, 0, 0, 0, 0];
-        assert!(matches!(
-            decode_frame(&overrun, 1 << 20),
-            Err(ProtocolError::HeaderOverrun { .. })
-        ));
+        assert!(matches!(decode_frame(&overrun, 1 << 20), Err(ProtocolError::HeaderOverrun { .. })));
         let bad_type = [0, 0, 0, 6, 7, 0, 0, 2, b'{', b'}'];
         assert!(matches!(
             decode_frame(&bad_type, 1 << 20),

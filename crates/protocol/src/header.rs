@@ -225,9 +225,7 @@ impl SendMessageRequestHeader {
     /// Reads a send header in whichever key form the request code uses (310/320/325: short keys).
     pub fn from_send_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
         match cmd.code {
-            request_code::SEND_MESSAGE_V2
-            | request_code::SEND_BATCH_MESSAGE
-            | request_code::SEND_REPLY_MESSAGE_V2 => {
+            request_code::SEND_MESSAGE_V2 | request_code::SEND_BATCH_MESSAGE | request_code::SEND_REPLY_MESSAGE_V2 => {
                 SendMessageRequestHeaderV2::from_command(cmd).map(Into::into)
             }
             _ => SendMessageRequestHeader::from_command(cmd),
@@ -624,10 +622,7 @@ mod tests {
     fn required_and_invalid_fields_are_typed() {
         let mut ext = ExtFields::new();
         ext.insert("topic".into(), "T".into());
-        assert_eq!(
-            GetMaxOffsetRequestHeader::from_ext(&ext),
-            Err(HeaderError::Missing("queueId"))
-        );
+        assert_eq!(GetMaxOffsetRequestHeader::from_ext(&ext), Err(HeaderError::Missing("queueId")));
         ext.insert("queueId".into(), "x1".into());
         assert!(matches!(
             GetMaxOffsetRequestHeader::from_ext(&ext),
@@ -639,10 +634,7 @@ mod tests {
         let h = GetMaxOffsetRequestHeader::from_ext(&ext).unwrap();
         assert_eq!(h.queue_id, 3);
         assert_eq!(h.committed, Some(true));
-        assert_eq!(
-            h.to_ext().keys().collect::<Vec<_>>(),
-            ["topic", "queueId", "committed"]
-        );
+        assert_eq!(h.to_ext().keys().collect::<Vec<_>>(), ["topic", "queueId", "committed"]);
     }
 
     #[test]
@@ -666,15 +658,9 @@ mod tests {
         assert_eq!(SendMessageRequestHeaderV2::from(v1.clone()), v2);
         let mut cmd = RemotingCommand::request(request_code::SEND_MESSAGE_V2, 1);
         cmd.ext_fields = Some(v2.to_ext());
-        assert_eq!(
-            SendMessageRequestHeader::from_send_command(&cmd).unwrap(),
-            v1
-        );
+        assert_eq!(SendMessageRequestHeader::from_send_command(&cmd).unwrap(), v1);
         cmd.code = request_code::SEND_MESSAGE;
         cmd.ext_fields = Some(v1.to_ext());
-        assert_eq!(
-            SendMessageRequestHeader::from_send_command(&cmd).unwrap(),
-            v1
-        );
+        assert_eq!(SendMessageRequestHeader::from_send_command(&cmd).unwrap(), v1);
     }
 }

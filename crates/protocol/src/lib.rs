@@ -18,14 +18,9 @@ pub mod msgid;
 pub mod properties;
 
 pub use codes::{LanguageCode, request_code, request_code_name, response_code, response_code_name};
-pub use command::{
-    ExtFields, FLAG_ONEWAY, FLAG_RESPONSE, PETREL_VERSION, RemotingCommand, SerializeType,
-};
+pub use command::{ExtFields, FLAG_ONEWAY, FLAG_RESPONSE, PETREL_VERSION, RemotingCommand, SerializeType};
 pub use error::{BodyError, HeaderError, MessageError, ProtocolError};
-pub use frame::{
-    CodecError, DEFAULT_MAX_FRAME_BYTES, FrameCodec, RawFrame, decode_frame, encode_frame,
-    split_frame,
-};
+pub use frame::{CodecError, DEFAULT_MAX_FRAME_BYTES, FrameCodec, RawFrame, decode_frame, encode_frame, split_frame};
 pub use header::CommandHeader;
 pub use message::{MessageExt, decode_messages};
 pub use properties::Properties;

@@ -126,16 +126,14 @@ impl MessageExt {
     }
 
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.properties.get(keys::KEYS).into_iter().flat_map(|k| {
-            k.split(crate::properties::KEY_SEPARATOR)
-                .filter(|k| !k.is_empty())
-        })
+        self.properties
+            .get(keys::KEYS)
+            .into_iter()
+            .flat_map(|k| k.split(crate::properties::KEY_SEPARATOR).filter(|k| !k.is_empty()))
     }
 
     pub fn uniq_key(&self) -> Option<&str> {
-        self.properties
-            .get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            .map(String::as_str)
+        self.properties.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).map(String::as_str)
     }
 
     /// The broker-side id: store host + commit-log offset.
@@ -145,14 +143,12 @@ impl MessageExt {
 
     /// What applications see as the message id: UNIQ_KEY, else the offset id.
     pub fn msg_id(&self) -> String {
-        self.uniq_key()
-            .map_or_else(|| self.offset_msg_id(), str::to_owned)
+        self.uniq_key().map_or_else(|| self.offset_msg_id(), str::to_owned)
     }
 
     /// sysFlag with the IPv6 bits matching the two addresses.
     pub fn effective_sys_flag(&self) -> i32 {
-        let mut f =
-            self.sys_flag & !(sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG);
+        let mut f = self.sys_flag & !(sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG);
         if self.born_host.is_ipv6() {
             f |= sys_flag::BORNHOST_V6_FLAG;
         }
@@ -245,11 +241,7 @@ impl MessageExt {
         out.put_slice(self.topic.as_bytes());
         out.put_i16(props.len() as i16);
         out.put_slice(props.as_bytes());
-        debug_assert_eq!(
-            out.len() - start,
-            total,
-            "TOTALSIZE must equal the bytes written"
-        );
+        debug_assert_eq!(out.len() - start, total, "TOTALSIZE must equal the bytes written");
         Ok(())
     }
 
@@ -270,11 +262,17 @@ impl MessageExt {
             MAGIC_CODE_V2 => MessageVersion::V2,
             other => return Err(MessageError::BadMagic(other as u32)),
         };
-        if total < 0 || total as usize > buf.len() {
+        if total < 8 {
+            return Err(MessageError::SizeMismatch {
+                declared: total.into(),
+                actual: 8,
+            });
+        }
+        if total as usize > buf.len() {
             return Err(MessageError::Truncated {
                 field: "record",
                 offset: 0,
-                needed: total.max(0) as usize,
+                needed: total as usize,
                 available: buf.len(),
             });
         }
@@ -292,10 +290,7 @@ impl MessageExt {
         let born_timestamp = r.i64("BORNTIMESTAMP")?;
         let born_host = r.host(sys_flag & sys_flag::BORNHOST_V6_FLAG != 0, "BORNHOST")?;
         let store_timestamp = r.i64("STORETIMESTAMP")?;
-        let store_host = r.host(
-            sys_flag & sys_flag::STOREHOSTADDRESS_V6_FLAG != 0,
-            "STOREHOSTADDRESS",
-        )?;
+        let store_host = r.host(sys_flag & sys_flag::STOREHOSTADDRESS_V6_FLAG != 0, "STOREHOSTADDRESS")?;
         let reconsume_times = r.i32("RECONSUMETIMES")?;
         let prepared_transaction_offset = r.i64("PREPAREDTRANSACTIONOFFSET")?;
         let body_len = r.len_i32("BODYLENGTH")?;
@@ -308,8 +303,7 @@ impl MessageExt {
             .map_err(|_| MessageError::InvalidUtf8("topic"))?
             .to_owned();
         let props_len = r.len_i16("PROPERTIESLENGTH")?;
-        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?)
-            .map_err(|_| MessageError::InvalidUtf8("properties"))?;
+        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?).map_err(|_| MessageError::InvalidUtf8("properties"))?;
         if r.pos != total as usize {
             return Err(MessageError::SizeMismatch {
                 declared: total.into(),
@@ -379,7 +373,7 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub(crate) fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], MessageError> {
-        let available = self.buf.len() - self.pos;
+        let available = self.buf.len().saturating_sub(self.pos);
         if n > available {
             return Err(MessageError::Truncated {
                 field,
@@ -393,33 +387,21 @@ impl<'a> Reader<'a> {
         Ok(s)
     }
     pub(crate) fn i16(&mut self, field: &'static str) -> Result<i16, MessageError> {
-        Ok(i16::from_be_bytes(
-            self.take(2, field)?.try_into().expect("2 bytes"),
-        ))
+        Ok(i16::from_be_bytes(self.take(2, field)?.try_into().expect("2 bytes")))
     }
     pub(crate) fn i32(&mut self, field: &'static str) -> Result<i32, MessageError> {
-        Ok(i32::from_be_bytes(
-            self.take(4, field)?.try_into().expect("4 bytes"),
-        ))
+        Ok(i32::from_be_bytes(self.take(4, field)?.try_into().expect("4 bytes")))
     }
     pub(crate) fn i64(&mut self, field: &'static str) -> Result<i64, MessageError> {
-        Ok(i64::from_be_bytes(
-            self.take(8, field)?.try_into().expect("8 bytes"),
-        ))
+        Ok(i64::from_be_bytes(self.take(8, field)?.try_into().expect("8 bytes")))
     }
     pub(crate) fn len_i32(&mut self, field: &'static str) -> Result<usize, MessageError> {
         let v = self.i32(field)?;
-        usize::try_from(v).map_err(|_| MessageError::NegativeLength {
-            field,
-            value: v.into(),
-        })
+        usize::try_from(v).map_err(|_| MessageError::NegativeLength { field, value: v.into() })
     }
     pub(crate) fn len_i16(&mut self, field: &'static str) -> Result<usize, MessageError> {
         let v = self.i16(field)?;
-        usize::try_from(v).map_err(|_| MessageError::NegativeLength {
-            field,
-            value: v.into(),
-        })
+        usize::try_from(v).map_err(|_| MessageError::NegativeLength { field, value: v.into() })
     }
     fn host(&mut self, v6: bool, field: &'static str) -> Result<SocketAddr, MessageError> {
         let ip = if v6 {
@@ -461,12 +443,7 @@ mod tests {
         };
         let bytes = msg.to_bytes().unwrap();
         assert_eq!(bytes.len(), 153);
-        assert_eq!(
-            &bytes[..12],
-            &[
-                0, 0, 0, 0x99, 0xda, 0xa3, 0x20, 0xa7, 0x58, 0x93, 0x2a, 0xac
-            ]
-        );
+        assert_eq!(&bytes[..12], &[0, 0, 0, 0x99, 0xda, 0xa3, 0x20, 0xa7, 0x58, 0x93, 0x2a, 0xac]);
         assert_eq!(&bytes[0x40..0x48], &[0x7f, 0, 0, 1, 0, 0, 0x2a, 0x9f]);
         let (back, used) = MessageExt::decode_verified(&bytes).unwrap();
         assert_eq!(used, 153);
@@ -486,10 +463,7 @@ mod tests {
         let bytes = msg.to_bytes().unwrap();
         let (back, _) = MessageExt::decode(&bytes).unwrap();
         assert_eq!(back.version, MessageVersion::V2);
-        assert_eq!(
-            back.sys_flag,
-            sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG
-        );
+        assert_eq!(back.sys_flag, sys_flag::BORNHOST_V6_FLAG | sys_flag::STOREHOSTADDRESS_V6_FLAG);
         assert_eq!(back.born_host, msg.born_host);
         assert_eq!(back.topic, msg.topic);
         assert_eq!(store_timestamp_pos(back.sys_flag), 68);
@@ -508,25 +482,20 @@ mod tests {
         }
         let mut bad = bytes.to_vec();
         bad[4] ^= 1;
-        assert!(matches!(
-            MessageExt::decode(&bad),
-            Err(MessageError::BadMagic(_))
-        ));
+        assert!(matches!(MessageExt::decode(&bad), Err(MessageError::BadMagic(_))));
         let mut flipped = bytes.to_vec();
         let body_at = 84 + 4;
         flipped[body_at] ^= 0x20;
-        assert!(matches!(
-            MessageExt::decode_verified(&flipped),
-            Err(MessageError::BodyCrc { .. })
-        ));
+        assert!(matches!(MessageExt::decode_verified(&flipped), Err(MessageError::BodyCrc { .. })));
+        // a size word smaller than the size and magic words themselves
+        let mut tiny = bytes.to_vec();
+        tiny[..4].copy_from_slice(&4i32.to_be_bytes());
+        assert!(matches!(MessageExt::decode(&tiny), Err(MessageError::SizeMismatch { .. })));
         // a body length that runs past the record
         let mut overrun = bytes.to_vec();
         overrun[84..88].copy_from_slice(&1000i32.to_be_bytes());
         assert!(MessageExt::decode(&overrun).is_err());
         overrun[84..88].copy_from_slice(&(-1i32).to_be_bytes());
-        assert!(matches!(
-            MessageExt::decode(&overrun),
-            Err(MessageError::NegativeLength { .. })
-        ));
+        assert!(matches!(MessageExt::decode(&overrun), Err(MessageError::NegativeLength { .. })));
     }
 }

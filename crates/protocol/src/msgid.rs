@@ -41,13 +41,9 @@ pub fn decode_offset_msg_id(id: &str) -> Result<(SocketAddr, i64), MessageError>
     }
     let ip_len = if id.len() == 32 { 4 } else { 16 };
     let ip = if ip_len == 4 {
-        IpAddr::V4(Ipv4Addr::from(
-            <[u8; 4]>::try_from(&bytes[..4]).expect("4 bytes"),
-        ))
+        IpAddr::V4(Ipv4Addr::from(<[u8; 4]>::try_from(&bytes[..4]).expect("4 bytes")))
     } else {
-        IpAddr::V6(Ipv6Addr::from(
-            <[u8; 16]>::try_from(&bytes[..16]).expect("16 bytes"),
-        ))
+        IpAddr::V6(Ipv6Addr::from(<[u8; 16]>::try_from(&bytes[..16]).expect("16 bytes")))
     };
     let port = i32::from_be_bytes(bytes[ip_len..ip_len + 4].try_into().expect("4 bytes"));
     let offset = i64::from_be_bytes(bytes[ip_len + 4..ip_len + 12].try_into().expect("8 bytes"));
@@ -90,9 +86,7 @@ impl UniqKeyGenerator {
     }
 
     pub fn next(&self) -> String {
-        let now_ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64);
+        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
         self.next_at(now_ms)
     }
 }
@@ -142,12 +136,7 @@ mod tests {
         let id6 = create_offset_msg_id(v6, 1 << 40);
         assert_eq!(id6.len(), 56);
         assert_eq!(decode_offset_msg_id(&id6).unwrap(), (v6, 1 << 40));
-        for bad in [
-            "",
-            "XYZ",
-            "7F00000100002A9F000000000000023",
-            "7F00000100002A9F00000000000002ZZ",
-        ] {
+        for bad in ["", "XYZ", "7F00000100002A9F000000000000023", "7F00000100002A9F00000000000002ZZ"] {
             assert!(decode_offset_msg_id(bad).is_err(), "{bad}");
         }
     }

@@ -98,14 +98,16 @@ pub fn encode_properties(props: &Properties) -> Result<String, MessageError> {
     Ok(out)
 }
 
-/// Decodes a properties string. Segments without a name separator or with an empty name are
-/// dropped (as both official clients do); empty values are kept (as Go does) so nothing a
-/// producer sent is lost between broker and consumer. A final pair without its 0x02 is accepted.
+/// Decodes a properties string. Segments without exactly one name separator or with an empty
+/// name are dropped (as the Go client does: a second 0x01 could not be written back, and Java
+/// would fold it into the value); empty values are kept so nothing a producer sent is lost
+/// between broker and consumer. A final pair without its 0x02 is accepted.
 pub fn decode_properties(s: &str) -> Properties {
     let mut props = Properties::new();
     for segment in s.split(PROPERTY_SEPARATOR) {
         if let Some((name, value)) = segment.split_once(NAME_VALUE_SEPARATOR)
             && !name.is_empty()
+            && !value.contains(NAME_VALUE_SEPARATOR)
         {
             props.insert(name.to_owned(), value.to_owned());
         }
@@ -115,14 +117,12 @@ pub fn decode_properties(s: &str) -> Properties {
 
 /// Java's `String.hashCode()` over UTF-16 code units: the consume-queue tag hash of `TAGS`.
 pub fn java_string_hash(s: &str) -> i32 {
-    s.encode_utf16()
-        .fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32))
+    s.encode_utf16().fold(0i32, |h, unit| h.wrapping_mul(31).wrapping_add(unit as i32))
 }
 
 /// The consume-queue tag code of a message: the hash of its `TAGS`, 0 when it has none.
 pub fn tags_code(tags: Option<&str>) -> i64 {
-    tags.filter(|t| !t.is_empty())
-        .map_or(0, |t| java_string_hash(t).into())
+    tags.filter(|t| !t.is_empty()).map_or(0, |t| java_string_hash(t).into())
 }
 
 #[cfg(test)]
@@ -144,8 +144,7 @@ mod tests {
         let props = decode_properties(raw);
         assert_eq!(props.get("KEYS").map(String::as_str), Some("key-1"));
         assert_eq!(encode_properties(&props).unwrap(), raw);
-        let odd =
-            decode_properties("a\u{1}1\u{2}junk\u{2}\u{1}noname\u{2}empty\u{1}\u{2}last\u{1}x");
+        let odd = decode_properties("a\u{1}1\u{2}junk\u{2}\u{1}noname\u{2}two\u{1}x\u{1}y\u{2}empty\u{1}\u{2}last\u{1}x");
         assert_eq!(odd.len(), 3);
         assert_eq!(odd["empty"], "");
         assert_eq!(odd["last"], "x");

@@ -10,7 +10,9 @@ mod support;
 
 use std::collections::HashMap;
 
-use petrel_protocol::body::{ClusterInfo, ConsumerListBody, HeartbeatData, KvTable, RegisterBrokerBody, TopicRouteData, register_body_crc32, to_json};
+use petrel_protocol::body::{
+    ClusterInfo, ConsumerListBody, HeartbeatData, KvTable, RegisterBrokerBody, TopicRouteData, register_body_crc32, to_json,
+};
 use petrel_protocol::codes::{request_code as rc, response_code};
 use petrel_protocol::header::*;
 use petrel_protocol::message::{MessageExt, decode_messages};
@@ -79,13 +81,21 @@ fn check_stored(exp: &Expected, cap: &Captured, what: &str) -> usize {
         assert_eq!(msg.store_timestamp.to_string(), f("storeTimestamp"), "{what}");
         assert_eq!(msg.store_host.to_string(), f("storeHost"), "{what}");
         assert_eq!(msg.reconsume_times.to_string(), f("reconsumeTimes"), "{what}");
-        assert_eq!(msg.prepared_transaction_offset.to_string(), f("preparedTransactionOffset"), "{what}");
+        assert_eq!(
+            msg.prepared_transaction_offset.to_string(),
+            f("preparedTransactionOffset"),
+            "{what}"
+        );
         assert_eq!(msg.body.as_ref(), f("body").as_bytes(), "{what}");
         let got: Vec<(String, String)> = msg.properties.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         assert_eq!(&got, props, "{what}: properties (in stored order)");
         // the record re-encodes byte for byte and its CRC is right
         let (_, used) = MessageExt::decode_verified(&cap.command.body[at..]).unwrap();
-        assert_eq!(msg.to_bytes().unwrap().as_ref(), &cap.command.body[at..at + used], "{what}: record re-encode");
+        assert_eq!(
+            msg.to_bytes().unwrap().as_ref(),
+            &cap.command.body[at..at + used],
+            "{what}: record re-encode"
+        );
         at += used;
     }
     msgs.len()
@@ -220,7 +230,10 @@ fn check_vector(name: &str, tally: &mut Tally) {
     for cap in &captured {
         let flow = (cap.src_port, cap.dst_port);
         let idx = seen.entry(flow).or_default();
-        let exp = exp_by_flow.get(&flow).and_then(|v| v.get(*idx)).unwrap_or_else(|| panic!("{name}: pcap frame on {flow:?} not in .txt"));
+        let exp = exp_by_flow
+            .get(&flow)
+            .and_then(|v| v.get(*idx))
+            .unwrap_or_else(|| panic!("{name}: pcap frame on {flow:?} not in .txt"));
         *idx += 1;
         let cmd = &cap.command;
         let what = format!("{name} {}->{} opaque {} code {}", cap.src_port, cap.dst_port, cmd.opaque, cmd.code);
@@ -242,7 +255,9 @@ fn check_vector(name: &str, tally: &mut Tally) {
         // length 0), and the .txt prints {} for it
         let mut ours = header_value(cmd);
         if cmd.serialize_type == SerializeType::RocketMq && cmd.ext_fields.is_none() {
-            ours.as_object_mut().unwrap().insert("extFields".into(), Value::Object(Default::default()));
+            ours.as_object_mut()
+                .unwrap()
+                .insert("extFields".into(), Value::Object(Default::default()));
         }
         assert_eq!(ours, without_ignored(exp.header.clone()), "{what}: header");
         check_body(exp, cap, &what);

@@ -22,6 +22,9 @@ impl Flow {
     }
 }
 
+/// Payload segments of one direction: sequence number -> (payload, capture time in µs).
+type Segments = BTreeMap<u32, (Vec<u8>, u64)>;
+
 /// Reads every TCP flow of a pcap file, keyed by (source port, destination port).
 pub fn read_flows(data: &[u8]) -> HashMap<(u16, u16), Flow> {
     assert!(data.len() >= 24, "pcap global header");
@@ -38,8 +41,7 @@ pub fn read_flows(data: &[u8]) -> HashMap<(u16, u16), Flow> {
     };
     let linktype = rd32(&data[20..24]);
     assert_eq!(linktype, 1, "Ethernet link type expected");
-    // (src,dst ports) -> seq -> (payload, time)
-    let mut segments: HashMap<(u16, u16), BTreeMap<u32, (Vec<u8>, u64)>> = HashMap::new();
+    let mut segments: HashMap<(u16, u16), Segments> = HashMap::new();
     let mut pos = 24;
     while pos + 16 <= data.len() {
         let ts_sec = rd32(&data[pos..pos + 4]) as u64;
