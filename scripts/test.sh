@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: lints, every crate's tests (golden captures, property tests), and a
-# bounded fuzzing run of the protocol decoders. This is what CI runs.
+# The whole test suite: lints, every crate's tests (golden captures, property tests, lock
+# stress), loom's exhaustive check of the adaptive lock, and bounded fuzzing of the decoders. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,9 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 echo "== tests"
 cargo test --workspace
+
+echo "== loom: the adaptive lock's mode swap, every interleaving"
+RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-45}"
