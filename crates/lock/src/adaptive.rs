@@ -108,14 +108,25 @@ fn active_index() -> usize {
     0
 }
 
+/// Read by every acquisition, written only by a swap: kept off the lines holders write.
+#[repr(align(128))]
+struct Gate {
+    open: AtomicBool,
+    mode: AtomicU8,
+}
+
+/// Written by the holder after acquiring, read by it when releasing.
+#[repr(align(128))]
+struct Holder {
+    mode: AtomicU8,
+    shard: AtomicUsize,
+}
+
 /// The ABS lock.
 pub struct AdaptiveLock {
-    gate_open: AtomicBool,
-    mode: AtomicU8,
+    gate: Gate,
     active: Box<[ActiveShard]>,
-    /// Written by the holder after acquiring, read by it when releasing.
-    held_mode: AtomicU8,
-    held_shard: AtomicUsize,
+    held: Holder,
     spin: BackoffSpinLock,
     mutex: BlockingWord,
     config: AdaptiveConfig,
@@ -144,11 +155,15 @@ impl AdaptiveLock {
             "switch_back_ratio in (0, 1)"
         );
         AdaptiveLock {
-            gate_open: AtomicBool::new(true),
-            mode: AtomicU8::new(MODE_SPIN),
+            gate: Gate {
+                open: AtomicBool::new(true),
+                mode: AtomicU8::new(MODE_SPIN),
+            },
             active: (0..ACTIVE_SHARDS).map(|_| ActiveShard::default()).collect(),
-            held_mode: AtomicU8::new(MODE_SPIN),
-            held_shard: AtomicUsize::new(0),
+            held: Holder {
+                mode: AtomicU8::new(MODE_SPIN),
+                shard: AtomicUsize::new(0),
+            },
             spin: BackoffSpinLock::new(config.initial_k),
             mutex: BlockingWord::default(),
             stats: LockStats::default(),
@@ -163,7 +178,7 @@ impl AdaptiveLock {
     }
 
     pub fn mode(&self) -> Mode {
-        mode_of(self.mode.load(Ordering::Acquire))
+        mode_of(self.gate.mode.load(Ordering::Acquire))
     }
 
     pub fn k(&self) -> u32 {
@@ -186,12 +201,12 @@ impl AdaptiveLock {
             Mode::Spin => MODE_SPIN,
             Mode::Mutex => MODE_MUTEX,
         };
-        if self.mode.load(Ordering::Acquire) == target {
+        if self.gate.mode.load(Ordering::Acquire) == target {
             return false;
         }
         // Close the gate: newcomers back out and wait.
         if self
-            .gate_open
+            .gate.open
             .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
         {
@@ -203,12 +218,12 @@ impl AdaptiveLock {
         for shard in self.active.iter() {
             wait_until(|| shard.0.load(Ordering::Acquire) == 0);
         }
-        let changed = self.mode.load(Ordering::Relaxed) != target;
+        let changed = self.gate.mode.load(Ordering::Relaxed) != target;
         if changed {
-            self.mode.store(target, Ordering::Relaxed);
+            self.gate.mode.store(target, Ordering::Relaxed);
             self.switches.fetch_add(1, Ordering::Relaxed);
         }
-        self.gate_open.store(true, Ordering::Release);
+        self.gate.open.store(true, Ordering::Release);
         changed
     }
 
@@ -327,17 +342,17 @@ impl PutMessageLock for AdaptiveLock {
             self.active[shard].0.fetch_add(1, Ordering::Relaxed);
             // Pairs with the fence in `switch_to` (see the module comment).
             fence(Ordering::SeqCst);
-            if self.gate_open.load(Ordering::Acquire) {
+            if self.gate.open.load(Ordering::Acquire) {
                 break;
             }
             self.active[shard].0.fetch_sub(1, Ordering::Release);
-            wait_until(|| self.gate_open.load(Ordering::Acquire));
+            wait_until(|| self.gate.open.load(Ordering::Acquire));
         }
         #[cfg(not(loom))]
         self.stats
             .note_thread(self as *const _ as usize, self.epoch.load(Ordering::Relaxed));
         // Stable while we are registered and the gate was open: a swapper waits for us.
-        let mode = self.mode.load(Ordering::Acquire);
+        let mode = self.gate.mode.load(Ordering::Acquire);
         let acquisition = if mode == MODE_SPIN {
             self.spin.acquire()
         } else if self.mutex.try_lock() {
@@ -351,8 +366,8 @@ impl PutMessageLock for AdaptiveLock {
                 ..Acquisition::default()
             }
         };
-        self.held_mode.store(mode, Ordering::Relaxed);
-        self.held_shard.store(shard, Ordering::Relaxed);
+        self.held.mode.store(mode, Ordering::Relaxed);
+        self.held.shard.store(shard, Ordering::Relaxed);
         #[cfg(not(loom))]
         self.stats.record(acquisition);
         #[cfg(loom)]
@@ -360,8 +375,8 @@ impl PutMessageLock for AdaptiveLock {
     }
 
     unsafe fn unlock(&self) {
-        let mode = self.held_mode.load(Ordering::Relaxed);
-        let shard = self.held_shard.load(Ordering::Relaxed);
+        let mode = self.held.mode.load(Ordering::Relaxed);
+        let shard = self.held.shard.load(Ordering::Relaxed);
         if mode == MODE_SPIN {
             self.spin.release();
         } else {
