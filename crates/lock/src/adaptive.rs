@@ -206,7 +206,8 @@ impl AdaptiveLock {
         }
         // Close the gate: newcomers back out and wait.
         if self
-            .gate.open
+            .gate
+            .open
             .compare_exchange(true, false, Ordering::AcqRel, Ordering::Relaxed)
             .is_err()
         {
