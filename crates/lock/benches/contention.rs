@@ -4,8 +4,13 @@
 //! per acquisition, taken from getrusage around the same runs, is printed after the run and
 //! written to `target/lock-cpu.md`.
 //!
+//! `LOCK_BENCH_WORK` adds work *outside* the lock before each acquisition: a checksum over that
+//! many private bytes, standing for the encoding and CRC a producer does before the append.
+//! With no outside work a lock that lets its last holder take it again at once wins by never
+//! handing the line over, which no broker thread sees.
+//!
 //!   cargo bench -p petrel-lock --bench contention
-//!   LOCK_BENCH_THREADS=1,4 LOCK_BENCH_SIZES=2 cargo bench -p petrel-lock --bench contention
+//!   LOCK_BENCH_THREADS=1,4 LOCK_BENCH_SIZES=2 LOCK_BENCH_WORK=0,1024 cargo bench -p petrel-lock --bench contention
 
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;
@@ -41,12 +46,19 @@ fn cpu_time() -> Duration {
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 
-/// (strategy, critical-section bytes, threads) → (CPU time, acquisitions), summed over runs.
-type CpuTable = BTreeMap<(String, usize, usize), (Duration, u64)>;
+/// (strategy, critical-section bytes, outside-work bytes, threads) → (CPU time, acquisitions).
+type CpuTable = BTreeMap<(String, usize, usize, usize), (Duration, u64)>;
 static CPU: Mutex<CpuTable> = Mutex::new(BTreeMap::new());
 
+/// The outside-the-lock work: a cheap checksum over `bytes`.
+fn outside_work(bytes: &[u8]) -> u64 {
+    bytes
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3))
+}
+
 /// Runs `total` acquisitions spread over `threads` threads; returns the wall time.
-fn run(lock: &dyn PutMessageLock, threads: usize, size: usize, total: u64, shared: &Shared, src: &[u8]) -> Duration {
+fn run(lock: &dyn PutMessageLock, threads: usize, size: usize, work: usize, total: u64, shared: &Shared, src: &[u8]) -> Duration {
     let per_thread = (total / threads as u64).max(1);
     let barrier = Barrier::new(threads + 1);
     std::thread::scope(|s| {
@@ -54,6 +66,7 @@ fn run(lock: &dyn PutMessageLock, threads: usize, size: usize, total: u64, share
             s.spawn(|| {
                 barrier.wait();
                 for _ in 0..per_thread {
+                    black_box(outside_work(black_box(&src[..work])));
                     let _g = acquire(lock);
                     // SAFETY: the guard holds the lock.
                     let dst = unsafe { shared.buf() };
@@ -79,10 +92,11 @@ fn list(var: &str, default: &[usize]) -> Vec<usize> {
 fn bench(c: &mut Criterion) {
     let threads_list = list("LOCK_BENCH_THREADS", &[1, 2, 4, 8, 16]);
     let sizes = list("LOCK_BENCH_SIZES", &[2, 1024, 65536]);
+    let works = list("LOCK_BENCH_WORK", &[0]);
     let src = vec![7u8; 65536];
     let shared = Shared(UnsafeCell::new(vec![0u8; 65536]));
-    for &size in &sizes {
-        let mut group = c.benchmark_group(format!("lock/{size}B"));
+    for (&size, &work) in sizes.iter().flat_map(|s| works.iter().map(move |w| (s, w))) {
+        let mut group = c.benchmark_group(format!("lock/{size}B/work{work}B"));
         group.throughput(Throughput::Elements(1));
         for &threads in &threads_list {
             for kind in LockKind::ALL {
@@ -90,11 +104,11 @@ fn bench(c: &mut Criterion) {
                 group.bench_with_input(BenchmarkId::new(kind.name(), threads), &threads, |b, &threads| {
                     b.iter_custom(|iters| {
                         let cpu0 = cpu_time();
-                        let wall = run(lock.as_ref(), threads, size, iters, &shared, &src);
+                        let wall = run(lock.as_ref(), threads, size, work, iters, &shared, &src);
                         let cpu = cpu_time() - cpu0;
                         let acquisitions = (iters / threads as u64).max(1) * threads as u64;
                         let mut m = CPU.lock().unwrap();
-                        let e = m.entry((kind.name().to_owned(), size, threads)).or_default();
+                        let e = m.entry((kind.name().to_owned(), size, work, threads)).or_default();
                         e.0 += cpu;
                         e.1 += acquisitions;
                         // criterion divides by `iters`; scale so the figure is per acquisition
@@ -105,10 +119,10 @@ fn bench(c: &mut Criterion) {
         }
         group.finish();
     }
-    let mut table = String::from("| size | threads | strategy | CPU ns / acquisition |\n|---:|---:|---|---:|\n");
-    for ((kind, size, threads), (cpu, n)) in CPU.lock().unwrap().iter() {
+    let mut table = String::from("| size | outside work | threads | strategy | CPU ns / acquisition |\n|---:|---:|---:|---|---:|\n");
+    for ((kind, size, work, threads), (cpu, n)) in CPU.lock().unwrap().iter() {
         table.push_str(&format!(
-            "| {size} | {threads} | {kind} | {:.0} |\n",
+            "| {size} | {work} | {threads} | {kind} | {:.0} |\n",
             cpu.as_nanos() as f64 / *n as f64
         ));
     }

@@ -20,18 +20,24 @@ pub use strategies::{BackoffSpinLock, DEFAULT_BACKOFF_K, MutexLock, SpinLock};
 use std::fmt;
 use std::str::FromStr;
 
+/// What a holder must hand back when releasing: the adaptive lock records here which inner lock
+/// and which registration shard it used, so that nothing shared is written inside the critical
+/// section. The fixed strategies ignore it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LockToken(pub(crate) u32);
+
 /// A mutual-exclusion lock with explicit lock/unlock, so one trait object can stand for any
 /// strategy on the append path.
 pub trait PutMessageLock: Send + Sync {
-    /// Blocks (by spinning, yielding or parking, per strategy) until this thread holds the lock.
-    fn lock(&self);
+    /// Blocks (by spinning, yielding or parking, per strategy) until the caller holds the lock.
+    fn lock(&self) -> LockToken;
 
     /// Releases the lock.
     ///
     /// # Safety
-    /// The caller holds the lock: it called [`PutMessageLock::lock`] and has not released it
-    /// since. Releasing a lock one does not hold breaks mutual exclusion.
-    unsafe fn unlock(&self);
+    /// The caller holds the lock, and `token` is what the [`PutMessageLock::lock`] call that
+    /// acquired it returned. Releasing a lock one does not hold breaks mutual exclusion.
+    unsafe fn unlock(&self, token: LockToken);
 
     fn kind(&self) -> LockKind;
 
@@ -43,18 +49,19 @@ pub trait PutMessageLock: Send + Sync {
 #[must_use = "the lock is released when the guard is dropped"]
 pub struct PutMessageGuard<'a, L: PutMessageLock + ?Sized> {
     lock: &'a L,
+    token: LockToken,
 }
 
 /// Takes `lock` and returns a guard that releases it.
 pub fn acquire<L: PutMessageLock + ?Sized>(lock: &L) -> PutMessageGuard<'_, L> {
-    lock.lock();
-    PutMessageGuard { lock }
+    let token = lock.lock();
+    PutMessageGuard { lock, token }
 }
 
 impl<L: PutMessageLock + ?Sized> Drop for PutMessageGuard<'_, L> {
     fn drop(&mut self) {
-        // SAFETY: the guard exists only while `acquire` holds the lock.
-        unsafe { self.lock.unlock() }
+        // SAFETY: the guard exists only while `acquire` holds the lock, with its token.
+        unsafe { self.lock.unlock(self.token) }
     }
 }
 

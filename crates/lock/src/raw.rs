@@ -7,8 +7,14 @@
 use crate::sync::yield_now;
 use crate::sync::{AtomicBool, Ordering, spin_hint};
 
+/// Longest pause between two looks at a contended word, in spin hints.
+pub(crate) const MAX_PAUSE_SPINS: u64 = 64;
+
 /// A test-and-test-and-set flag: spinning reads the line shared, and only a read that saw it
 /// free tries the exclusive compare-exchange.
+/// Alone on its cache line: the word bounces between waiters, and nothing read on every
+/// acquisition (budgets, pointers, statistics) may bounce with it.
+#[repr(align(128))]
 #[derive(Default)]
 pub(crate) struct SpinWord {
     locked: AtomicBool,
@@ -23,15 +29,21 @@ impl SpinWord {
     }
 
     /// Up to `budget` spin iterations; returns the iterations used, or `None` if the budget ran out.
+    /// After each failed try the pause doubles, up to [`MAX_PAUSE_SPINS`], so waiters stop
+    /// pulling the line away from the holder (every pause iteration counts against `budget`).
     #[inline]
     pub(crate) fn spin_lock(&self, budget: u64) -> Option<u64> {
         let mut i = 0;
+        let mut pause = 1u64;
         while i < budget {
             if !self.locked.load(Ordering::Relaxed) && self.try_lock() {
                 return Some(i);
             }
-            spin_hint();
-            i += 1;
+            for _ in 0..pause.min(budget - i) {
+                spin_hint();
+            }
+            i += pause;
+            pause = (pause * 2).min(MAX_PAUSE_SPINS);
         }
         None
     }
@@ -46,6 +58,7 @@ impl SpinWord {
 /// A blocking mutex: parking_lot's raw mutex (a barging lock that spins briefly, then parks,
 /// like the JDK's non-fair `ReentrantLock` RocketMQ uses by default). Under loom, whose model
 /// cannot see parking, a yielding flag stands in for it.
+#[repr(align(128))]
 #[derive(Default)]
 pub(crate) struct BlockingWord {
     #[cfg(not(loom))]

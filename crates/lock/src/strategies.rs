@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::raw::{BlockingWord, SpinWord};
 use crate::stats::{Acquisition, LockStats};
 use crate::sync::{AtomicU32, Ordering, yield_now};
-use crate::{LockKind, LockSnapshot, PutMessageLock};
+use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
 
 /// The blocking mutex: RocketMQ's default (`useReentrantLockWhenPutMessage=true`).
 #[derive(Default)]
@@ -18,10 +18,10 @@ pub struct MutexLock {
 }
 
 impl PutMessageLock for MutexLock {
-    fn lock(&self) {
+    fn lock(&self) -> LockToken {
         if self.word.try_lock() {
             self.stats.record(Acquisition::default());
-            return;
+            return LockToken::default();
         }
         let start = Instant::now();
         self.word.lock();
@@ -30,9 +30,10 @@ impl PutMessageLock for MutexLock {
             wait_ns: start.elapsed().as_nanos() as u64,
             ..Acquisition::default()
         });
+        LockToken::default()
     }
 
-    unsafe fn unlock(&self) {
+    unsafe fn unlock(&self, _token: LockToken) {
         // SAFETY: forwarded from the trait's contract.
         unsafe { self.word.unlock() }
     }
@@ -54,10 +55,10 @@ pub struct SpinLock {
 }
 
 impl PutMessageLock for SpinLock {
-    fn lock(&self) {
+    fn lock(&self) -> LockToken {
         if self.word.try_lock() {
             self.stats.record(Acquisition::default());
-            return;
+            return LockToken::default();
         }
         let start = Instant::now();
         // Rounds only bound the counter arithmetic; a plain spin never yields.
@@ -78,9 +79,10 @@ impl PutMessageLock for SpinLock {
             retreats: 0,
             wait_ns: start.elapsed().as_nanos() as u64,
         });
+        LockToken::default()
     }
 
-    unsafe fn unlock(&self) {
+    unsafe fn unlock(&self, _token: LockToken) {
         self.word.unlock()
     }
 
@@ -162,12 +164,13 @@ impl Default for BackoffSpinLock {
 }
 
 impl PutMessageLock for BackoffSpinLock {
-    fn lock(&self) {
+    fn lock(&self) -> LockToken {
         let a = self.acquire();
         self.stats.record(a);
+        LockToken::default()
     }
 
-    unsafe fn unlock(&self) {
+    unsafe fn unlock(&self, _token: LockToken) {
         self.release()
     }
 

@@ -11,7 +11,7 @@
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use loom::thread;
-use petrel_lock::{AdaptiveConfig, AdaptiveLock, Mode, PutMessageLock};
+use petrel_lock::{AdaptiveConfig, AdaptiveLock, LockToken, Mode, PutMessageLock};
 
 /// Preemption bound 1: every interleaving with at most one forced preemption per thread. That
 /// bound already finds RocketMQ's overlap; at 2 the spin-waits make the model unbounded.
@@ -37,15 +37,17 @@ trait TestLock: Send + Sync + 'static {
     fn swap(&self);
 }
 
-struct Abs(AdaptiveLock, Mode);
+struct Abs(AdaptiveLock, Mode, loom::sync::Mutex<Option<LockToken>>);
 
 impl TestLock for Abs {
     fn acquire(&self) {
-        self.0.lock();
+        let token = self.0.lock();
+        *self.2.lock().unwrap() = Some(token);
     }
     fn release(&self) {
-        // SAFETY: called only by the thread that acquired.
-        unsafe { self.0.unlock() }
+        let token = self.2.lock().unwrap().take().expect("acquired");
+        // SAFETY: called only by the thread that acquired, with its token.
+        unsafe { self.0.unlock(token) }
     }
     fn swap(&self) {
         self.0.switch_to(self.1);
@@ -77,7 +79,7 @@ fn exclusion_under_swap<L: TestLock>(make: fn() -> L) {
 
 #[test]
 fn spin_to_mutex_keeps_exclusion() {
-    exclusion_under_swap(|| Abs(AdaptiveLock::new(small()), Mode::Mutex));
+    exclusion_under_swap(|| Abs(AdaptiveLock::new(small()), Mode::Mutex, Default::default()));
 }
 
 #[test]
@@ -85,7 +87,7 @@ fn mutex_to_spin_keeps_exclusion() {
     exclusion_under_swap(|| {
         let lock = AdaptiveLock::new(small());
         lock.switch_to(Mode::Mutex);
-        Abs(lock, Mode::Spin)
+        Abs(lock, Mode::Spin, Default::default())
     });
 }
 
