@@ -1,0 +1,39 @@
+//! Typed store errors. Every append failure says whether the data may be on disk.
+
+use std::io;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum StoreError {
+    #[error("i/o error on {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("disk full: cannot allocate segment {path} ({size_bytes} bytes); free space and appends resume")]
+    DiskFull { path: String, size_bytes: u64 },
+    #[error("flush did not reach offset {offset} within {timeout_ms} ms (the record is written but not yet durable)")]
+    FlushTimeout { offset: u64, timeout_ms: u64 },
+    #[error("flush failed: {0}; the store refuses appends until restarted")]
+    FlushFailed(String),
+    #[error("store is not writable: {0}")]
+    NotWritable(String),
+    #[error("record of {size_bytes} bytes does not fit a segment of {segment_bytes} bytes")]
+    RecordTooLarge { size_bytes: usize, segment_bytes: u64 },
+    #[error("malformed record: {0}")]
+    BadRecord(String),
+    #[error("store layout problem in {path}: {reason}")]
+    Layout { path: String, reason: String },
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl AsRef<std::path::Path>, source: io::Error) -> StoreError {
+        StoreError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, StoreError>;

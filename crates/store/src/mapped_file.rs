@@ -1,0 +1,151 @@
+//! `MappedFile`: one fixed-size commit-log segment, named by its start offset (20 digits).
+//!
+//! Owns: creating (with the blocks reserved up front), mapping, writing into and flushing one
+//! segment. Must never: let a write reach a hole in the file — on a full disk a write into a
+//! sparse mmap kills the process with SIGBUS, so every block is allocated before the file is
+//! used and a full disk surfaces as [`StoreError::DiskFull`] when a segment is created.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapMut;
+
+use crate::error::{Result, StoreError};
+
+/// The file name of the segment starting at `offset`.
+pub fn segment_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+pub struct MappedFile {
+    path: PathBuf,
+    start_offset: u64,
+    size_bytes: u64,
+    file: File,
+    map: MmapMut,
+    /// Base of `map`, for writes through `&self` (see [`MappedFile::write_at`]).
+    base: *mut u8,
+}
+
+// SAFETY: `base` points into `map`, which lives as long as the struct; concurrent access is
+// disciplined by the commit log (one writer under the put-message lock, readers only below the
+// published offset, which the writer never touches again).
+unsafe impl Send for MappedFile {}
+unsafe impl Sync for MappedFile {}
+
+impl MappedFile {
+    /// Creates the segment file with every block allocated (`posix_fallocate`), then maps it.
+    pub fn create(dir: &Path, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
+        let path = dir.join(segment_name(start_offset));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| StoreError::io(&path, e))?;
+        // SAFETY: plain syscall on an open descriptor.
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size_bytes as libc::off_t) };
+        if rc != 0 {
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            let err = std::io::Error::from_raw_os_error(rc);
+            return Err(if rc == libc::ENOSPC || rc == libc::EDQUOT {
+                StoreError::DiskFull {
+                    path: path.display().to_string(),
+                    size_bytes,
+                }
+            } else {
+                StoreError::io(&path, err)
+            });
+        }
+        Self::map(path, file, start_offset, size_bytes)
+    }
+
+    /// Opens an existing segment, which must have exactly `size_bytes`.
+    pub fn open(path: &Path, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        let len = file.metadata().map_err(|e| StoreError::io(path, e))?.len();
+        if len != size_bytes {
+            return Err(StoreError::Layout {
+                path: path.display().to_string(),
+                reason: format!("segment has {len} bytes, expected {size_bytes}"),
+            });
+        }
+        Self::map(path.to_path_buf(), file, start_offset, size_bytes)
+    }
+
+    fn map(path: PathBuf, file: File, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
+        // SAFETY: the file is ours (the store holds its directory) and stays open while mapped;
+        // nothing truncates it while the map lives.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| StoreError::io(&path, e))?;
+        let base = map.as_mut_ptr();
+        Ok(MappedFile {
+            path,
+            start_offset,
+            size_bytes,
+            file,
+            map,
+            base,
+        })
+    }
+
+    pub fn start_offset(&self) -> u64 {
+        self.start_offset
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Copies `bytes` to position `pos`.
+    ///
+    /// # Safety
+    /// No other thread writes or reads `[pos, pos + bytes.len())` until the caller publishes it:
+    /// the commit log writes only past its published offset, under the put-message lock.
+    pub unsafe fn write_at(&self, pos: usize, bytes: &[u8]) {
+        assert!(pos + bytes.len() <= self.map.len(), "write past the end of {}", self.path.display());
+        // SAFETY: in bounds (asserted); exclusive by the caller's contract.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(pos), bytes.len()) };
+    }
+
+    /// The bytes `[pos, pos + len)`. Callers read only what has been published (or, during
+    /// recovery, before any writer exists).
+    pub fn slice(&self, pos: usize, len: usize) -> &[u8] {
+        assert!(pos + len <= self.map.len(), "read past the end of {}", self.path.display());
+        // SAFETY: in bounds; published bytes are never written again.
+        unsafe { std::slice::from_raw_parts(self.base.add(pos), len) }
+    }
+
+    /// Makes `[from, to)` durable (msync).
+    pub fn flush_range(&self, from: usize, to: usize) -> Result<()> {
+        if to > from {
+            self.map.flush_range(from, to - from).map_err(|e| StoreError::io(&self.path, e))?;
+        }
+        Ok(())
+    }
+
+    /// Zeroes `[from, end)` and makes it durable: cuts a torn tail during recovery, before any
+    /// writer or reader exists.
+    pub fn zero_from(&mut self, from: usize) -> Result<()> {
+        let end = self.map.len();
+        self.map[from..end].fill(0);
+        self.flush_range(from, end)
+    }
+
+    /// Hands the file's pages back to the kernel (after it is flushed and cold).
+    pub fn drop_page_cache(&self) {
+        // SAFETY: advisory syscall on an open descriptor.
+        unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Commit-log behaviour on real files: append and read back across segment rolls, restart,
+//! SYNC_FLUSH visibility, and recovery from a torn tail and from a flipped bit.
+
+mod support;
+
+use std::time::Duration;
+
+use petrel_protocol::message::MessageExt;
+use petrel_store::{CommitLog, CommitLogConfig, FlushMode, StoreError};
+use support::{body, record};
+
+fn config(dir: &std::path::Path, mode: FlushMode) -> CommitLogConfig {
+    CommitLogConfig {
+        segment_size_bytes: 4096,
+        flush_mode: mode,
+        // keep the checkpoint where `open` put it, so recovery scans everything appended
+        checkpoint_interval: Duration::from_secs(3600),
+        async_flush_interval: Duration::from_millis(5),
+        ..CommitLogConfig::new(dir)
+    }
+}
+
+/// Appends `n` records of varying size to two queues; returns (offset, size) of each.
+fn fill(log: &CommitLog, n: u64) -> Vec<(u64, u32)> {
+    (0..n)
+        .map(|i| {
+            let mut r = record("T", (i % 2) as i32, &body(i, 50 + (i as usize * 37) % 400));
+            let a = log.append(&mut r, "T", (i % 2) as i32).unwrap();
+            assert_eq!(a.queue_offset, (i / 2) as i64, "queue offsets count per queue");
+            (a.physical_offset, a.size_bytes)
+        })
+        .collect()
+}
+
+fn read_all(log: &CommitLog) -> Vec<MessageExt> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    while let Some(bytes) = log.read_record(offset).unwrap() {
+        let (msg, used) = MessageExt::decode_verified(&bytes).unwrap();
+        assert_eq!(msg.commit_log_offset as u64, offset, "the stored physical offset is where it lies");
+        offset = log.next_record_offset(offset, used as u32);
+        out.push(msg);
+    }
+    out
+}
+
+#[test]
+fn appends_roll_segments_and_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
+    let placed = fill(&log, 60);
+    assert!(placed.last().unwrap().0 > 4096 * 3, "60 records span several 4 KiB segments");
+    for (i, w) in placed.windows(2).enumerate() {
+        assert!(w[1].0 >= w[0].0 + u64::from(w[0].1), "record {i} overlaps the next");
+        assert_eq!(
+            w[1].0 / 4096,
+            (w[1].0 + u64::from(w[1].1) - 1) / 4096,
+            "a record never straddles segments"
+        );
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    let msgs = read_all(&log);
+    assert_eq!(msgs.len(), 60);
+    for (i, m) in msgs.iter().enumerate() {
+        assert_eq!(m.body.as_ref(), body(i as u64, m.body.len()).as_slice());
+        assert_eq!(m.queue_offset, (i / 2) as i64);
+        assert!(m.store_timestamp > 0);
+    }
+    let oversized = &mut record("T", 0, &vec![0u8; 5000]);
+    assert!(matches!(log.append(oversized, "T", 0), Err(StoreError::RecordTooLarge { .. })));
+    let mut garbage = vec![0u8; 100];
+    assert!(matches!(log.append(&mut garbage, "T", 0), Err(StoreError::BadRecord(_))));
+    log.close().unwrap();
+
+    // A clean restart scans nothing and continues the queue offsets.
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
+    let r = log.recovery_report().clone();
+    assert!(!r.unclean);
+    assert_eq!(r.records_scanned, 0, "the checkpoint of a clean shutdown is the end");
+    assert_eq!(r.truncated_bytes, 0);
+    let a = log.append(&mut record("T", 0, b"after restart"), "T", 0).unwrap();
+    assert_eq!(a.queue_offset, 30);
+    assert_eq!(a.physical_offset, r.end_offset);
+}
+
+#[test]
+fn sync_flush_answers_only_durable_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(config(dir.path(), FlushMode::Sync)).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let log = &log;
+            s.spawn(move || {
+                for i in 0..25 {
+                    let mut r = record("S", t, &body(i, 100));
+                    let a = log.append(&mut r, "S", t).unwrap();
+                    assert!(
+                        log.flushed_offset() >= a.physical_offset + u64::from(a.size_bytes),
+                        "answered before durable"
+                    );
+                }
+            });
+        }
+    });
+    assert_eq!(log.readable_end(), log.flushed_offset());
+    assert_eq!(read_all(&log).len(), 100);
+}
+
+/// Appends, then "crashes" (drop without close) and damages the log with `damage`; returns the
+/// recovered log and the offsets written.
+fn crash_and_damage(dir: &std::path::Path, damage: impl FnOnce(&std::path::Path, &[(u64, u32)])) -> (CommitLog, Vec<(u64, u32)>) {
+    let log = CommitLog::open(config(dir, FlushMode::Sync)).unwrap();
+    let placed = fill(&log, 40);
+    drop(log);
+    damage(dir, &placed);
+    let log = CommitLog::open(config(dir, FlushMode::Sync)).unwrap();
+    assert!(log.recovery_report().unclean, "no close, so the abort marker remained");
+    (log, placed)
+}
+
+fn segment_path(dir: &std::path::Path, offset: u64) -> std::path::PathBuf {
+    dir.join(format!("{:020}", offset - offset % 4096))
+}
+
+fn patch(dir: &std::path::Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new().write(true).open(segment_path(dir, offset)).unwrap();
+    f.write_all_at(bytes, offset % 4096).unwrap();
+}
+
+#[test]
+fn torn_last_record_is_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, placed) = crash_and_damage(dir.path(), |dir, placed| {
+        // the last record's second half never reached the disk
+        let (off, size) = *placed.last().unwrap();
+        patch(dir, off + u64::from(size) / 2, &vec![0u8; size as usize / 2]);
+    });
+    let r = log.recovery_report();
+    let (last_off, _) = *placed.last().unwrap();
+    assert_eq!(r.end_offset, last_off, "recovery ends where the torn record starts");
+    assert_eq!(r.records_scanned, 39);
+    assert!(r.truncated_bytes > 0 && r.stop_reason.is_some(), "{r:?}");
+    let msgs = read_all(&log);
+    assert_eq!(msgs.len(), 39);
+    let next = log.append(&mut record("T", 1, b"next"), "T", 1).unwrap();
+    assert_eq!(next.physical_offset, last_off, "the next append reuses the cut space");
+    assert_eq!(next.queue_offset, 19, "queue offsets resume after the last valid record");
+}
+
+#[test]
+fn flipped_bit_in_the_tail_cuts_from_that_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = 25;
+    let (log, placed) = crash_and_damage(dir.path(), |dir, placed| {
+        let (off, size) = placed[victim];
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(segment_path(dir, off))
+            .unwrap();
+        let at = off % 4096 + u64::from(size) - 40; // inside the body
+        let mut b = [0u8];
+        f.read_exact_at(&mut b, at).unwrap();
+        f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+    });
+    let r = log.recovery_report();
+    assert_eq!(r.end_offset, placed[victim].0);
+    assert_eq!(r.records_scanned, victim as u64);
+    assert!(r.stop_reason.as_deref().unwrap().contains("CRC"), "{r:?}");
+    assert_eq!(read_all(&log).len(), victim);
+    // later segments were deleted, the holding one zeroed past the cut
+    let last_seg = placed.last().unwrap().0 - placed.last().unwrap().0 % 4096;
+    if last_seg > placed[victim].0 - placed[victim].0 % 4096 {
+        assert!(!segment_path(dir.path(), last_seg).exists());
+    }
+}

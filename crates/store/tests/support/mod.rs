@@ -1,0 +1,27 @@
+//! Records for store tests: real RocketMQ records built with petrel-protocol.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use petrel_protocol::message::MessageExt;
+
+pub fn record(topic: &str, queue_id: i32, body: &[u8]) -> Vec<u8> {
+    MessageExt {
+        topic: topic.to_owned(),
+        queue_id,
+        born_timestamp: 1_795_350_392_878,
+        born_host: "127.0.0.1:50000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        body: Bytes::copy_from_slice(body),
+        ..MessageExt::default()
+    }
+    .to_bytes()
+    .unwrap()
+    .to_vec()
+}
+
+/// A deterministic body of `len` bytes for record number `n`.
+pub fn body(n: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (n.wrapping_mul(31).wrapping_add(i as u64 * 7) % 251) as u8)
+        .collect()
+}
