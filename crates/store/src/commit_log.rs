@@ -577,8 +577,7 @@ fn recover(
         ..RecoveryReport::default()
     };
     let seg_for = |o: u64| -> Option<&Arc<MappedFile>> { segments.get((o.checked_sub(first)? / size) as usize) };
-    loop {
-        let Some(seg) = seg_for(offset) else { break };
+    while let Some(seg) = seg_for(offset) {
         let pos = (offset - seg.start_offset()) as usize;
         if pos as u64 + BLANK_BYTES > size {
             offset = seg.start_offset() + size;
