@@ -275,6 +275,7 @@ impl CommitLog {
         );
         std::fs::create_dir_all(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
         let unclean = mark_running(&config.dir)?;
+        crate::mapped_file::remove_partial_segments(&config.dir)?;
         let started = Instant::now();
         let checkpoint = Checkpoint::load(&config.dir)?;
         let (queue_offsets, mut report) = recover(&config, &load_segments(&config.dir, config.segment_size_bytes)?, checkpoint)?;

@@ -13,6 +13,25 @@ use memmap2::MmapMut;
 
 use crate::error::{Result, StoreError};
 
+/// Suffix of a segment still being created.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// Removes segments whose creation a crash interrupted.
+pub fn remove_partial_segments(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
+        let path = entry.map_err(|e| StoreError::io(dir, e))?.path();
+        if path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.ends_with(PARTIAL_SUFFIX))
+        {
+            tracing::info!(path = %path.display(), "removing a segment whose creation was interrupted");
+            std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// The file name of the segment starting at `offset`.
 pub fn segment_name(offset: u64) -> String {
     format!("{offset:020}")
@@ -36,19 +55,24 @@ unsafe impl Sync for MappedFile {}
 
 impl MappedFile {
     /// Creates the segment file with every block allocated (`posix_fallocate`), then maps it.
+    /// The file is prepared under a temporary name and renamed into place, so a crash never
+    /// leaves a segment of the wrong size behind (leftovers are removed by
+    /// [`remove_partial_segments`]).
     pub fn create(dir: &Path, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
         let path = dir.join(segment_name(start_offset));
+        let tmp = dir.join(format!("{}{PARTIAL_SUFFIX}", segment_name(start_offset)));
+        let _ = std::fs::remove_file(&tmp);
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
-            .open(&path)
-            .map_err(|e| StoreError::io(&path, e))?;
+            .open(&tmp)
+            .map_err(|e| StoreError::io(&tmp, e))?;
         // SAFETY: plain syscall on an open descriptor.
         let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, size_bytes as libc::off_t) };
         if rc != 0 {
             drop(file);
-            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::remove_file(&tmp);
             let err = std::io::Error::from_raw_os_error(rc);
             return Err(if rc == libc::ENOSPC || rc == libc::EDQUOT {
                 StoreError::DiskFull {
@@ -56,9 +80,11 @@ impl MappedFile {
                     size_bytes,
                 }
             } else {
-                StoreError::io(&path, err)
+                StoreError::io(&tmp, err)
             });
         }
+        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+        crate::checkpoint::sync_dir(dir)?;
         Self::map(path, file, start_offset, size_bytes)
     }
 
