@@ -176,16 +176,20 @@ impl Shared {
         Ok(to)
     }
 
-    fn write_checkpoint(&self) -> Result<()> {
+    /// Flushes and returns the checkpoint that now holds (the outer error is a flush failure).
+    fn flush_for_checkpoint(&self) -> Result<Checkpoint> {
         let (end, queue_offsets) = self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()));
-        // Flushing now covers `end`: what was published when the snapshot was taken.
+        // Flushing now covers `end`: everything published when the snapshot was taken.
         let flushed = self.flush_published()?;
-        debug_assert!(flushed >= end.min(self.published.load(Ordering::Acquire)));
-        Checkpoint {
+        debug_assert!(flushed >= end);
+        Ok(Checkpoint {
             flushed_offset: end,
             queue_offsets,
-        }
-        .store(&self.config.dir)
+        })
+    }
+
+    fn write_checkpoint(&self) -> Result<()> {
+        self.flush_for_checkpoint()?.store(&self.config.dir)
     }
 
     fn fail_flush(&self, err: &StoreError) {
@@ -235,8 +239,15 @@ impl Shared {
             }
             if last_checkpoint.elapsed() >= self.config.checkpoint_interval {
                 last_checkpoint = Instant::now();
-                if let Err(e) = self.write_checkpoint() {
-                    self.fail_flush(&e);
+                match self.flush_for_checkpoint() {
+                    Err(e) => self.fail_flush(&e),
+                    // A checkpoint that cannot be written (a full disk, say) only makes the next
+                    // recovery scan further back; it is no reason to stop taking messages.
+                    Ok(cp) => {
+                        if let Err(e) = cp.store(&self.config.dir) {
+                            tracing::warn!(error = %e, "checkpoint not written; recovery would start at the previous one");
+                        }
+                    }
                 }
             }
         }

@@ -89,7 +89,6 @@ fn check_raw_tail(dir: &Path, from: u64) -> u64 {
             let size = i32::from_be_bytes(seg[pos..pos + 4].try_into().unwrap());
             let magic = i32::from_be_bytes(seg[pos + 4..pos + 8].try_into().unwrap());
             if magic == BLANK_MAGIC_CODE {
-                pos = seg.len();
                 break;
             }
             match MessageExt::decode_verified(&seg[pos..]) {
