@@ -134,9 +134,9 @@ unsafe impl Sync for Shared {}
 
 pub struct CommitLog {
     shared: Arc<Shared>,
-    flusher: Option<JoinHandle<()>>,
+    flusher: Mutex<Option<JoinHandle<()>>>,
     recovery: RecoveryReport,
-    closed: bool,
+    closed: AtomicBool,
 }
 
 fn now_ms() -> i64 {
@@ -342,9 +342,9 @@ impl CommitLog {
             .map_err(|e| StoreError::io(&shared.config.dir, e))?;
         Ok(CommitLog {
             shared,
-            flusher: Some(flusher),
+            flusher: Mutex::new(Some(flusher)),
             recovery: report,
-            closed: false,
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -463,20 +463,24 @@ impl CommitLog {
     }
 
     /// Flushes, writes the checkpoint, stops the flush thread and removes the abort marker.
-    pub fn close(mut self) -> Result<()> {
+    /// Appends after this fail; a second call does nothing.
+    pub fn close(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.shared.writable.store(false, Ordering::Release);
         self.shutdown_flusher();
         self.shared.write_checkpoint()?;
-        self.closed = true;
         mark_clean(&self.shared.config.dir)
     }
 
-    fn shutdown_flusher(&mut self) {
+    fn shutdown_flusher(&self) {
         {
             let mut st = self.shared.flush.lock();
             st.shutdown = true;
             self.shared.flush_wake.notify_all();
         }
-        if let Some(h) = self.flusher.take() {
+        if let Some(h) = self.flusher.lock().take() {
             let _ = h.join();
         }
     }
@@ -485,9 +489,7 @@ impl CommitLog {
 impl Drop for CommitLog {
     /// Without `close` this behaves like a crash: no final checkpoint, the abort marker stays.
     fn drop(&mut self) {
-        if !self.closed {
-            self.shutdown_flusher();
-        }
+        self.shutdown_flusher();
     }
 }
 

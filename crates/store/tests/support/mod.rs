@@ -5,7 +5,17 @@ use bytes::Bytes;
 use petrel_protocol::message::MessageExt;
 
 pub fn record(topic: &str, queue_id: i32, body: &[u8]) -> Vec<u8> {
+    tagged_record(topic, queue_id, body, None)
+}
+
+/// A record carrying `TAGS` when `tag` is given.
+pub fn tagged_record(topic: &str, queue_id: i32, body: &[u8], tag: Option<&str>) -> Vec<u8> {
+    let mut properties = petrel_protocol::Properties::new();
+    if let Some(t) = tag {
+        properties.insert("TAGS".into(), t.into());
+    }
     MessageExt {
+        properties,
         topic: topic.to_owned(),
         queue_id,
         born_timestamp: 1_795_350_392_878,

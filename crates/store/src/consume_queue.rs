@@ -1,0 +1,194 @@
+//! `ConsumeQueue`: the index of one topic-queue — 20-byte entries (commit-log offset i64, size
+//! i32, tag hash i64), entry `n` for queue offset `n`, in fixed-size mapped segments.
+//!
+//! Owns: one queue's entries, its min/max offsets and its recovery. Must never: accept an
+//! entry out of order — a duplicate (re-dispatch after a crash) is skipped, a gap is refused.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use parking_lot::{Mutex, RwLock};
+
+use crate::error::{Result, StoreError};
+use crate::mapped_file::{MappedFile, remove_partial_segments};
+
+/// Bytes of one entry.
+pub const CQ_ENTRY_BYTES: u64 = 20;
+
+/// One entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CqEntry {
+    pub commit_log_offset: u64,
+    pub size_bytes: u32,
+    pub tags_code: i64,
+}
+
+impl CqEntry {
+    fn encode(&self) -> [u8; 20] {
+        let mut b = [0u8; 20];
+        b[0..8].copy_from_slice(&(self.commit_log_offset as i64).to_be_bytes());
+        b[8..12].copy_from_slice(&(self.size_bytes as i32).to_be_bytes());
+        b[12..20].copy_from_slice(&self.tags_code.to_be_bytes());
+        b
+    }
+
+    fn decode(b: &[u8]) -> Option<CqEntry> {
+        let offset = i64::from_be_bytes(b[0..8].try_into().expect("8 bytes"));
+        let size = i32::from_be_bytes(b[8..12].try_into().expect("4 bytes"));
+        // An all-zero slot is unwritten; entry 0 of the log at offset 0 still has a size.
+        (offset >= 0 && size > 0).then(|| CqEntry {
+            commit_log_offset: offset as u64,
+            size_bytes: size as u32,
+            tags_code: i64::from_be_bytes(b[12..20].try_into().expect("8 bytes")),
+        })
+    }
+}
+
+/// What appending an entry did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqAppend {
+    Appended,
+    /// Already there (a re-dispatch after restart).
+    Duplicate,
+}
+
+pub struct ConsumeQueue {
+    topic: String,
+    queue_id: i32,
+    dir: PathBuf,
+    segment_bytes: u64,
+    segments: RwLock<Vec<Arc<MappedFile>>>,
+    /// Queue offset of the first entry still stored.
+    min_offset: AtomicI64,
+    /// Queue offset the next entry will get.
+    max_offset: AtomicI64,
+    write: Mutex<()>,
+}
+
+impl ConsumeQueue {
+    /// Opens (or creates) the queue under `root/<topic>/<queue_id>`, recovering its end: the
+    /// entry count after the last valid entry, minus any entry pointing at or past
+    /// `commit_log_end` (those records were cut by the commit log's recovery).
+    pub fn open(root: &Path, topic: &str, queue_id: i32, entries_per_segment: u64, commit_log_end: u64) -> Result<ConsumeQueue> {
+        assert!(entries_per_segment > 0);
+        let dir = root.join(topic).join(queue_id.to_string());
+        std::fs::create_dir_all(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        remove_partial_segments(&dir)?;
+        let segment_bytes = entries_per_segment * CQ_ENTRY_BYTES;
+        let mut found: Vec<u64> = std::fs::read_dir(&dir)
+            .map_err(|e| StoreError::io(&dir, e))?
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .collect();
+        found.sort_unstable();
+        let mut segments = Vec::new();
+        for start in found {
+            segments.push(Arc::new(MappedFile::open(&dir.join(format!("{start:020}")), start, segment_bytes)?));
+        }
+        let min_offset = segments.first().map_or(0, |s| (s.start_offset() / CQ_ENTRY_BYTES) as i64);
+        // The end: first slot that is empty or points past the commit log.
+        let mut max_offset = min_offset;
+        'scan: for seg in &segments {
+            for slot in 0..entries_per_segment {
+                let pos = (slot * CQ_ENTRY_BYTES) as usize;
+                match CqEntry::decode(seg.slice(pos, 20)) {
+                    Some(e) if e.commit_log_offset + u64::from(e.size_bytes) <= commit_log_end => max_offset += 1,
+                    _ => break 'scan,
+                }
+            }
+        }
+        let cq = ConsumeQueue {
+            topic: topic.to_owned(),
+            queue_id,
+            dir,
+            segment_bytes,
+            segments: RwLock::new(segments),
+            min_offset: AtomicI64::new(min_offset),
+            max_offset: AtomicI64::new(max_offset),
+            write: Mutex::new(()),
+        };
+        cq.clear_from(max_offset)?;
+        Ok(cq)
+    }
+
+    /// Zeroes every slot from `queue_offset` on (stale entries past a recovered end).
+    fn clear_from(&self, queue_offset: i64) -> Result<()> {
+        let at = queue_offset as u64 * CQ_ENTRY_BYTES;
+        for seg in self.segments.read().iter().filter(|s| s.start_offset() + self.segment_bytes > at) {
+            let from = at.saturating_sub(seg.start_offset()) as usize;
+            if seg.slice(from, self.segment_bytes as usize - from).iter().any(|b| *b != 0) {
+                MappedFile::open(seg.path(), seg.start_offset(), self.segment_bytes)?.zero_from(from)?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    pub fn queue_id(&self) -> i32 {
+        self.queue_id
+    }
+
+    pub fn min_offset(&self) -> i64 {
+        self.min_offset.load(Ordering::Acquire)
+    }
+
+    pub fn max_offset(&self) -> i64 {
+        self.max_offset.load(Ordering::Acquire)
+    }
+
+    /// Appends the entry for `queue_offset`; the dispatcher calls this in commit-log order.
+    pub fn append(&self, queue_offset: i64, entry: CqEntry) -> Result<CqAppend> {
+        let _w = self.write.lock();
+        let max = self.max_offset();
+        if queue_offset < max {
+            return Ok(CqAppend::Duplicate);
+        }
+        if queue_offset > max {
+            return Err(StoreError::Layout {
+                path: self.dir.display().to_string(),
+                reason: format!("consume queue gap: entry {queue_offset} after {max} entries"),
+            });
+        }
+        let at = queue_offset as u64 * CQ_ENTRY_BYTES;
+        let start = at - at % self.segment_bytes;
+        let seg = {
+            let existing = self.segments.read().iter().find(|s| s.start_offset() == start).cloned();
+            match existing {
+                Some(s) => s,
+                None => {
+                    let s = Arc::new(MappedFile::create(&self.dir, start, self.segment_bytes)?);
+                    self.segments.write().push(s.clone());
+                    s
+                }
+            }
+        };
+        // SAFETY: the single writer (under `write`) writes the slot past `max_offset`, which
+        // readers do not read until `max_offset` is published below.
+        unsafe { seg.write_at((at - start) as usize, &entry.encode()) };
+        self.max_offset.store(queue_offset + 1, Ordering::Release);
+        Ok(CqAppend::Appended)
+    }
+
+    /// The entry at `queue_offset`, if it is stored.
+    pub fn get(&self, queue_offset: i64) -> Option<CqEntry> {
+        if queue_offset < self.min_offset() || queue_offset >= self.max_offset() {
+            return None;
+        }
+        let at = queue_offset as u64 * CQ_ENTRY_BYTES;
+        let start = at - at % self.segment_bytes;
+        let segs = self.segments.read();
+        let seg = segs.iter().find(|s| s.start_offset() == start)?;
+        CqEntry::decode(seg.slice((at - start) as usize, 20))
+    }
+
+    /// Makes the entries durable.
+    pub fn flush(&self) -> Result<()> {
+        for seg in self.segments.read().iter() {
+            seg.flush_range(0, self.segment_bytes as usize)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,439 @@
+//! `MessageStore`: the commit log plus the consume queues a dispatcher builds from it — what the
+//! broker reads and writes.
+//!
+//! Owns: the dispatcher thread (commit log → consume queues, never past the readable end, so
+//! under SYNC_FLUSH consumers never see a record a crash could take back), queue reads with
+//! RocketMQ's pull statuses, offset lookups, and waiting for new entries (long polling).
+//! Must never: block an appender on the dispatcher, or let a queue entry point at a record that
+//! recovery cut.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex, RwLock};
+use petrel_protocol::message::MessageExt;
+use petrel_protocol::properties::tags_code;
+
+use crate::checkpoint::{QueueKey, sync_dir};
+use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig};
+use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
+use crate::error::{Result, StoreError};
+
+const DISPATCH_CHECKPOINT_FILE: &str = "dispatch_checkpoint";
+
+#[derive(Debug, Clone)]
+pub struct MessageStoreConfig {
+    /// `storePathRootDir`: holds `commitlog/`, `consumequeue/` and the checkpoints.
+    pub root: PathBuf,
+    pub commit_log: CommitLogConfig,
+    /// Entries per consume-queue segment (RocketMQ: 300,000, i.e. 6,000,000-byte files).
+    pub cq_entries_per_segment: u64,
+    /// How often consume queues are flushed and the dispatch point recorded.
+    pub cq_flush_interval: Duration,
+    /// Consume-queue entries one read may examine (RocketMQ `maxFilterMessageSize` / 20).
+    pub max_scan_entries: usize,
+    /// Bytes one read returns at most (RocketMQ `maxTransferBytesOnMessageInMemory`, 256 KiB);
+    /// the first message is returned whatever its size.
+    pub max_transfer_bytes: usize,
+}
+
+impl MessageStoreConfig {
+    pub fn new(root: impl Into<PathBuf>) -> MessageStoreConfig {
+        let root = root.into();
+        MessageStoreConfig {
+            commit_log: CommitLogConfig::new(root.join("commitlog")),
+            root,
+            cq_entries_per_segment: 300_000,
+            cq_flush_interval: Duration::from_secs(1),
+            max_scan_entries: 800,
+            max_transfer_bytes: 256 * 1024,
+        }
+    }
+}
+
+/// RocketMQ's `GetMessageStatus`: what a read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GetStatus {
+    Found,
+    NoMatchedMessage,
+    NoMessageInQueue,
+    OffsetOverflowOne,
+    OffsetOverflowBadly,
+    OffsetTooSmall,
+    NoMatchedLogicQueue,
+}
+
+impl GetStatus {
+    /// The name RocketMQ puts in a pull response's remark.
+    pub fn name(self) -> &'static str {
+        match self {
+            GetStatus::Found => "FOUND",
+            GetStatus::NoMatchedMessage => "NO_MATCHED_MESSAGE",
+            GetStatus::NoMessageInQueue => "NO_MESSAGE_IN_QUEUE",
+            GetStatus::OffsetOverflowOne => "OFFSET_OVERFLOW_ONE",
+            GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
+            GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
+            GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+        }
+    }
+}
+
+/// A read of one queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetResult {
+    pub status: GetStatus,
+    /// Stored records, each exactly as in the commit log (a pull body is their concatenation).
+    pub messages: Vec<Vec<u8>>,
+    pub next_begin_offset: i64,
+    pub min_offset: i64,
+    pub max_offset: i64,
+}
+
+/// Which side of a timestamp to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Boundary {
+    /// The first message stored at or after the time.
+    Lower,
+    /// The last message stored at or before the time.
+    Upper,
+}
+
+struct Inner {
+    config: MessageStoreConfig,
+    log: CommitLog,
+    queues: RwLock<HashMap<QueueKey, Arc<ConsumeQueue>>>,
+    dispatched: AtomicU64,
+    stop: AtomicBool,
+    /// Bumped after every dispatched batch; waiters for new entries sleep on it.
+    generation: Mutex<u64>,
+    new_entries: Condvar,
+}
+
+pub struct MessageStore {
+    inner: Arc<Inner>,
+    dispatcher: Option<JoinHandle<()>>,
+}
+
+fn read_dispatch_checkpoint(root: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(DISPATCH_CHECKPOINT_FILE)).ok()?;
+    let (offset, crc) = text.trim().split_once(' ')?;
+    (petrel_protocol::message::body_crc(offset.as_bytes()).to_string() == crc).then(|| offset.parse().ok())?
+}
+
+fn write_dispatch_checkpoint(root: &Path, offset: u64) -> Result<()> {
+    let text = format!("{offset} {}\n", petrel_protocol::message::body_crc(offset.to_string().as_bytes()));
+    let tmp = root.join(format!("{DISPATCH_CHECKPOINT_FILE}.tmp"));
+    let path = root.join(DISPATCH_CHECKPOINT_FILE);
+    std::fs::write(&tmp, text).map_err(|e| StoreError::io(&tmp, e))?;
+    std::fs::File::open(&tmp)
+        .and_then(|f| f.sync_data())
+        .map_err(|e| StoreError::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
+    sync_dir(root)
+}
+
+impl Inner {
+    fn cq_root(&self) -> PathBuf {
+        self.config.root.join("consumequeue")
+    }
+
+    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().get(&(topic.to_owned(), queue_id)).cloned()
+    }
+
+    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
+        if let Some(q) = self.queue(topic, queue_id) {
+            return Ok(q);
+        }
+        let mut queues = self.queues.write();
+        if let Some(q) = queues.get(&(topic.to_owned(), queue_id)) {
+            return Ok(q.clone());
+        }
+        let q = Arc::new(ConsumeQueue::open(
+            &self.cq_root(),
+            topic,
+            queue_id,
+            self.config.cq_entries_per_segment,
+            self.log.max_offset(),
+        )?);
+        queues.insert((topic.to_owned(), queue_id), q.clone());
+        Ok(q)
+    }
+
+    /// Dispatches every readable record not yet in a consume queue; returns how many.
+    fn dispatch_available(&self) -> Result<u64> {
+        let mut offset = self.dispatched.load(Ordering::Acquire);
+        let mut count = 0;
+        while let Some(bytes) = self.log.read_record(offset)? {
+            let (msg, used) = MessageExt::decode(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
+            let entry = CqEntry {
+                commit_log_offset: offset,
+                size_bytes: used as u32,
+                tags_code: tags_code(msg.tags()),
+            };
+            if self.queue_or_create(&msg.topic, msg.queue_id)?.append(msg.queue_offset, entry)? == CqAppend::Appended {
+                count += 1;
+            }
+            offset = self.log.next_record_offset(offset, used as u32);
+            self.dispatched.store(offset, Ordering::Release);
+        }
+        // Skip a trailing filler so the next look starts in the next segment.
+        self.dispatched.store(offset, Ordering::Release);
+        if count > 0 {
+            *self.generation.lock() += 1;
+            self.new_entries.notify_all();
+        }
+        Ok(count)
+    }
+
+    fn flush_queues(&self) -> Result<()> {
+        let at = self.dispatched.load(Ordering::Acquire);
+        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
+        for q in queues {
+            q.flush()?;
+        }
+        write_dispatch_checkpoint(&self.config.root, at)
+    }
+
+    fn dispatch_loop(self: Arc<Self>) {
+        let mut last_flush = Instant::now();
+        while !self.stop.load(Ordering::Acquire) {
+            match self.dispatch_available() {
+                Ok(0) => std::thread::sleep(Duration::from_micros(500)),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!(error = %e, "dispatch failed; retrying in 100 ms");
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            if last_flush.elapsed() >= self.config.cq_flush_interval {
+                last_flush = Instant::now();
+                if let Err(e) = self.flush_queues() {
+                    tracing::warn!(error = %e, "consume queue flush failed");
+                }
+            }
+        }
+    }
+}
+
+impl MessageStore {
+    pub fn open(mut config: MessageStoreConfig) -> Result<MessageStore> {
+        std::fs::create_dir_all(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
+        config.commit_log.dir = config.root.join("commitlog");
+        let log = CommitLog::open(config.commit_log.clone())?;
+        let end = log.max_offset();
+        // Re-dispatch from the last recorded dispatch point (entries already there are skipped);
+        // if recovery cut the log below it, from the new end.
+        let from = read_dispatch_checkpoint(&config.root).unwrap_or(0).min(end);
+        let inner = Arc::new(Inner {
+            log,
+            queues: RwLock::new(HashMap::new()),
+            dispatched: AtomicU64::new(from),
+            stop: AtomicBool::new(false),
+            generation: Mutex::new(0),
+            new_entries: Condvar::new(),
+            config,
+        });
+        // Open every existing queue now, so entries past the recovered log end are cut.
+        let cq_root = inner.cq_root();
+        if let Ok(topics) = std::fs::read_dir(&cq_root) {
+            for topic in topics.flatten() {
+                let Some(name) = topic.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                for qid in std::fs::read_dir(topic.path())
+                    .map_err(|e| StoreError::io(topic.path(), e))?
+                    .flatten()
+                {
+                    if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
+                        inner.queue_or_create(&name, id)?;
+                    }
+                }
+            }
+        }
+        let started = Instant::now();
+        let redispatched = inner.dispatch_available()?;
+        tracing::info!(
+            from,
+            to = end,
+            entries = redispatched,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "consume queues caught up"
+        );
+        let worker = inner.clone();
+        let dispatcher = std::thread::Builder::new()
+            .name("store-dispatch".into())
+            .spawn(move || worker.dispatch_loop())
+            .map_err(|e| StoreError::io(&inner.config.root, e))?;
+        Ok(MessageStore {
+            inner,
+            dispatcher: Some(dispatcher),
+        })
+    }
+
+    pub fn commit_log(&self) -> &CommitLog {
+        &self.inner.log
+    }
+
+    /// Appends one pre-encoded record (see [`CommitLog::append`]).
+    pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.inner.log.append(record, topic, queue_id)
+    }
+
+    /// Commit-log offset up to which records are in their consume queues.
+    pub fn dispatched_offset(&self) -> u64 {
+        self.inner.dispatched.load(Ordering::Acquire)
+    }
+
+    /// (min, max) queue offsets; (0, 0) for a queue that has nothing.
+    pub fn queue_offsets(&self, topic: &str, queue_id: i32) -> (i64, i64) {
+        self.inner
+            .queue(topic, queue_id)
+            .map_or((0, 0), |q| (q.min_offset(), q.max_offset()))
+    }
+
+    fn store_timestamp(&self, e: &CqEntry) -> Option<i64> {
+        let bytes = self.inner.log.read_record(e.commit_log_offset).ok()??;
+        let sys_flag = i32::from_be_bytes(bytes.get(36..40)?.try_into().ok()?);
+        let pos = petrel_protocol::message::store_timestamp_pos(sys_flag);
+        Some(i64::from_be_bytes(bytes.get(pos..pos + 8)?.try_into().ok()?))
+    }
+
+    /// Store time of the oldest message in the queue, `-1` if it has none.
+    pub fn earliest_store_time(&self, topic: &str, queue_id: i32) -> i64 {
+        self.inner
+            .queue(topic, queue_id)
+            .and_then(|q| q.get(q.min_offset()))
+            .and_then(|e| self.store_timestamp(&e))
+            .unwrap_or(-1)
+    }
+
+    /// The queue offset of the first message stored at or after `timestamp_ms` (`Lower`) or of
+    /// the last stored at or before it (`Upper`). Before everything: the min offset; after
+    /// everything: the max offset (`Lower`) or the last message (`Upper`).
+    pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp_ms: i64, boundary: Boundary) -> i64 {
+        let Some(q) = self.inner.queue(topic, queue_id) else { return 0 };
+        let (mut lo, mut hi) = (q.min_offset(), q.max_offset());
+        if lo >= hi {
+            return lo;
+        }
+        let ts = |o: i64| q.get(o).and_then(|e| self.store_timestamp(&e)).unwrap_or(i64::MAX);
+        // first offset whose time is >= t (Lower) or > t (Upper)
+        let upper = boundary == Boundary::Upper;
+        let (min, max) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let t = ts(mid);
+            if t < timestamp_ms || (upper && t == timestamp_ms) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        if upper { (lo - 1).max(min) } else { lo.min(max) }
+    }
+
+    /// Reads up to `max_msgs` messages from `offset`, keeping those whose tag hash is in
+    /// `tag_codes` (all when `None`), with RocketMQ's statuses and next offsets.
+    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: usize, tag_codes: Option<&[i64]>) -> GetResult {
+        let mut result = GetResult {
+            status: GetStatus::NoMatchedLogicQueue,
+            messages: Vec::new(),
+            next_begin_offset: 0,
+            min_offset: 0,
+            max_offset: 0,
+        };
+        let Some(q) = self.inner.queue(topic, queue_id) else {
+            return result;
+        };
+        let (min, max) = (q.min_offset(), q.max_offset());
+        result.min_offset = min;
+        result.max_offset = max;
+        if max == 0 {
+            result.status = GetStatus::NoMessageInQueue;
+            return result;
+        }
+        if offset < min {
+            result.status = GetStatus::OffsetTooSmall;
+            result.next_begin_offset = min;
+            return result;
+        }
+        if offset == max {
+            result.status = GetStatus::OffsetOverflowOne;
+            result.next_begin_offset = offset;
+            return result;
+        }
+        if offset > max {
+            result.status = GetStatus::OffsetOverflowBadly;
+            result.next_begin_offset = max;
+            return result;
+        }
+        let scan = self.inner.config.max_scan_entries.max(max_msgs);
+        let mut next = offset;
+        let mut bytes = 0usize;
+        while next < max && (next - offset) < scan as i64 && result.messages.len() < max_msgs.max(1) {
+            let Some(e) = q.get(next) else { break };
+            if tag_codes.is_some_and(|codes| !codes.contains(&e.tags_code)) {
+                next += 1;
+                continue;
+            }
+            if !result.messages.is_empty() && bytes + e.size_bytes as usize > self.inner.config.max_transfer_bytes {
+                break;
+            }
+            match self.inner.log.read_record(e.commit_log_offset) {
+                Ok(Some(rec)) => {
+                    bytes += rec.len();
+                    result.messages.push(rec);
+                }
+                _ => break,
+            }
+            next += 1;
+        }
+        result.next_begin_offset = next;
+        result.status = if result.messages.is_empty() {
+            GetStatus::NoMatchedMessage
+        } else {
+            GetStatus::Found
+        };
+        result
+    }
+
+    /// Waits until the queue has an entry at `offset` or `timeout` passes; true if it has.
+    pub fn wait_for_entries(&self, topic: &str, queue_id: i32, offset: i64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut generation = self.inner.generation.lock();
+        loop {
+            if self.queue_offsets(topic, queue_id).1 > offset {
+                return true;
+            }
+            if self.inner.new_entries.wait_until(&mut generation, deadline).timed_out() {
+                return self.queue_offsets(topic, queue_id).1 > offset;
+            }
+        }
+    }
+
+    /// Stops the dispatcher, brings the queues up to date, flushes them and closes the log.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_dispatcher();
+        self.inner.dispatch_available()?;
+        self.inner.flush_queues()?;
+        self.inner.log.close()
+    }
+
+    fn stop_dispatcher(&mut self) {
+        self.inner.stop.store(true, Ordering::Release);
+        if let Some(h) = self.dispatcher.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        self.stop_dispatcher();
+    }
+}
