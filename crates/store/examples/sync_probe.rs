@@ -30,5 +30,11 @@ fn main() {
         lat.push(t.elapsed().as_micros());
     }
     lat.sort_unstable();
-    println!("sync append µs: p50 {} p90 {} p99 {} max {}", lat[n / 2], lat[n * 9 / 10], lat[n * 99 / 100], lat[n - 1]);
+    println!(
+        "sync append µs: p50 {} p90 {} p99 {} max {}",
+        lat[n / 2],
+        lat[n * 9 / 10],
+        lat[n * 99 / 100],
+        lat[n - 1]
+    );
 }

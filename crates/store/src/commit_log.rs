@@ -51,6 +51,14 @@ pub struct CommitLogConfig {
     pub checkpoint_interval: Duration,
     /// The put-message lock.
     pub lock: LockKind,
+    /// Segments whose last write is older than this are deleted (RocketMQ `fileReservedTime`, 72 h).
+    pub file_reserved_time: Duration,
+    /// When the disk holding the log is fuller than this ratio, the oldest segments are deleted
+    /// whatever their age (RocketMQ `diskMaxUsedSpaceRatio`, 0.75).
+    pub disk_max_used_ratio: f64,
+    /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
+    #[doc(hidden)]
+    pub inject_flush_failure: Option<Arc<AtomicBool>>,
 }
 
 impl CommitLogConfig {
@@ -63,6 +71,9 @@ impl CommitLogConfig {
             async_flush_interval: Duration::from_millis(500),
             checkpoint_interval: Duration::from_secs(1),
             lock: LockKind::Mutex,
+            file_reserved_time: Duration::from_secs(72 * 3600),
+            disk_max_used_ratio: 0.75,
+            inject_flush_failure: None,
         }
     }
 }
@@ -161,6 +172,9 @@ impl Shared {
 
     /// Makes everything published durable; returns the new flushed offset.
     fn flush_published(&self) -> Result<u64> {
+        if self.config.inject_flush_failure.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+            return Err(StoreError::io(&self.config.dir, std::io::Error::from_raw_os_error(libc::EIO)));
+        }
         let from = self.flushed.load(Ordering::Acquire);
         let to = self.published.load(Ordering::Acquire);
         if to > from {
@@ -462,6 +476,54 @@ impl CommitLog {
         next
     }
 
+    /// Offset of the oldest record still stored (the first segment's start).
+    pub fn min_offset(&self) -> u64 {
+        self.shared.segments.read().first().map_or(0, |s| s.start_offset())
+    }
+
+    /// Fraction of the log's file system in use.
+    pub fn disk_used_ratio(&self) -> Result<f64> {
+        disk_used_ratio(&self.shared.config.dir)
+    }
+
+    /// Deletes the oldest segments that lie wholly below `keep_from` (what consume queues and
+    /// the flush still need) and are older than `file_reserved_time` — or, while the disk is
+    /// fuller than `disk_max_used_ratio`, one such segment whatever its age. The segment being
+    /// written is never deleted. Returns how many segments went.
+    pub fn delete_expired(&self, keep_from: u64) -> Result<usize> {
+        let s = &self.shared;
+        let size = s.config.segment_size_bytes;
+        let limit = keep_from.min(s.flushed.load(Ordering::Acquire));
+        let disk_full = disk_used_ratio(&s.config.dir)? > s.config.disk_max_used_ratio;
+        let mut deleted = 0;
+        loop {
+            let victim = {
+                let segs = s.segments.read();
+                let (Some(first), true) = (segs.first(), segs.len() > 1) else {
+                    break;
+                };
+                if first.start_offset() + size > limit {
+                    break;
+                }
+                let age = std::fs::metadata(first.path())
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.elapsed().ok())
+                    .unwrap_or_default();
+                if age < s.config.file_reserved_time && !(disk_full && deleted == 0) {
+                    break;
+                }
+                first.clone()
+            };
+            s.segments.write().retain(|x| !Arc::ptr_eq(x, &victim));
+            // Readers holding the Arc keep their mapping; the file's blocks go once they drop it.
+            std::fs::remove_file(victim.path()).map_err(|e| StoreError::io(victim.path(), e))?;
+            tracing::info!(segment = %victim.path().display(), disk_full, "deleted an expired commit-log segment");
+            deleted += 1;
+        }
+        Ok(deleted)
+    }
+
     /// Flushes, writes the checkpoint, stops the flush thread and removes the abort marker.
     /// Appends after this fail; a second call does nothing.
     pub fn close(&self) -> Result<()> {
@@ -491,6 +553,19 @@ impl Drop for CommitLog {
     fn drop(&mut self) {
         self.shutdown_flusher();
     }
+}
+
+fn disk_used_ratio(dir: &Path) -> Result<f64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| StoreError::io(dir, std::io::Error::other(e)))?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a valid C string and a buffer statvfs fills on success.
+    if unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return Err(StoreError::io(dir, std::io::Error::last_os_error()));
+    }
+    // SAFETY: statvfs returned 0, so the struct is filled.
+    let st = unsafe { st.assume_init() };
+    let total = st.f_blocks as f64;
+    Ok(if total == 0.0 { 0.0 } else { 1.0 - st.f_bavail as f64 / total })
 }
 
 /// The record's size word must equal its length and its magic must be a message magic.

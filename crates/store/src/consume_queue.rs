@@ -177,6 +177,42 @@ impl ConsumeQueue {
         if queue_offset < self.min_offset() || queue_offset >= self.max_offset() {
             return None;
         }
+        self.entry_at(queue_offset)
+    }
+
+    /// Drops the leading segments whose entries all point below `log_min` (records the commit
+    /// log deleted) and moves the min offset to the first entry still backed by the log.
+    pub fn delete_below(&self, log_min: u64) -> Result<()> {
+        let _w = self.write.lock();
+        loop {
+            let victim = {
+                let segs = self.segments.read();
+                let (Some(first), true) = (segs.first(), segs.len() > 1) else {
+                    break;
+                };
+                let last_slot = (self.segment_bytes - CQ_ENTRY_BYTES) as usize;
+                match CqEntry::decode(first.slice(last_slot, 20)) {
+                    Some(e) if e.commit_log_offset + u64::from(e.size_bytes) <= log_min => first.clone(),
+                    _ => break,
+                }
+            };
+            self.segments.write().retain(|s| !Arc::ptr_eq(s, &victim));
+            std::fs::remove_file(victim.path()).map_err(|e| StoreError::io(victim.path(), e))?;
+        }
+        let first_start = self
+            .segments
+            .read()
+            .first()
+            .map_or(0, |s| (s.start_offset() / CQ_ENTRY_BYTES) as i64);
+        let mut min = self.min_offset().max(first_start);
+        while min < self.max_offset() && self.entry_at(min).is_some_and(|e| e.commit_log_offset < log_min) {
+            min += 1;
+        }
+        self.min_offset.store(min, Ordering::Release);
+        Ok(())
+    }
+
+    fn entry_at(&self, queue_offset: i64) -> Option<CqEntry> {
         let at = queue_offset as u64 * CQ_ENTRY_BYTES;
         let start = at - at % self.segment_bytes;
         let segs = self.segments.read();

@@ -36,6 +36,8 @@ pub struct MessageStoreConfig {
     pub cq_flush_interval: Duration,
     /// Consume-queue entries one read may examine (RocketMQ `maxFilterMessageSize` / 20).
     pub max_scan_entries: usize,
+    /// How often expired segments are looked for.
+    pub retention_check_interval: Duration,
     /// Bytes one read returns at most (RocketMQ `maxTransferBytesOnMessageInMemory`, 256 KiB);
     /// the first message is returned whatever its size.
     pub max_transfer_bytes: usize,
@@ -50,6 +52,7 @@ impl MessageStoreConfig {
             cq_entries_per_segment: 300_000,
             cq_flush_interval: Duration::from_secs(1),
             max_scan_entries: 800,
+            retention_check_interval: Duration::from_secs(10),
             max_transfer_bytes: 256 * 1024,
         }
     }
@@ -107,6 +110,8 @@ struct Inner {
     log: CommitLog,
     queues: RwLock<HashMap<QueueKey, Arc<ConsumeQueue>>>,
     dispatched: AtomicU64,
+    /// One retention pass at a time (the dispatcher's and an explicit call).
+    retention: Mutex<()>,
     stop: AtomicBool,
     /// Bumped after every dispatched batch; waiters for new entries sleep on it.
     generation: Mutex<u64>,
@@ -199,8 +204,22 @@ impl Inner {
         write_dispatch_checkpoint(&self.config.root, at)
     }
 
+    fn run_retention(&self) -> Result<usize> {
+        let _one = self.retention.lock();
+        let deleted = self.log.delete_expired(self.dispatched.load(Ordering::Acquire))?;
+        if deleted > 0 {
+            let log_min = self.log.min_offset();
+            let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
+            for q in queues {
+                q.delete_below(log_min)?;
+            }
+        }
+        Ok(deleted)
+    }
+
     fn dispatch_loop(self: Arc<Self>) {
         let mut last_flush = Instant::now();
+        let mut last_retention = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             match self.dispatch_available() {
                 Ok(0) => std::thread::sleep(Duration::from_micros(500)),
@@ -208,6 +227,12 @@ impl Inner {
                 Err(e) => {
                     tracing::error!(error = %e, "dispatch failed; retrying in 100 ms");
                     std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            if last_retention.elapsed() >= self.config.retention_check_interval {
+                last_retention = Instant::now();
+                if let Err(e) = self.run_retention() {
+                    tracing::warn!(error = %e, "retention failed");
                 }
             }
             if last_flush.elapsed() >= self.config.cq_flush_interval {
@@ -228,11 +253,13 @@ impl MessageStore {
         let end = log.max_offset();
         // Re-dispatch from the last recorded dispatch point (entries already there are skipped);
         // if recovery cut the log below it, from the new end.
-        let from = read_dispatch_checkpoint(&config.root).unwrap_or(0).min(end);
+        // Never below the oldest segment still there (retention may have removed the rest).
+        let from = read_dispatch_checkpoint(&config.root).unwrap_or(0).min(end).max(log.min_offset());
         let inner = Arc::new(Inner {
             log,
             queues: RwLock::new(HashMap::new()),
             dispatched: AtomicU64::new(from),
+            retention: Mutex::new(()),
             stop: AtomicBool::new(false),
             generation: Mutex::new(0),
             new_entries: Condvar::new(),
@@ -282,6 +309,13 @@ impl MessageStore {
     /// Appends one pre-encoded record (see [`CommitLog::append`]).
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
         self.inner.log.append(record, topic, queue_id)
+    }
+
+    /// Deletes expired commit-log segments (see [`CommitLog::delete_expired`]) and the consume
+    /// queue entries that pointed into them; returns how many segments went. Also runs every
+    /// `retention_check_interval` on the dispatcher thread.
+    pub fn run_retention(&self) -> Result<usize> {
+        self.inner.run_retention()
     }
 
     /// Commit-log offset up to which records are in their consume queues.
