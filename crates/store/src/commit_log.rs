@@ -110,6 +110,18 @@ struct WriteState {
 }
 
 impl WriteState {
+    /// The next queue offset of a topic-queue (allocating only for a queue seen the first time).
+    fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+        if !self.queue_offsets.contains_key(topic) {
+            self.queue_offsets.insert(topic.to_owned(), BTreeMap::new());
+        }
+        self.queue_offsets
+            .get_mut(topic)
+            .expect("inserted above")
+            .entry(queue_id)
+            .or_insert(0)
+    }
+
     fn snapshot_queue_offsets(&self) -> BTreeMap<QueueKey, i64> {
         self.queue_offsets
             .iter()
@@ -391,16 +403,10 @@ impl CommitLog {
         let result = s.with_write_state(|w| -> Result<AppendResult> {
             let (seg, pos) = room_for(s, w, size as u64)?;
             let physical_offset = w.write_offset;
-            let queues = match w.queue_offsets.get_mut(topic) {
-                Some(q) => q,
-                None => w.queue_offsets.entry(topic.to_owned()).or_default(),
-            };
-            let next = queues.entry(queue_id).or_insert(0);
+            let next = w.next_queue_offset(topic, queue_id);
             let queue_offset = *next;
             let store_timestamp_ms = now_ms();
-            record[QUEUE_OFFSET_POS..QUEUE_OFFSET_POS + 8].copy_from_slice(&queue_offset.to_be_bytes());
-            record[PHYSICAL_OFFSET_POS..PHYSICAL_OFFSET_POS + 8].copy_from_slice(&(physical_offset as i64).to_be_bytes());
-            record[ts_pos..ts_pos + 8].copy_from_slice(&store_timestamp_ms.to_be_bytes());
+            patch_record(record, queue_offset, physical_offset, store_timestamp_ms, ts_pos);
             // SAFETY: under the put-message lock, past the published offset.
             unsafe { seg.write_at(pos, record) };
             *next += 1;
@@ -417,6 +423,70 @@ impl CommitLog {
             s.wait_flushed(result.physical_offset + size as u64)?;
         }
         Ok(result)
+    }
+
+    /// Appends a batch: `records` holds pre-encoded records back to back, all of `topic` /
+    /// `queue_id`. They get consecutive queue offsets and land contiguously in one segment
+    /// under one acquisition of the put-message lock (all or none); under SYNC_FLUSH the call
+    /// returns once the whole batch is durable. Returns one result per record.
+    pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        let s = &self.shared;
+        if !s.writable.load(Ordering::Acquire) {
+            return Err(StoreError::NotWritable("an earlier flush failed".into()));
+        }
+        // Split and check every record before taking the lock.
+        let mut spans = Vec::new();
+        let mut at = 0;
+        while at < records.len() {
+            let size = records
+                .get(at..at + 4)
+                .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
+                .filter(|n| *n > 0 && at + *n as usize <= records.len())
+                .ok_or_else(|| StoreError::BadRecord(format!("batch record at byte {at} overruns the batch")))?
+                as usize;
+            check_record_frame(&records[at..at + size])?;
+            let sys_flag = i32::from_be_bytes(records[at + 36..at + 40].try_into().expect("4 bytes"));
+            spans.push((at, size, store_timestamp_pos(sys_flag)));
+            at += size;
+        }
+        if spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        let total = records.len();
+        let results = s.with_write_state(|w| -> Result<Vec<AppendResult>> {
+            let (seg, pos) = room_for(s, w, total as u64)?;
+            let base = w.write_offset;
+            let next = w.next_queue_offset(topic, queue_id);
+            let store_timestamp_ms = now_ms();
+            let mut out = Vec::with_capacity(spans.len());
+            for (i, (at, size, ts_pos)) in spans.iter().enumerate() {
+                let queue_offset = *next + i as i64;
+                let physical_offset = base + *at as u64;
+                patch_record(
+                    &mut records[*at..*at + *size],
+                    queue_offset,
+                    physical_offset,
+                    store_timestamp_ms,
+                    *ts_pos,
+                );
+                out.push(AppendResult {
+                    physical_offset,
+                    size_bytes: *size as u32,
+                    queue_offset,
+                    store_timestamp_ms,
+                });
+            }
+            // SAFETY: under the put-message lock, past the published offset.
+            unsafe { seg.write_at(pos, records) };
+            *next += spans.len() as i64;
+            w.write_offset += total as u64;
+            s.published.store(w.write_offset, Ordering::Release);
+            Ok(out)
+        })?;
+        if s.config.flush_mode == FlushMode::Sync {
+            s.wait_flushed(results[0].physical_offset + total as u64)?;
+        }
+        Ok(results)
     }
 
     /// Offset after the last record written (and visible to readers under ASYNC_FLUSH).
@@ -566,6 +636,13 @@ fn disk_used_ratio(dir: &Path) -> Result<f64> {
     let st = unsafe { st.assume_init() };
     let total = st.f_blocks as f64;
     Ok(if total == 0.0 { 0.0 } else { 1.0 - st.f_bavail as f64 / total })
+}
+
+/// Writes the offsets assigned under the lock into a pre-encoded record.
+fn patch_record(record: &mut [u8], queue_offset: i64, physical_offset: u64, store_timestamp_ms: i64, ts_pos: usize) {
+    record[QUEUE_OFFSET_POS..QUEUE_OFFSET_POS + 8].copy_from_slice(&queue_offset.to_be_bytes());
+    record[PHYSICAL_OFFSET_POS..PHYSICAL_OFFSET_POS + 8].copy_from_slice(&(physical_offset as i64).to_be_bytes());
+    record[ts_pos..ts_pos + 8].copy_from_slice(&store_timestamp_ms.to_be_bytes());
 }
 
 /// The record's size word must equal its length and its magic must be a message magic.

@@ -311,6 +311,11 @@ impl MessageStore {
         self.inner.log.append(record, topic, queue_id)
     }
 
+    /// Appends a batch of pre-encoded records of one queue (see [`CommitLog::append_batch`]).
+    pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.inner.log.append_batch(records, topic, queue_id)
+    }
+
     /// Deletes expired commit-log segments (see [`CommitLog::delete_expired`]) and the consume
     /// queue entries that pointed into them; returns how many segments went. Also runs every
     /// `retention_check_interval` on the dispatcher thread.
