@@ -526,7 +526,8 @@ impl CommitLog {
         Ok(Some(seg.slice(pos, size as usize).to_vec()))
     }
 
-    /// Offset of the record after the one at `offset` (skipping a segment's filler).
+    /// Offset of the record after the one at `offset` (skipping a segment's filler); with a
+    /// size of 0, `offset` itself or, if a filler starts there, the next segment.
     pub fn next_record_offset(&self, offset: u64, size_bytes: u32) -> u64 {
         let next = offset + u64::from(size_bytes);
         let size = self.shared.config.segment_size_bytes;

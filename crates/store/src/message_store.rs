@@ -171,7 +171,8 @@ impl Inner {
 
     /// Dispatches every readable record not yet in a consume queue; returns how many.
     fn dispatch_available(&self) -> Result<u64> {
-        let mut offset = self.dispatched.load(Ordering::Acquire);
+        // The filler that ends a segment may have been written after the last look.
+        let mut offset = self.log.next_record_offset(self.dispatched.load(Ordering::Acquire), 0);
         let mut count = 0;
         while let Some(bytes) = self.log.read_record(offset)? {
             let (msg, used) = MessageExt::decode(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
