@@ -15,8 +15,12 @@ struct Cli {
 enum Command {
     /// Run the broker with an embedded name server (name server 9876, broker 10911, data in ./data).
     Serve,
-    /// Run a standalone name server.
-    Namesrv,
+    /// Run a standalone name server that RocketMQ brokers register with and clients ask for routes.
+    Namesrv {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0:9876")]
+        listen: String,
+    },
     /// Generate load against any RocketMQ-protocol broker and report percentiles.
     Bench,
     /// Run a local cluster under fault injection and check that nothing acknowledged is lost.
@@ -44,10 +48,57 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Decode { hex } => decode(&hex),
         Command::Serve => not_yet("serve", "the broker"),
-        Command::Namesrv => not_yet("namesrv", "the name server"),
+        Command::Namesrv { listen } => namesrv(&listen),
         Command::Bench => not_yet("bench", "the load generator"),
         Command::Chaos => not_yet("chaos", "the chaos harness"),
         Command::Admin => not_yet("admin", "the admin commands"),
+    }
+}
+
+fn namesrv(listen: &str) -> Result<()> {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use anyhow::Context;
+    use petrel_broker::namesrv::{BROKER_EXPIRY, NameServer};
+
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("listen on {listen}"))?;
+        tracing::info!(addr = %listener.local_addr()?, "name server listening");
+        let ns = Arc::new(NameServer::new());
+        let expiring = ns.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(10));
+            loop {
+                tick.tick().await;
+                for addr in expiring.expire_brokers(BROKER_EXPIRY) {
+                    tracing::warn!(%addr, "broker expired: no registration for 120 s");
+                }
+            }
+        });
+        let server = petrel_broker::server::serve(listener, ns, petrel_protocol::DEFAULT_MAX_FRAME_BYTES);
+        tokio::select! {
+            r = server => r.context("name server stopped"),
+            _ = shutdown_signal() => {
+                tracing::info!("shutting down");
+                Ok(())
+            }
+        }
+    })
+}
+
+/// SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
     }
 }
 

@@ -1,0 +1,57 @@
+//! `petrel namesrv` as a process: answers over TCP and exits 0 on SIGTERM.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn ask(stream: &mut TcpStream, request: &RemotingCommand) -> RemotingCommand {
+    stream.write_all(&request.to_frame().unwrap()).unwrap();
+    let mut buf = Vec::new();
+    loop {
+        let mut chunk = [0u8; 4096];
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before answering");
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some((cmd, _)) = decode_frame(&buf, DEFAULT_MAX_FRAME_BYTES).unwrap() {
+            return cmd;
+        }
+    }
+}
+
+#[test]
+fn namesrv_serves_and_stops_cleanly() {
+    let port = free_port();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["namesrv", "--listen", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut stream = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("name server did not start: {e}"),
+        }
+    };
+    let info = ask(&mut stream, &RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 1));
+    assert_eq!((info.code, info.opaque, info.is_response()), (resp::SUCCESS, 1, true));
+    assert_eq!(info.body.as_ref(), br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
+    let mut route = RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 2);
+    route.put_ext("topic", "TBW102");
+    assert_eq!(ask(&mut stream, &route).code, resp::TOPIC_NOT_EXIST);
+
+    // SAFETY: plain kill(2) on our child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "SIGTERM ends the name server cleanly: {status:?}");
+}
