@@ -141,11 +141,18 @@ fn a_slow_flush_answers_with_a_timeout_and_the_record_becomes_durable_later() {
         ..log_config(dir.path())
     })
     .unwrap();
-    let mut r = tagged_record("S", 0, b"slow", None);
-    let err = log.append(&mut r, "S", 0).unwrap_err();
-    let StoreError::FlushTimeout { offset, .. } = err else {
-        panic!("expected FlushTimeout, got {err}")
-    };
+    // The flusher also runs on its own every 10 ms, so an append can, rarely, find its record
+    // already durable; a few tries make the timeout certain to show.
+    let (r, offset) = (0..20)
+        .find_map(|i| {
+            let mut r = tagged_record("S", 0, &body(i, 64), None);
+            match log.append(&mut r, "S", 0) {
+                Err(StoreError::FlushTimeout { offset, .. }) => Some((r, offset)),
+                Ok(_) => None,
+                Err(e) => panic!("expected FlushTimeout, got {e}"),
+            }
+        })
+        .expect("a 1 ns flush timeout expires");
     for _ in 0..1000 {
         if log.flushed_offset() >= offset {
             break;
