@@ -20,7 +20,7 @@ fn config(root: &std::path::Path, mode: FlushMode) -> MessageStoreConfig {
 }
 
 fn wait_dispatched(store: &MessageStore) {
-    for _ in 0..2000 {
+    for _ in 0..10_000 {
         if store.dispatched_offset() >= store.commit_log().readable_end() {
             return;
         }

@@ -24,7 +24,7 @@ fn fill(store: &MessageStore, n: u64) {
     for i in 0..n {
         store.append(&mut tagged_record("R", 0, &body(i, 500), None), "R", 0).unwrap();
     }
-    for _ in 0..2000 {
+    for _ in 0..10_000 {
         if store.dispatched_offset() >= store.commit_log().readable_end() {
             return;
         }
