@@ -1,0 +1,52 @@
+# Shared by the scripts that run Apache RocketMQ 5.5.0 itself (sourced, not run).
+# Fetches the jars from Maven Central into tests/reference/lib once; nothing fetched is committed.
+ref_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+ref_lib="$ref_root/tests/reference/lib"
+
+ref_fetch() {
+  if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
+    echo "installing Maven and a Java runtime"
+    apt-get update -qq && apt-get install -y -qq maven openjdk-17-jre-headless >/dev/null
+  fi
+  if [ ! -f "$ref_lib/rocketmq-broker-5.5.0.jar" ]; then
+    echo "fetching Apache RocketMQ 5.5.0 from Maven Central"
+    mvn -q -B -f "$ref_root/tests/reference/pom.xml" dependency:copy-dependencies -DoutputDirectory="$ref_lib"
+  fi
+}
+
+# ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
+# waits for it to boot, and prints its pid.
+ref_broker() {
+  local work=$1 namesrv=$2 port=$3 flush=$4
+  mkdir -p "$work/home/conf" "$work/store"
+  cat >"$work/broker.conf" <<CONF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerIP1=127.0.0.1
+listenPort=$port
+namesrvAddr=$namesrv
+storePathRootDir=$work/store
+storePathCommitLog=$work/store/commitlog
+autoCreateTopicEnable=true
+flushDiskType=$flush
+CONF
+  ROCKETMQ_HOME="$work/home" java -Xms512m -Xmx512m -cp "$ref_lib/*" org.apache.rocketmq.broker.BrokerStartup \
+    -c "$work/broker.conf" >"$work/broker.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 120); do
+    grep -q "boot success" "$work/broker.log" && { echo "$pid"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  tail -20 "$work/broker.log" >&2
+  echo "the reference broker did not start" >&2
+  return 1
+}
+
+# ref_mqadmin NAMESRV_ADDR ARGS...: the official admin tool.
+ref_mqadmin() {
+  local ns=$1
+  shift
+  ROCKETMQ_HOME="${ROCKETMQ_HOME:-/tmp}" java -Xmx128m -cp "$ref_lib/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$ns" 2>&1
+}
