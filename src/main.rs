@@ -4,6 +4,8 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod serve;
+
 #[derive(Parser)]
 #[command(name = "petrel", version, about = "A RocketMQ-compatible message broker")]
 struct Cli {
@@ -14,7 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker with an embedded name server (name server 9876, broker 10911, data in ./data).
-    Serve,
+    Serve(serve::ServeArgs),
     /// Run a standalone name server that RocketMQ brokers register with and clients ask for routes.
     Namesrv {
         /// Address to listen on.
@@ -45,9 +47,15 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<()> {
+    if !matches!(cli.command, Command::Decode { .. }) {
+        tracing_subscriber::fmt()
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
+            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+            .init();
+    }
     match cli.command {
         Command::Decode { hex } => decode(&hex),
-        Command::Serve => not_yet("serve", "the broker"),
+        Command::Serve(args) => serve::serve(args),
         Command::Namesrv { listen } => namesrv(&listen),
         Command::Bench => not_yet("bench", "the load generator"),
         Command::Chaos => not_yet("chaos", "the chaos harness"),
@@ -62,9 +70,6 @@ fn namesrv(listen: &str) -> Result<()> {
     use anyhow::Context;
     use petrel_broker::namesrv::{BROKER_EXPIRY, NameServer};
 
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .init();
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)
@@ -85,21 +90,12 @@ fn namesrv(listen: &str) -> Result<()> {
         let server = petrel_broker::server::serve(listener, ns, petrel_protocol::DEFAULT_MAX_FRAME_BYTES);
         tokio::select! {
             r = server => r.context("name server stopped"),
-            _ = shutdown_signal() => {
+            _ = serve::shutdown_signal() => {
                 tracing::info!("shutting down");
                 Ok(())
             }
         }
     })
-}
-
-/// SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }
 
 fn not_yet(subcommand: &str, what: &str) -> Result<()> {

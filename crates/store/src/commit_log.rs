@@ -726,6 +726,28 @@ fn load_segments(dir: &Path, size: u64) -> Result<Vec<Arc<MappedFile>>> {
 
 /// Scans from the checkpoint, validating each record, and cuts everything after the last valid
 /// one. Only what follows the checkpoint is read, so the time does not grow with the log.
+/// Appends are sequential, so bytes written past the recovered end are contiguous: once this
+/// many zero bytes follow the last non-zero one, nothing further was written. Larger than any
+/// single append (a frame is at most 16 MiB).
+pub const TORN_TAIL_ZERO_RUN_BYTES: usize = 32 << 20;
+
+/// Length of the non-zero region at the start of `tail` (up to its last non-zero byte), read
+/// in chunks and bounded by [`TORN_TAIL_ZERO_RUN_BYTES`] of zeros, so a clean end costs a
+/// bounded read instead of a scan of the whole segment.
+fn torn_tail_len(tail: &[u8]) -> usize {
+    const CHUNK: usize = 1 << 20;
+    let mut end = 0;
+    for (i, chunk) in tail.chunks(CHUNK).enumerate() {
+        let at = i * CHUNK;
+        if let Some(p) = chunk.iter().rposition(|b| *b != 0) {
+            end = at + p + 1;
+        } else if at + chunk.len() - end >= TORN_TAIL_ZERO_RUN_BYTES {
+            break;
+        }
+    }
+    end
+}
+
 fn recover(
     config: &CommitLogConfig,
     segments: &[Arc<MappedFile>],
@@ -783,18 +805,34 @@ fn recover(
     for seg in segments.iter().filter(|s| s.start_offset() + size > offset) {
         let start = seg.start_offset();
         let from = offset.saturating_sub(start) as usize;
-        if let Some(last_nonzero) = seg.slice(from, size as usize - from).iter().rposition(|b| *b != 0) {
-            report.truncated_bytes += last_nonzero as u64 + 1;
-        }
+        let torn = torn_tail_len(seg.slice(from, size as usize - from));
+        report.truncated_bytes += torn as u64;
         if start > keep_start {
             std::fs::remove_file(seg.path()).map_err(|e| StoreError::io(seg.path(), e))?;
-        } else {
+        } else if torn > 0 {
             // No writer or reader exists yet, so a second map of the file may write it.
-            MappedFile::open(seg.path(), start, size)?.zero_from(from)?;
+            MappedFile::open(seg.path(), start, size)?.zero_range(from, from + torn)?;
         }
     }
     if report.truncated_bytes > 0 {
         tracing::warn!(offset, bytes = report.truncated_bytes, reason = ?report.stop_reason, "cut the commit log's torn tail");
     }
     Ok((queue_offsets, report))
+}
+
+#[cfg(test)]
+mod torn_tail_tests {
+    use super::*;
+
+    #[test]
+    fn torn_tail_ends_at_the_last_nonzero_byte_before_a_long_zero_run() {
+        let mut tail = vec![0u8; TORN_TAIL_ZERO_RUN_BYTES + (8 << 20)];
+        assert_eq!(torn_tail_len(&tail), 0);
+        tail[10] = 1;
+        tail[3 << 20] = 7; // a gap shorter than the run still belongs to the torn write
+        assert_eq!(torn_tail_len(&tail), (3 << 20) + 1);
+        let far = tail.len() - 1;
+        tail[far] = 9; // past a full zero run: never written by this store, not scanned
+        assert_eq!(torn_tail_len(&tail), (3 << 20) + 1);
+    }
 }

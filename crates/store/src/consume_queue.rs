@@ -117,7 +117,7 @@ impl ConsumeQueue {
         for seg in self.segments.read().iter().filter(|s| s.start_offset() + self.segment_bytes > at) {
             let from = at.saturating_sub(seg.start_offset()) as usize;
             if seg.slice(from, self.segment_bytes as usize - from).iter().any(|b| *b != 0) {
-                MappedFile::open(seg.path(), seg.start_offset(), self.segment_bytes)?.zero_from(from)?;
+                MappedFile::open(seg.path(), seg.start_offset(), self.segment_bytes)?.zero_range(from, usize::MAX)?;
             }
         }
         Ok(())

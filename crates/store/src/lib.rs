@@ -15,4 +15,4 @@ pub mod message_store;
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use error::{Result, StoreError};
-pub use message_store::{Boundary, GetResult, GetStatus, MessageStore, MessageStoreConfig};
+pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};

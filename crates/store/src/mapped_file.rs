@@ -161,10 +161,14 @@ impl MappedFile {
 
     /// Zeroes `[from, end)` and makes it durable: cuts a torn tail during recovery, before any
     /// writer or reader exists.
-    pub fn zero_from(&mut self, from: usize) -> Result<()> {
-        let end = self.map.len();
-        self.map[from..end].fill(0);
-        self.flush_range(from, end)
+    /// Zeroes `[from, to)` and flushes it.
+    pub fn zero_range(&mut self, from: usize, to: usize) -> Result<()> {
+        let to = to.min(self.map.len());
+        if from >= to {
+            return Ok(());
+        }
+        self.map[from..to].fill(0);
+        self.flush_range(from, to)
     }
 
     /// Hands the file's pages back to the kernel (after it is flushed and cold).

@@ -116,11 +116,17 @@ struct Inner {
     /// Bumped after every dispatched batch; waiters for new entries sleep on it.
     generation: Mutex<u64>,
     new_entries: Condvar,
+    /// Told which queues got entries, once per dispatched batch (the broker's long polling).
+    listener: RwLock<Option<DispatchListener>>,
 }
+
+/// Called on the dispatcher thread with each queue that got entries; must return quickly.
+pub type DispatchListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
 
 pub struct MessageStore {
     inner: Arc<Inner>,
-    dispatcher: Option<JoinHandle<()>>,
+    dispatcher: Mutex<Option<JoinHandle<()>>>,
+    closed: AtomicBool,
 }
 
 fn read_dispatch_checkpoint(root: &Path) -> Option<u64> {
@@ -174,6 +180,8 @@ impl Inner {
         // The filler that ends a segment may have been written after the last look.
         let mut offset = self.log.next_record_offset(self.dispatched.load(Ordering::Acquire), 0);
         let mut count = 0;
+        // Bounded: at most one entry per queue, and a batch rarely touches more than a few.
+        let mut touched: Vec<(String, i32)> = Vec::new();
         while let Some(bytes) = self.log.read_record(offset)? {
             let (msg, used) = MessageExt::decode(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
             let entry = CqEntry {
@@ -183,6 +191,9 @@ impl Inner {
             };
             if self.queue_or_create(&msg.topic, msg.queue_id)?.append(msg.queue_offset, entry)? == CqAppend::Appended {
                 count += 1;
+                if !touched.iter().any(|(t, q)| *q == msg.queue_id && *t == msg.topic) {
+                    touched.push((msg.topic.clone(), msg.queue_id));
+                }
             }
             offset = self.log.next_record_offset(offset, used as u32);
             self.dispatched.store(offset, Ordering::Release);
@@ -192,6 +203,11 @@ impl Inner {
         if count > 0 {
             *self.generation.lock() += 1;
             self.new_entries.notify_all();
+            if let Some(listener) = self.listener.read().clone() {
+                for (topic, queue_id) in &touched {
+                    listener(topic, *queue_id);
+                }
+            }
         }
         Ok(count)
     }
@@ -264,6 +280,7 @@ impl MessageStore {
             stop: AtomicBool::new(false),
             generation: Mutex::new(0),
             new_entries: Condvar::new(),
+            listener: RwLock::new(None),
             config,
         });
         // Open every existing queue now, so entries past the recovered log end are cut.
@@ -299,7 +316,8 @@ impl MessageStore {
             .map_err(|e| StoreError::io(&inner.config.root, e))?;
         Ok(MessageStore {
             inner,
-            dispatcher: Some(dispatcher),
+            dispatcher: Mutex::new(Some(dispatcher)),
+            closed: AtomicBool::new(false),
         })
     }
 
@@ -457,16 +475,45 @@ impl MessageStore {
     }
 
     /// Stops the dispatcher, brings the queues up to date, flushes them and closes the log.
-    pub fn close(mut self) -> Result<()> {
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// [`close`](Self::close) for a shared store: later appends fail with `NotWritable`. A
+    /// second call does nothing.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         self.stop_dispatcher();
         self.inner.dispatch_available()?;
         self.inner.flush_queues()?;
         self.inner.log.close()
     }
 
-    fn stop_dispatcher(&mut self) {
+    /// Registers the function told about new consume-queue entries (replacing any earlier one).
+    pub fn set_dispatch_listener(&self, listener: DispatchListener) {
+        *self.inner.listener.write() = Some(listener);
+    }
+
+    /// Store time of the newest message in the queue, 0 if it has none (`lastUpdateTimestamp`).
+    pub fn latest_store_time(&self, topic: &str, queue_id: i32) -> i64 {
+        self.store_time_at(topic, queue_id, self.queue_offsets(topic, queue_id).1 - 1)
+            .unwrap_or(0)
+    }
+
+    /// Store time of the message at `offset` in the queue, if it is still there.
+    pub fn store_time_at(&self, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
+        let q = self.inner.queue(topic, queue_id)?;
+        if offset < q.min_offset() || offset >= q.max_offset() {
+            return None;
+        }
+        q.get(offset).and_then(|e| self.store_timestamp(&e))
+    }
+
+    fn stop_dispatcher(&self) {
         self.inner.stop.store(true, Ordering::Release);
-        if let Some(h) = self.dispatcher.take() {
+        if let Some(h) = self.dispatcher.lock().take() {
             let _ = h.join();
         }
     }

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Interoperability: the official clients against `petrel serve`, unchanged.
+#  - Java (rocketmq-client 5.5.0, tests/clients/java): sync/async/oneway/batch sends, push
+#    consumer with "A || B", lite pull consumer, two consumers splitting the queues;
+#  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
+#    consumer with "A || B";
+#  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
+#    sendMessage, topicStatus, brokerStatus, consumerProgress;
+#  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
+#    consumer of the same group resumes from the committed offsets with nothing lost.
+set -euo pipefail
+source "$(dirname "$0")/reference-lib.sh"
+cd "$ref_root"
+ref_fetch
+if ! command -v go >/dev/null; then
+  echo "installing Go"
+  apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+fi
+cargo build --quiet --release --bin petrel
+echo "building the Java client test (rocketmq-client 5.5.0)"
+mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
+echo "building the Go client test (rocketmq-client-go v2.1.2)"
+(cd tests/clients/go && go build -o "$ref_root/target/go-client-test" .)
+
+ns="127.0.0.1:29886"
+broker_port=29921
+work=$(mktemp -d)
+export ROCKETMQ_HOME="$work"
+petrel_pid=""
+cleanup() {
+  [ -n "$petrel_pid" ] && kill -9 "$petrel_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+not_ok() { failed=$((failed + 1)); echo "FAIL: $1"; }
+check() { # name, expected text, output
+  if grep -qF -- "$2" <<<"$3"; then ok "$1"; else
+    not_ok "$1: expected '$2' in:"
+    echo "$3" | tail -20
+  fi
+}
+boots=0
+start_petrel() {
+  target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
+    --broker-ip 127.0.0.1 >>"$work/petrel.log" 2>&1 &
+  petrel_pid=$!
+  boots=$((boots + 1))
+  for _ in $(seq 1 100); do
+    [ "$(grep -c "boot success" "$work/petrel.log")" -ge "$boots" ] && return 0
+    sleep 0.1
+  done
+  tail -20 "$work/petrel.log"
+  echo "petrel serve did not start" >&2
+  exit 1
+}
+stop_petrel() { # SIGTERM must flush, checkpoint and exit 0
+  kill -TERM "$petrel_pid"
+  local rc=0
+  wait "$petrel_pid" || rc=$?
+  petrel_pid=""
+  if [ "$rc" -eq 0 ] && grep -q "shutdown complete" "$work/petrel.log"; then ok "SIGTERM: clean shutdown, exit 0"; else
+    not_ok "SIGTERM: exit status $rc"
+    tail -20 "$work/petrel.log"
+  fi
+}
+java_test() { java -Xmx256m -Dpetrel.stamp="$stamp" -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest "$@"; }
+admin() { ref_mqadmin "$ns" "$@" | grep -v '|-' || true; }
+quiet() { grep -v '^\s*at \|SLF4J\|logback\||-' || true; }
+
+stamp=$$
+start_petrel
+
+echo "== Java client"
+if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
+
+echo "== Go client"
+if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
+
+echo "== mqadmin"
+check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"
+check "updateTopic" "create topic to 127.0.0.1:$broker_port success" "$(admin updateTopic -c DefaultCluster -t PetrelAdminTopic -r 4 -w 4)"
+check "topicList" "PetrelAdminTopic" "$(admin topicList)"
+check "topicRoute" '"readQueueNums":4' "$(admin topicRoute -t PetrelAdminTopic)"
+check "sendMessage" "SEND_OK" "$(admin sendMessage -t PetrelAdminTopic -p hello -i 2)"
+check "topicStatus shows the message in queue 2" "broker-a                          2     0                     1" "$(admin topicStatus -t PetrelAdminTopic)"
+status=$(admin brokerStatus -b "127.0.0.1:$broker_port")
+check "brokerStatus version" "V5_5_0" "$status"
+check "brokerStatus put-lock statistics" "putMessageLockKind" "$status"
+check "consumerProgress of the Java push group" "PetrelJava" "$(admin consumerProgress -g "cg_push_$stamp")"
+
+echo "== restart in the middle of a Java session"
+java_test restart "$ns" "$work" > >(quiet) 2>&1 &
+java_pid=$!
+for _ in $(seq 1 1200); do [ -f "$work/ready" ] && break; kill -0 "$java_pid" 2>/dev/null || break; sleep 0.1; done
+stop_petrel
+start_petrel
+check "restart recovered cleanly" "unclean=false" "$(grep "commit log recovered" "$work/petrel.log" | tail -1)"
+touch "$work/restarted"
+if wait "$java_pid"; then ok "restart: consumers resume from committed offsets, nothing lost"; else not_ok "Java client restart scenario"; fi
+
+stop_petrel
+echo "interop clients: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,397 @@
+package petrel;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Supplier;
+
+import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
+import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.SendCallback;
+import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.client.producer.SendStatus;
+import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageExt;
+
+/**
+ * Runs the official RocketMQ Java client (5.5.0) against a broker and checks every message it
+ * gets back: body, tag, keys and user properties. Scenarios:
+ *
+ * <ul>
+ *   <li>{@code basic NS}: sync, async, oneway and batch sends; a push consumer with {@code A || B};
+ *       a lite pull consumer with {@code *}; two push consumers of one group splitting 8 queues.
+ *   <li>{@code restart NS DIR}: produce and consume, then wait (file {@code DIR/ready}) while the
+ *       broker is restarted (file {@code DIR/restarted}); the same producer sends again, and a new
+ *       consumer of the same group must resume from the committed offsets: all new messages,
+ *       none of the old ones; every old message must still be readable.
+ * </ul>
+ *
+ * Exits 0 when every check held; otherwise prints each failure and exits 1.
+ */
+public final class ClientTest {
+    private static final List<String> failures = Collections.synchronizedList(new ArrayList<>());
+    private static final long WAIT_MS = 60_000;
+
+    /** What a consumer must see for one message, keyed by the user property "pid". */
+    static final class Expected {
+        final String pid, tag, keys, body, mode;
+
+        Expected(String pid, String tag, String keys, String body, String mode) {
+            this.pid = pid;
+            this.tag = tag;
+            this.keys = keys;
+            this.body = body;
+            this.mode = mode;
+        }
+    }
+
+    /** Collects what a consumer received and checks each message against the expectation. */
+    static final class Received {
+        final String name;
+        final Map<String, Expected> expected;
+        final Map<String, AtomicInteger> counts = new ConcurrentHashMap<>();
+        final Set<Integer> queues = ConcurrentHashMap.newKeySet();
+
+        Received(String name, Map<String, Expected> expected) {
+            this.name = name;
+            this.expected = expected;
+        }
+
+        void accept(MessageExt m) {
+            String pid = m.getUserProperty("pid");
+            queues.add(m.getQueueId());
+            counts.computeIfAbsent(String.valueOf(pid), k -> new AtomicInteger()).incrementAndGet();
+            Expected e = expected.get(pid);
+            if (e == null) {
+                fail(name + ": unexpected message pid=" + pid + " tag=" + m.getTags());
+                return;
+            }
+            String body = new String(m.getBody(), StandardCharsets.UTF_8);
+            check(body.equals(e.body), name + ": " + pid + " body " + body + " != " + e.body);
+            check(e.tag.equals(m.getTags()), name + ": " + pid + " tag " + m.getTags() + " != " + e.tag);
+            check(e.keys.equals(m.getKeys()), name + ": " + pid + " keys " + m.getKeys() + " != " + e.keys);
+            check(e.mode.equals(m.getUserProperty("mode")), name + ": " + pid + " mode " + m.getUserProperty("mode"));
+            check(m.getMsgId() != null && !m.getMsgId().isEmpty(), name + ": " + pid + " has no msgId");
+            check(m.getStoreTimestamp() >= m.getBornTimestamp() - 5_000, name + ": " + pid + " store time before born time");
+        }
+
+        boolean complete() {
+            return counts.keySet().containsAll(expected.keySet());
+        }
+
+        /** Every expected message exactly once, nothing else. */
+        void verifyExactlyOnce() {
+            Set<String> missing = new TreeSet<>(expected.keySet());
+            missing.removeAll(counts.keySet());
+            check(missing.isEmpty(), name + ": " + missing.size() + " messages never arrived: " + missing);
+            counts.forEach((pid, n) -> check(n.get() == 1, name + ": " + pid + " delivered " + n.get() + " times"));
+            System.out.println(name + ": received " + counts.size() + "/" + expected.size() + " from queues " + new TreeSet<>(queues));
+        }
+    }
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            fail(what);
+        }
+    }
+
+    static void fail(String what) {
+        failures.add(what);
+        System.err.println("FAIL: " + what);
+    }
+
+    static void waitFor(String what, Supplier<Boolean> done) throws InterruptedException {
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (!done.get()) {
+            if (System.currentTimeMillis() > deadline) {
+                fail("timed out waiting for " + what);
+                return;
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    static Message message(String topic, Expected e) {
+        Message m = new Message(topic, e.tag, e.keys, e.body.getBytes(StandardCharsets.UTF_8));
+        m.putUserProperty("pid", e.pid);
+        m.putUserProperty("mode", e.mode);
+        return m;
+    }
+
+    static Expected expect(String mode, int i) {
+        String tag = new String[] {"A", "B", "C"}[i % 3];
+        StringBuilder body = new StringBuilder(mode + " body " + i + " ");
+        for (int k = 0; k < i % 7; k++) {
+            body.append("\u00e9\u6d88\u606f"); // multi-byte text survives the round trip
+        }
+        return new Expected(mode + "-" + i, tag, "key-" + mode + "-" + i, body.toString(), mode);
+    }
+
+    static DefaultMQProducer producer(String ns, String group) throws Exception {
+        DefaultMQProducer p = new DefaultMQProducer(group);
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(10_000);
+        p.setDefaultTopicQueueNums(8);
+        p.start();
+        return p;
+    }
+
+    static DefaultMQPushConsumer pushConsumer(String ns, String group, String instance, String topic, String expression,
+            Received into) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(instance);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, expression);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(into::accept);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        return c;
+    }
+
+    /** Sends with all four modes; returns what was acknowledged (oneway: what was handed over). */
+    static Map<String, Expected> produceAllModes(DefaultMQProducer p, String topic) throws Exception {
+        Map<String, Expected> sent = new ConcurrentHashMap<>();
+        for (int i = 0; i < 30; i++) {
+            Expected e = expect("sync", i);
+            SendResult r = p.send(message(topic, e));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "sync send " + i + ": " + r);
+            check(r.getOffsetMsgId() != null && r.getOffsetMsgId().length() == 32, "sync send " + i + " offsetMsgId " + r.getOffsetMsgId());
+            sent.put(e.pid, e);
+        }
+        int asyncCount = 20;
+        CountDownLatch acked = new CountDownLatch(asyncCount);
+        for (int i = 0; i < asyncCount; i++) {
+            Expected e = expect("async", i);
+            p.send(message(topic, e), new SendCallback() {
+                @Override
+                public void onSuccess(SendResult r) {
+                    check(r.getSendStatus() == SendStatus.SEND_OK, "async send " + e.pid + ": " + r);
+                    sent.put(e.pid, e);
+                    acked.countDown();
+                }
+
+                @Override
+                public void onException(Throwable t) {
+                    fail("async send " + e.pid + ": " + t);
+                    acked.countDown();
+                }
+            });
+        }
+        check(acked.await(30, TimeUnit.SECONDS), "async sends acknowledged within 30 s");
+        for (int i = 0; i < 10; i++) {
+            Expected e = expect("oneway", i);
+            p.sendOneway(message(topic, e));
+            sent.put(e.pid, e);
+        }
+        for (int b = 0; b < 2; b++) {
+            List<Message> batch = new ArrayList<>();
+            List<Expected> items = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                Expected e = expect("batch", b * 10 + i);
+                batch.add(message(topic, e));
+                items.add(e);
+            }
+            SendResult r = p.send(batch);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "batch send " + b + ": " + r);
+            check(r.getMsgId().split(",").length == 10, "batch send " + b + " has 10 ids: " + r.getMsgId());
+            items.forEach(e -> sent.put(e.pid, e));
+        }
+        return sent;
+    }
+
+    static Map<String, Expected> only(Map<String, Expected> all, Set<String> tags) {
+        Map<String, Expected> out = new HashMap<>();
+        all.forEach((k, v) -> {
+            if (tags.contains(v.tag)) {
+                out.put(k, v);
+            }
+        });
+        return out;
+    }
+
+    static void basic(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelJava" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_java_" + stamp);
+        Map<String, Expected> sent = produceAllModes(p, topic);
+        System.out.println("basic: sent " + sent.size() + " messages (30 sync, 20 async, 10 oneway, 2 batches of 10) to " + topic);
+
+        // Push consumer with a tag expression: exactly the A and B messages.
+        Received ab = new Received("push A || B", only(sent, Set.of("A", "B")));
+        DefaultMQPushConsumer push = pushConsumer(ns, "cg_push_" + stamp, "push", topic, "A || B", ab);
+        waitFor("push consumer to receive every A and B message", ab::complete);
+        Thread.sleep(2_000); // a C message or a duplicate would show up now
+        push.shutdown();
+        ab.verifyExactlyOnce();
+
+        // Lite pull consumer: everything.
+        Received lite = new Received("lite pull *", sent);
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_lite_" + stamp);
+        pull.setNamesrvAddr(ns);
+        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pull.subscribe(topic, "*");
+        pull.start();
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (!lite.complete() && System.currentTimeMillis() < deadline) {
+            pull.poll(1_000).forEach(lite::accept);
+        }
+        pull.poll(1_000).forEach(lite::accept);
+        pull.shutdown();
+        lite.verifyExactlyOnce();
+
+        // Two push consumers in one group split the 8 queues of a topic.
+        String splitTopic = "PetrelSplit" + stamp;
+        p.send(message(splitTopic, new Expected("warmup", "W", "warmup", "creates the topic", "warmup")));
+        Map<String, Expected> splitSent = new ConcurrentHashMap<>();
+        Map<String, Expected> splitExpected = new ConcurrentHashMap<>();
+        splitExpected.put("warmup", new Expected("warmup", "W", "warmup", "creates the topic", "warmup"));
+        Received one = new Received("split consumer 1", splitExpected);
+        Received two = new Received("split consumer 2", splitExpected);
+        String splitGroup = "cg_split_" + stamp;
+        DefaultMQPushConsumer c1 = pushConsumer(ns, splitGroup, "split1", splitTopic, "*", one);
+        DefaultMQPushConsumer c2 = pushConsumer(ns, splitGroup, "split2", splitTopic, "*", two);
+        waitFor("both consumers to own 4 queues each", () -> assigned(c1) == 4 && assigned(c2) == 4);
+        for (int i = 0; i < 80; i++) {
+            Expected e = expect("split", i);
+            splitExpected.put(e.pid, e);
+            SendResult r = p.send(message(splitTopic, e));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "split send " + i);
+            splitSent.put(e.pid, e);
+        }
+        waitFor("the group to receive all 81 messages", () -> union(one, two).containsAll(splitExpected.keySet()));
+        Thread.sleep(2_000);
+        c1.shutdown();
+        c2.shutdown();
+        p.shutdown();
+        Set<String> both = new HashSet<>(one.counts.keySet());
+        both.retainAll(two.counts.keySet());
+        check(both.isEmpty(), "split: " + both.size() + " messages went to both consumers: " + both);
+        Set<Integer> sharedQueues = new HashSet<>(one.queues);
+        sharedQueues.retainAll(two.queues);
+        check(sharedQueues.isEmpty(), "split: queues consumed by both: " + sharedQueues);
+        check(!one.counts.isEmpty() && !two.counts.isEmpty(), "split: each consumer got messages: " + one.counts.size() + "/" + two.counts.size());
+        System.out.println("split: consumer 1 got " + one.counts.size() + " from queues " + new TreeSet<>(one.queues)
+                + ", consumer 2 got " + two.counts.size() + " from queues " + new TreeSet<>(two.queues));
+    }
+
+    static int assigned(DefaultMQPushConsumer c) {
+        return c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size();
+    }
+
+    static Set<String> union(Received a, Received b) {
+        Set<String> s = new HashSet<>(a.counts.keySet());
+        s.addAll(b.counts.keySet());
+        return s;
+    }
+
+    static void restart(String ns, Path dir) throws Exception {
+        String stamp = Long.toString(System.currentTimeMillis() % 100_000_000);
+        String topic = "PetrelRestart" + stamp;
+        String group = "cg_restart_" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_restart_" + stamp);
+        Map<String, Expected> before = new HashMap<>();
+        for (int i = 0; i < 100; i++) {
+            Expected e = expect("before", i);
+            check(p.send(message(topic, e)).getSendStatus() == SendStatus.SEND_OK, "send before " + i);
+            before.put(e.pid, e);
+        }
+        Received first = new Received("before restart", before);
+        DefaultMQPushConsumer c = pushConsumer(ns, group, "restart1", topic, "*", first);
+        waitFor("all 100 messages before the restart", first::complete);
+        c.shutdown(); // commits the consumed offsets
+        first.verifyExactlyOnce();
+
+        Files.createFile(dir.resolve("ready"));
+        System.out.println("restart: waiting for the broker to restart");
+        long deadline = System.currentTimeMillis() + 120_000;
+        while (!Files.exists(dir.resolve("restarted"))) {
+            if (System.currentTimeMillis() > deadline) {
+                fail("the broker was not restarted within 120 s");
+                return;
+            }
+            Thread.sleep(100);
+        }
+
+        // The same producer instance reconnects by itself.
+        Map<String, Expected> after = new HashMap<>();
+        for (int i = 0; i < 100; i++) {
+            Expected e = expect("after", i);
+            SendResult r = null;
+            for (int attempt = 0; attempt < 30 && r == null; attempt++) {
+                try {
+                    r = p.send(message(topic, e));
+                } catch (Exception ex) {
+                    Thread.sleep(500);
+                }
+            }
+            check(r != null && r.getSendStatus() == SendStatus.SEND_OK, "send after restart " + i + ": " + r);
+            after.put(e.pid, e);
+        }
+        Received second = new Received("after restart, same group", after);
+        DefaultMQPushConsumer c2 = pushConsumer(ns, group, "restart2", topic, "*", second);
+        waitFor("the 100 new messages after the restart", second::complete);
+        Thread.sleep(3_000); // a redelivered old message would show up now
+        c2.shutdown();
+        second.verifyExactlyOnce(); // an old message here is an "unexpected message" failure
+
+        Map<String, Expected> all = new HashMap<>(before);
+        all.putAll(after);
+        Received everything = new Received("restart: new group reads all 200", all);
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_restart_all_" + stamp);
+        pull.setNamesrvAddr(ns);
+        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pull.subscribe(topic, "*");
+        pull.start();
+        deadline = System.currentTimeMillis() + WAIT_MS;
+        while (!everything.complete() && System.currentTimeMillis() < deadline) {
+            pull.poll(1_000).forEach(everything::accept);
+        }
+        pull.shutdown();
+        p.shutdown();
+        everything.verifyExactlyOnce();
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: ClientTest basic NAMESRV | restart NAMESRV DIR");
+            System.exit(2);
+        }
+        switch (args[0]) {
+            case "basic":
+                basic(args[1]);
+                break;
+            case "restart":
+                restart(args[1], Paths.get(args[2]));
+                break;
+            default:
+                System.err.println("unknown scenario " + args[0]);
+                System.exit(2);
+        }
+        if (!failures.isEmpty()) {
+            System.err.println(args[0] + ": " + failures.size() + " failures");
+            System.exit(1);
+        }
+        System.out.println(args[0] + ": all checks passed");
+        System.exit(0);
+    }
+}

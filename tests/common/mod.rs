@@ -1,0 +1,222 @@
+//! Runs the real `petrel serve` binary on free ports with a temporary data directory, and talks
+//! to it over plain blocking TCP.
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use petrel_protocol::codes::request_code as rc;
+use petrel_protocol::header::{CommandHeader, PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+pub struct Petrel {
+    pub dir: tempfile::TempDir,
+    pub ns_port: u16,
+    pub broker_port: u16,
+    child: Option<Child>,
+    pub extra_args: Vec<String>,
+}
+
+impl Petrel {
+    pub fn start(extra_args: &[&str]) -> Petrel {
+        let mut p = Petrel {
+            dir: tempfile::tempdir().unwrap(),
+            ns_port: free_port(),
+            broker_port: free_port(),
+            child: None,
+            extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
+        };
+        p.spawn();
+        p
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("petrel.log")
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    pub fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
+        let boots_before = self.log().matches("boot success").count();
+        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+            .arg("serve")
+            .args(["--store-dir", self.data_dir().to_str().unwrap()])
+            .args(["--namesrv-listen", &format!("127.0.0.1:{}", self.ns_port)])
+            .args(["--listen-port", &self.broker_port.to_string()])
+            .args(["--broker-ip", "127.0.0.1"])
+            .args(&self.extra_args)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.log().matches("boot success").count() <= boots_before {
+            assert!(Instant::now() < deadline, "petrel serve did not start:\n{}", self.log());
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("petrel serve exited with {status}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: plain kill(2) on our child's pid.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap()
+    }
+
+    pub fn broker(&self) -> Client {
+        Client::connect(self.broker_port)
+    }
+
+    pub fn namesrv(&self) -> Client {
+        Client::connect(self.ns_port)
+    }
+
+    pub fn data(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Petrel {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A blocking connection: requests and their answers by opaque; requests the broker pushes are
+/// kept in `pushed`.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    next_opaque: i32,
+    pub pushed: Vec<RemotingCommand>,
+}
+
+impl Client {
+    pub fn connect(port: u16) -> Client {
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+            next_opaque: 1,
+            pushed: Vec::new(),
+        }
+    }
+
+    pub fn write(&mut self, mut request: RemotingCommand) -> i32 {
+        request.opaque = self.next_opaque;
+        self.next_opaque += 1;
+        self.stream.write_all(&request.to_frame().unwrap()).unwrap();
+        request.opaque
+    }
+
+    /// The next frame, or `None` if the connection closed (or the read timed out).
+    pub fn read(&mut self) -> Option<RemotingCommand> {
+        loop {
+            if let Some((cmd, used)) = decode_frame(&self.buf, DEFAULT_MAX_FRAME_BYTES).unwrap() {
+                self.buf.drain(..used);
+                return Some(cmd);
+            }
+            let mut chunk = [0u8; 65536];
+            match self.stream.read(&mut chunk) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    }
+
+    pub fn answer(&mut self, opaque: i32) -> RemotingCommand {
+        loop {
+            let cmd = self.read().expect("connection closed before the answer");
+            if cmd.is_response() && cmd.opaque == opaque {
+                return cmd;
+            }
+            if !cmd.is_response() {
+                self.pushed.push(cmd);
+            }
+        }
+    }
+
+    pub fn call(&mut self, request: RemotingCommand) -> RemotingCommand {
+        let opaque = self.write(request);
+        self.answer(opaque)
+    }
+
+    /// Waits up to `timeout` for a broker-initiated request.
+    pub fn wait_push(&mut self, timeout: Duration) -> Option<RemotingCommand> {
+        if !self.pushed.is_empty() {
+            return Some(self.pushed.remove(0));
+        }
+        self.stream.set_read_timeout(Some(timeout)).unwrap();
+        let got = self.read();
+        self.stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        got
+    }
+}
+
+pub fn send_header(topic: &str, queue_id: i32, tags: &str, seq: usize) -> SendMessageRequestHeader {
+    SendMessageRequestHeader {
+        producer_group: "test_pg".into(),
+        topic: topic.into(),
+        default_topic: "TBW102".into(),
+        default_topic_queue_nums: 4,
+        queue_id,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        flag: 0,
+        properties: Some(format!("TAGS\u{1}{tags}\u{2}seq\u{1}{seq}\u{2}WAIT\u{1}true\u{2}")),
+        reconsume_times: Some(0),
+        unit_mode: Some(false),
+        batch: Some(false),
+        max_reconsume_times: None,
+        bname: None,
+    }
+}
+
+/// SEND_MESSAGE_V2 (the Java client's form).
+pub fn send_v2(topic: &str, queue_id: i32, tags: &str, seq: usize, body: &[u8]) -> RemotingCommand {
+    let h: SendMessageRequestHeaderV2 = send_header(topic, queue_id, tags, seq).into();
+    RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
+        .with_ext_fields(h.to_ext())
+        .with_body(body.to_vec())
+}
+
+pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, sys_flag: i32, suspend_ms: i64) -> RemotingCommand {
+    let h = PullMessageRequestHeader {
+        consumer_group: group.into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msg_nums: 32,
+        sys_flag,
+        commit_offset: 0,
+        suspend_timeout_millis: suspend_ms,
+        subscription: Some("*".into()),
+        sub_version: 0,
+        expression_type: Some("TAG".into()),
+        ..Default::default()
+    };
+    RemotingCommand::request(rc::PULL_MESSAGE, 0).with_ext_fields(h.to_ext())
+}

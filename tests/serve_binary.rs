@@ -1,0 +1,281 @@
+//! `petrel serve` as a process, over TCP: bad input hurts only the connection that sent it,
+//! SIGTERM is a clean shutdown, long polling, offsets across restarts, group notifications, and
+//! both header serializations.
+
+mod common;
+
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use common::{Client, Petrel, pull, send_header, send_v2};
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::header::{CommandHeader, pull_sys_flag};
+use petrel_protocol::{RemotingCommand, SerializeType, decode_messages};
+
+const SUSPEND: i32 = pull_sys_flag::SUSPEND;
+
+fn update_offset(c: &mut Client, group: &str, topic: &str, queue_id: i32, offset: i64) -> RemotingCommand {
+    let mut r = RemotingCommand::request(rc::UPDATE_CONSUMER_OFFSET, 0);
+    r.put_ext("consumerGroup", group);
+    r.put_ext("topic", topic);
+    r.put_ext("queueId", queue_id.to_string());
+    r.put_ext("commitOffset", offset.to_string());
+    c.call(r)
+}
+
+fn query_offset(c: &mut Client, group: &str, topic: &str, queue_id: i32) -> RemotingCommand {
+    let mut r = RemotingCommand::request(rc::QUERY_CONSUMER_OFFSET, 0);
+    r.put_ext("consumerGroup", group);
+    r.put_ext("topic", topic);
+    r.put_ext("queueId", queue_id.to_string());
+    c.call(r)
+}
+
+#[test]
+fn bad_input_closes_only_the_offending_connection() {
+    let petrel = Petrel::start(&[]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicUsize::new(0));
+    let port = petrel.broker_port;
+    let producer = {
+        let (stop, sent) = (stop.clone(), sent.clone());
+        std::thread::spawn(move || {
+            let mut c = Client::connect(port);
+            let mut failures = Vec::new();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) || i < 200 {
+                let r = c.call(send_v2("BadInputTopic", -1, "T", i, format!("body {i}").as_bytes()));
+                if r.code != resp::SUCCESS {
+                    failures.push((i, r.code, r.remark));
+                }
+                i += 1;
+                sent.store(i, Ordering::Relaxed);
+            }
+            failures
+        })
+    };
+    while sent.load(Ordering::Relaxed) < 20 {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+
+    // An unknown code: an error answer naming the code; the connection stays usable.
+    let mut c = petrel.broker();
+    let r = c.call(RemotingCommand::request(9999, 0));
+    assert_eq!(r.code, resp::REQUEST_CODE_NOT_SUPPORTED);
+    assert!(r.remark.as_deref().unwrap_or("").contains("9999"), "{:?}", r.remark);
+    assert_eq!(c.call(RemotingCommand::request(rc::GET_BROKER_RUNTIME_INFO, 0)).code, resp::SUCCESS);
+
+    // A body over maxMessageSize: MESSAGE_ILLEGAL, and the connection stays usable.
+    let r = c.call(send_v2("BadInputTopic", 0, "T", 0, &vec![b'x'; 4 * 1024 * 1024 + 1]));
+    assert_eq!(r.code, resp::MESSAGE_ILLEGAL, "{:?}", r.remark);
+    assert_eq!(c.call(send_v2("BadInputTopic", 0, "T", 0, b"fine")).code, resp::SUCCESS);
+
+    // A header that does not parse: SYSTEM_ERROR naming the field.
+    let mut bad = send_v2("BadInputTopic", 0, "T", 0, b"x");
+    bad.put_ext("e", "not-a-number");
+    let r = c.call(bad);
+    assert_eq!(r.code, resp::SYSTEM_ERROR);
+    assert!(r.remark.as_deref().unwrap_or("").contains('e'), "{:?}", r.remark);
+
+    // Garbage bytes: the connection is closed.
+    let mut g = petrel.broker();
+    g.stream
+        .write_all(&[
+            0x00, 0x00, 0x00, 0x10, 0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+        ])
+        .unwrap();
+    assert!(g.read().is_none(), "garbage closes the connection");
+
+    // A frame claiming 2 GiB: refused from its length word, the connection is closed.
+    let mut big = petrel.broker();
+    big.stream.write_all(&[0x7F, 0xFF, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x10]).unwrap();
+    assert!(big.read().is_none(), "an oversized frame closes the connection");
+
+    // Half a frame, then a disconnect.
+    let frame = send_v2("BadInputTopic", 0, "T", 0, b"half").to_frame().unwrap();
+    let mut half = petrel.broker();
+    half.stream.write_all(&frame[..frame.len() / 2]).unwrap();
+    drop(half);
+
+    std::thread::sleep(Duration::from_millis(200));
+    stop.store(true, Ordering::Relaxed);
+    let failures = producer.join().unwrap();
+    assert!(failures.is_empty(), "the producer on another connection failed: {failures:?}");
+    assert!(sent.load(Ordering::Relaxed) >= 200);
+    // The broker is still healthy for new connections.
+    assert_eq!(
+        petrel.broker().call(send_v2("BadInputTopic", 1, "T", 0, b"after")).code,
+        resp::SUCCESS
+    );
+}
+
+#[test]
+fn sigterm_flushes_and_a_restart_serves_everything_back() {
+    let mut petrel = Petrel::start(&["--set", "flushDiskType=ASYNC_FLUSH"]);
+    let mut c = petrel.broker();
+    for i in 0..50 {
+        let r = c.call(send_v2("RestartTopic", 0, "T", i, format!("message {i}").as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+        assert_eq!(r.ext("queueOffset"), Some(i.to_string().as_str()));
+    }
+    assert_eq!(update_offset(&mut c, "G1", "RestartTopic", 0, 20).code, resp::SUCCESS);
+    drop(c);
+    assert!(
+        petrel.data_dir().join("commitlog").join("abort").exists(),
+        "a running broker holds the abort marker"
+    );
+    let status = petrel.terminate();
+    assert!(status.success(), "SIGTERM exits 0: {status:?}\n{}", petrel.log());
+    assert!(petrel.log().contains("shutdown complete"));
+    assert!(
+        !petrel.data_dir().join("commitlog").join("abort").exists(),
+        "a clean shutdown leaves no abort marker"
+    );
+
+    petrel.spawn();
+    let recovered = petrel
+        .log()
+        .lines()
+        .rfind(|l| l.contains("commit log recovered"))
+        .unwrap()
+        .to_owned();
+    assert!(recovered.contains("unclean=false"), "{recovered}");
+    let mut c = petrel.broker();
+    let q = query_offset(&mut c, "G1", "RestartTopic", 0);
+    assert_eq!(
+        (q.code, q.ext("offset")),
+        (resp::SUCCESS, Some("20")),
+        "the committed offset survived"
+    );
+    let mut bodies = Vec::new();
+    let mut offset = 0;
+    while bodies.len() < 50 {
+        let r = c.call(pull("G2", "RestartTopic", 0, offset, 0, 0));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+        let msgs = decode_messages(&r.body).unwrap();
+        bodies.extend(msgs.iter().map(|m| String::from_utf8(m.body.to_vec()).unwrap()));
+        offset = r.ext("nextBeginOffset").unwrap().parse().unwrap();
+    }
+    assert_eq!(bodies, (0..50).map(|i| format!("message {i}")).collect::<Vec<_>>());
+    // New sends continue the queue where it ended.
+    let r = c.call(send_v2("RestartTopic", 0, "T", 50, b"after restart"));
+    assert_eq!(r.ext("queueOffset"), Some("50"));
+}
+
+#[test]
+fn long_polling_answers_when_a_message_arrives_or_the_hold_ends() {
+    let petrel = Petrel::start(&[]);
+    let mut producer = petrel.broker();
+    assert_eq!(producer.call(send_v2("PollTopic", 0, "T", 0, b"first")).code, resp::SUCCESS);
+    // Wait for the dispatcher before pulling at the end.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut consumer = petrel.broker();
+    loop {
+        let r = consumer.call(pull("PG", "PollTopic", 0, 0, 0, 0));
+        if r.code == resp::SUCCESS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the first message never became readable");
+    }
+
+    // Held, then woken by a new message.
+    let started = Instant::now();
+    let opaque = consumer.write(pull("PG", "PollTopic", 0, 1, SUSPEND, 20_000));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(producer.call(send_v2("PollTopic", 0, "T", 1, b"second")).code, resp::SUCCESS);
+    let r = consumer.answer(opaque);
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "woken by the message, not by the hold's end"
+    );
+    assert_eq!(decode_messages(&r.body).unwrap()[0].body.as_ref(), b"second");
+
+    // Nothing arrives: PULL_NOT_FOUND once the hold ends.
+    let started = Instant::now();
+    let r = consumer.call(pull("PG", "PollTopic", 0, 2, SUSPEND, 500));
+    assert_eq!(r.code, resp::PULL_NOT_FOUND);
+    assert!(started.elapsed() >= Duration::from_millis(450), "held for its suspend time");
+    assert_eq!(r.ext("nextBeginOffset"), Some("2"));
+}
+
+fn heartbeat(c: &mut Client, client_id: &str, group: &str, topic: &str) -> RemotingCommand {
+    let body = format!(
+        r#"{{"clientID":"{client_id}","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"{group}","messageModel":"CLUSTERING","subscriptionDataSet":[{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"{topic}"}}],"unitMode":false}}],"heartbeatFingerprint":0,"producerDataSet":[],"withoutSub":false}}"#
+    );
+    c.call(RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes()))
+}
+
+#[test]
+fn group_membership_changes_are_pushed_to_members() {
+    let petrel = Petrel::start(&[]);
+    let mut a = petrel.broker();
+    let mut b = petrel.broker();
+    let r = heartbeat(&mut a, "10.0.0.1@a", "NotifyGroup", "NotifyTopic");
+    assert_eq!((r.code, r.ext("IS_SUB_CHANGE")), (resp::SUCCESS, Some("true")));
+    let first = a.wait_push(Duration::from_secs(5)).expect("a is told about its own arrival");
+    assert_eq!(first.code, rc::NOTIFY_CONSUMER_IDS_CHANGED);
+    assert!(first.is_oneway());
+    assert_eq!(first.ext("consumerGroup"), Some("NotifyGroup"));
+
+    heartbeat(&mut b, "10.0.0.2@b", "NotifyGroup", "NotifyTopic");
+    let pushed = a.wait_push(Duration::from_secs(5)).expect("a is told that b joined");
+    assert_eq!(pushed.code, rc::NOTIFY_CONSUMER_IDS_CHANGED);
+    let mut list = RemotingCommand::request(rc::GET_CONSUMER_LIST_BY_GROUP, 0);
+    list.put_ext("consumerGroup", "NotifyGroup");
+    let r = a.call(list.clone());
+    assert_eq!(
+        std::str::from_utf8(&r.body).unwrap(),
+        r#"{"consumerIdList":["10.0.0.1@a","10.0.0.2@b"]}"#
+    );
+
+    drop(b);
+    let pushed = a.wait_push(Duration::from_secs(5)).expect("a is told that b left");
+    assert_eq!(pushed.code, rc::NOTIFY_CONSUMER_IDS_CHANGED);
+    let r = a.call(list);
+    assert_eq!(std::str::from_utf8(&r.body).unwrap(), r#"{"consumerIdList":["10.0.0.1@a"]}"#);
+
+    // The retry topic the heartbeat created is routable through the embedded name server.
+    let mut route = RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 0);
+    route.put_ext("topic", "%RETRY%NotifyGroup");
+    assert_eq!(petrel.namesrv().call(route).code, resp::SUCCESS);
+}
+
+#[test]
+fn binary_and_long_key_sends_are_answered_in_json() {
+    let petrel = Petrel::start(&[]);
+    let mut c = petrel.broker();
+    // SEND_MESSAGE (10) with long keys and a binary ("ROCKETMQ") header, as RocketMQ's benchmark sends.
+    let mut r = RemotingCommand::request(rc::SEND_MESSAGE, 0)
+        .with_ext_fields(send_header("BinaryTopic", 0, "A", 7).to_ext())
+        .with_body(b"binary header".to_vec());
+    r.serialize_type = SerializeType::RocketMq;
+    let answer = c.call(r);
+    assert_eq!(answer.code, resp::SUCCESS, "{:?}", answer.remark);
+    assert_eq!(answer.serialize_type, SerializeType::Json);
+    assert_eq!(answer.ext("MSG_REGION"), Some("DefaultRegion"));
+    let msg_id = answer.ext("msgId").unwrap();
+    assert_eq!(msg_id.len(), 32, "an offset message id: {msg_id}");
+    assert!(
+        answer.ext("transactionId").is_some_and(|t| !t.is_empty()),
+        "the broker assigns a UNIQ_KEY"
+    );
+
+    // The stored message carries the broker's properties and the request's.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pulled = loop {
+        let r = c.call(pull("BG", "BinaryTopic", 0, 0, 0, 0));
+        if r.code == resp::SUCCESS {
+            break decode_messages(&r.body).unwrap();
+        }
+        assert!(Instant::now() < deadline);
+    };
+    let m = &pulled[0];
+    assert_eq!(m.tags(), Some("A"));
+    assert_eq!(m.properties.get("seq").map(String::as_str), Some("7"));
+    assert_eq!(m.properties.get("CLUSTER").map(String::as_str), Some("DefaultCluster"));
+    assert_eq!(m.store_host.to_string(), format!("127.0.0.1:{}", petrel.broker_port));
+    assert_eq!(m.offset_msg_id(), msg_id);
+}
