@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lints, every crate's tests (golden captures, property tests, lock
-# stress, store crash tests), a real RocketMQ broker and mqadmin against `petrel namesrv`, loom's
+# stress, store crash tests, the broker binary over TCP), a real RocketMQ broker and mqadmin
+# against `petrel namesrv`, the official Java and Go clients and mqadmin against `petrel serve`, loom's
 # exhaustive check of the adaptive lock, and bounded fuzzing of the decoders. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,9 @@ cargo test --workspace
 
 echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
 scripts/interop-namesrv.sh
+
+echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
+scripts/interop-clients.sh
 
 echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom

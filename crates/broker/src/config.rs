@@ -355,4 +355,27 @@ mod tests {
             assert!(c.set(key, &value).unwrap(), "{key}={value}");
         }
     }
+
+    #[test]
+    fn every_known_key_is_documented_with_its_default() {
+        let doc = include_str!("../../../docs/configuration.md");
+        let defaults = BrokerConfig::default().to_properties();
+        for key in KNOWN_KEYS {
+            assert!(doc.contains(&format!("`{key}`")), "docs/configuration.md does not document {key}");
+        }
+        for line in defaults.lines() {
+            let (key, value) = line.split_once('=').unwrap();
+            if value.is_empty() || key == "brokerIP1" || key == "storePathRootDir" {
+                continue;
+            }
+            let row = doc
+                .lines()
+                .find(|l| l.starts_with(&format!("| `{key}`")))
+                .unwrap_or_else(|| panic!("no row for {key}"));
+            assert!(
+                row.contains(&format!("`{value}`")),
+                "the row of {key} does not give its default {value}: {row}"
+            );
+        }
+    }
 }
