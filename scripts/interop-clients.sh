@@ -2,6 +2,7 @@
 # Interoperability: the official clients against `petrel serve`, unchanged.
 #  - Java (rocketmq-client 5.5.0, tests/clients/java): sync/async/oneway/batch sends, push
 #    consumer with "A || B", lite pull consumer, two consumers splitting the queues;
+#  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B";
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
@@ -77,6 +78,22 @@ start_petrel
 echo "== Java client"
 if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
 
+echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
+example() { java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }
+sent_ok=$(example Producer 2>&1 | grep -c "sendStatus=SEND_OK" || true)
+[ "$sent_ok" -eq 1000 ] && ok "quickstart Producer: 1000 SEND_OK" || not_ok "quickstart Producer: $sent_ok of 1000 SEND_OK"
+example Consumer >"$work/quickstart-consumer.log" 2>&1 &
+consumer_pid=$!
+received=0
+for _ in $(seq 1 600); do
+  received=$(grep -c "Receive New Messages" "$work/quickstart-consumer.log" || true)
+  [ "$received" -ge 1000 ] && break
+  sleep 0.1
+done
+kill "$consumer_pid" 2>/dev/null || true
+wait "$consumer_pid" 2>/dev/null || true
+[ "$received" -ge 1000 ] && ok "quickstart Consumer: received all 1000" || not_ok "quickstart Consumer: received $received of 1000"
+
 echo "== Go client"
 if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
 
@@ -85,7 +102,7 @@ check "clusterList shows broker-a" "DefaultCluster          broker-a            
 check "updateTopic" "create topic to 127.0.0.1:$broker_port success" "$(admin updateTopic -c DefaultCluster -t PetrelAdminTopic -r 4 -w 4)"
 check "topicList" "PetrelAdminTopic" "$(admin topicList)"
 check "topicRoute" '"readQueueNums":4' "$(admin topicRoute -t PetrelAdminTopic)"
-check "sendMessage" "SEND_OK" "$(admin sendMessage -t PetrelAdminTopic -p hello -i 2)"
+check "sendMessage" "SEND_OK" "$(admin sendMessage -t PetrelAdminTopic -p hello -b broker-a -i 2)"
 check "topicStatus shows the message in queue 2" "broker-a                          2     0                     1" "$(admin topicStatus -t PetrelAdminTopic)"
 status=$(admin brokerStatus -b "127.0.0.1:$broker_port")
 check "brokerStatus version" "V5_5_0" "$status"

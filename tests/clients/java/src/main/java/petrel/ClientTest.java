@@ -271,6 +271,8 @@ public final class ClientTest {
         DefaultMQPushConsumer c1 = pushConsumer(ns, splitGroup, "split1", splitTopic, "*", one);
         DefaultMQPushConsumer c2 = pushConsumer(ns, splitGroup, "split2", splitTopic, "*", two);
         waitFor("both consumers to own 4 queues each", () -> assigned(c1) == 4 && assigned(c2) == 4);
+        System.out.println("split: queues owned " + owned(c1) + " and " + owned(c2) + " (ids seen by the broker: "
+                + c1.getDefaultMQPushConsumerImpl().getmQClientFactory().findConsumerIdList(splitTopic, splitGroup) + ")");
         for (int i = 0; i < 80; i++) {
             Expected e = expect("split", i);
             splitExpected.put(e.pid, e);
@@ -296,6 +298,13 @@ public final class ClientTest {
 
     static int assigned(DefaultMQPushConsumer c) {
         return c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size();
+    }
+
+    static String owned(DefaultMQPushConsumer c) {
+        StringBuilder out = new StringBuilder();
+        c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().forEach((mq, pq) ->
+                out.append(mq.getQueueId()).append(pq.isDropped() ? "(dropped)" : "").append(' '));
+        return "[" + out.toString().trim() + "]";
     }
 
     static Set<String> union(Received a, Received b) {
