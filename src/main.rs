@@ -24,7 +24,8 @@ enum Command {
         listen: String,
     },
     /// Generate load against any RocketMQ-protocol broker and report percentiles.
-    Bench,
+    #[command(subcommand)]
+    Bench(Box<petrel_bench::BenchCommand>),
     /// Run a local cluster under fault injection and check that nothing acknowledged is lost.
     Chaos,
     /// Administrative commands (topics, groups, offsets).
@@ -57,7 +58,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Decode { hex } => decode(&hex),
         Command::Serve(args) => serve::serve(args),
         Command::Namesrv { listen } => namesrv(&listen),
-        Command::Bench => not_yet("bench", "the load generator"),
+        Command::Bench(cmd) => {
+            let runtime = tokio::runtime::Runtime::new()?;
+            runtime.block_on(petrel_bench::cli::execute(*cmd)).map_err(Into::into)
+        }
         Command::Chaos => not_yet("chaos", "the chaos harness"),
         Command::Admin => not_yet("admin", "the admin commands"),
     }

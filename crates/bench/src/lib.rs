@@ -1,0 +1,16 @@
+//! `petrel bench`: a load generator for any broker that speaks RocketMQ's remoting protocol,
+//! with HdrHistogram percentiles up to P99.99, open-loop rates that do not hide stalls, live
+//! progress, reports (JSON, Markdown, SVG) and A/B comparisons.
+//!
+//! Owns: workloads, statistics and reports. Must never: report a figure without the settings
+//! and machine it came from.
+
+pub mod cli;
+pub mod compare;
+pub mod hist;
+pub mod procstat;
+pub mod report;
+pub mod run;
+
+pub use cli::BenchCommand;
+pub use run::{BenchError, Kind, SendMode, Workload};

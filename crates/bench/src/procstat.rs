@@ -1,0 +1,81 @@
+//! CPU% and RSS of another process (the broker under test), read from /proc.
+//!
+//! Owns: turning two readings of `/proc/<pid>/stat` into a CPU percentage. Must never: fail a
+//! benchmark because the process is gone — a missing process reads as `None`.
+
+use std::time::Instant;
+
+pub struct ProcSampler {
+    pub pid: u32,
+    ticks_per_s: f64,
+    last: Option<(Instant, u64)>,
+}
+
+/// utime + stime of `pid`, in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // fields[0] is field 3 (state); utime is field 14, stime field 15.
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// Resident set size of `pid` in MiB.
+pub fn rss_mb(pid: u32) -> Option<f64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+impl ProcSampler {
+    pub fn new(pid: u32) -> ProcSampler {
+        // SAFETY: sysconf has no preconditions.
+        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        ProcSampler {
+            pid,
+            ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },
+            last: cpu_ticks(pid).map(|t| (Instant::now(), t)),
+        }
+    }
+
+    /// CPU% since the previous call (100% = one core) and the current RSS in MiB.
+    pub fn sample(&mut self) -> Option<(f64, f64)> {
+        let now = Instant::now();
+        let ticks = cpu_ticks(self.pid)?;
+        let rss = rss_mb(self.pid)?;
+        let (then, before) = self.last.replace((now, ticks))?;
+        let secs = now.duration_since(then).as_secs_f64();
+        if secs <= 0.0 {
+            return None;
+        }
+        Some(((ticks.saturating_sub(before)) as f64 / self.ticks_per_s / secs * 100.0, rss))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sampling_this_process_sees_the_cpu_it_burns() {
+        let mut s = ProcSampler::new(std::process::id());
+        let started = Instant::now();
+        let mut x = 0u64;
+        while started.elapsed().as_millis() < 300 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+        }
+        std::hint::black_box(x);
+        let (cpu, rss) = s.sample().expect("our own process is readable");
+        assert!(cpu > 20.0 && cpu < 150.0, "a busy loop on one core: {cpu}%");
+        assert!(rss > 0.5, "{rss} MiB");
+        assert!(ProcSampler::new(u32::MAX).sample().is_none());
+    }
+}
