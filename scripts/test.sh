@@ -19,6 +19,9 @@ scripts/interop-namesrv.sh
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
 
+echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
+scripts/interop-bench.sh
+
 echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 

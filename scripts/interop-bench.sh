@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# `petrel bench` end to end against Apache RocketMQ 5.5.0 itself (started by
+# scripts/reference-rocketmq.sh), then `petrel bench compare` of RocketMQ against `petrel serve`.
+# Checks that the reports are written, hold percentiles up to P99.99, and that nothing failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --quiet --release --bin petrel
+work=$(mktemp -d)
+export REF_STATE_DIR="$work/reference" REF_NAMESRV_PORT=29896 REF_BROKER_PORT=29931
+petrel_pid=""
+cleanup() {
+  [ -n "$petrel_pid" ] && kill "$petrel_pid" 2>/dev/null || true
+  scripts/reference-rocketmq.sh stop >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+scripts/reference-rocketmq.sh start ASYNC_FLUSH
+ref_pid=$(tail -1 "$REF_STATE_DIR/pids")
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+not_ok() { failed=$((failed + 1)); echo "FAIL: $1"; }
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
+
+echo "== petrel bench e2e against Apache RocketMQ"
+target/release/petrel bench e2e -n "127.0.0.1:$REF_NAMESRV_PORT" --topic BenchRef --queues 4 --producers 2 --mode async \
+  --rate 2000 --warmup 2 --duration 4 --broker-pid "$ref_pid" --no-progress --label rocketmq-e2e --out "$work/out" >"$work/e2e.txt"
+report="$work/out/rocketmq-e2e.json"
+for ext in json md svg; do [ -s "$work/out/rocketmq-e2e.$ext" ] && ok "report file .$ext" || not_ok "report file .$ext missing"; done
+[ "$(json "$report" "d['send_us']['p9999'] > 0 and d['born_to_consume_us']['p9999'] > 0")" = True ] && ok "P99.99 of send and born→consume" || not_ok "percentiles missing"
+# RocketMQ may shed load with SYSTEM_BUSY (2) while its JVM warms up on a small machine: that
+# is the broker's answer, counted by code; a timeout or a lost connection would be ours.
+[ "$(json "$report" "sorted(set(d['errors']) - {'SYSTEM_BUSY (2)'})")" = "[]" ] && ok "no client-side errors against RocketMQ (errors by code: $(json "$report" "d['errors']"))" || not_ok "errors: $(json "$report" "d['errors']")"
+[ "$(json "$report" "d['consumed'] == d['messages'] and d['messages'] > 4000")" = True ] && ok "every sent message consumed ($(json "$report" "d['messages']"))" || not_ok "sent $(json "$report" "d['messages']"), consumed $(json "$report" "d['consumed']")"
+[ "$(json "$report" "d['broker'] is not None and d['broker']['rss_mb_max'] > 0")" = True ] && ok "broker CPU and RSS sampled" || not_ok "no broker usage"
+
+echo "== petrel bench compare: Apache RocketMQ (A) against petrel serve (B)"
+target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen 127.0.0.1:29897 --listen-port 29941 --broker-ip 127.0.0.1 >"$work/petrel.log" 2>&1 &
+petrel_pid=$!
+for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+target/release/petrel bench compare --a "127.0.0.1:$REF_NAMESRV_PORT" --b 127.0.0.1:29897 --label-a rocketmq --label-b petrel \
+  --pid-a "$ref_pid" --pid-b "$petrel_pid" --rounds 3 --topic BenchCompare --queues 4 --size 128 --warmup 1 --duration 2 \
+  --no-progress --out "$work/out" >"$work/compare.txt" 2>&1
+cat "$work/compare.txt" | grep -v "^reports"
+cmp="$work/out/compare-rocketmq-vs-petrel.json"
+[ "$(json "$cmp" "len(d['a']['rounds']) == 3 and len(d['b']['rounds']) == 3")" = True ] && ok "compare: 3 rounds each, alternated" || not_ok "compare rounds"
+[ "$(json "$cmp" "d['b']['errors']")" = 0 ] && ok "compare: no errors from petrel (rocketmq: $(json "$cmp" "d['a']['errors']"))" || not_ok "compare: petrel errors"
+[ "$(json "$cmp" "d['a']['tps'] > 0 and d['b']['tps'] > 0")" = True ] && ok "compare: both sides measured" || not_ok "compare tps"
+echo "interop bench: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
