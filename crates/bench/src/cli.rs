@@ -22,6 +22,8 @@ pub enum BenchCommand {
     E2e(WorkloadArgs),
     /// The same workload against two name servers in alternation; medians and ratios.
     Compare(CompareArgs),
+    /// Runs `petrel serve` with each put-message lock and writes docs/lock-study.md.
+    LockStudy(crate::lock_study::LockStudyArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,7 +50,7 @@ pub struct WorkloadArgs {
     /// Consumer connections (e2e and consume).
     #[arg(short = 'c', long, default_value_t = 1)]
     pub consumers: usize,
-    /// Message body size in bytes (at least 8: the first 8 carry the birth time).
+    /// Message body size in bytes (at least 8 for consume and e2e: the first 8 carry the birth time).
     #[arg(short = 's', long, default_value_t = 128)]
     pub size: usize,
     #[arg(short = 'm', long, value_enum, default_value = "sync")]
@@ -122,8 +124,10 @@ pub struct CompareArgs {
 
 impl WorkloadArgs {
     pub fn workload(&self, kind: Kind) -> Result<Workload, BenchError> {
-        if self.size < 8 {
-            return Err(BenchError::Invalid("--size must be at least 8 bytes".into()));
+        if self.size < 8 && kind != Kind::Produce {
+            return Err(BenchError::Invalid(
+                "--size must be at least 8 bytes to consume (they carry the birth time)".into(),
+            ));
         }
         if self.rate.is_some_and(|r| r <= 0.0) {
             return Err(BenchError::Invalid("--rate must be positive".into()));
@@ -185,6 +189,7 @@ pub async fn execute(command: BenchCommand) -> Result<(), BenchError> {
         BenchCommand::Consume(a) => print_report(&run(a.workload(Kind::Consume)?).await?, &a.out),
         BenchCommand::E2e(a) => print_report(&run(a.workload(Kind::E2e)?).await?, &a.out),
         BenchCommand::Compare(c) => compare(c).await,
+        BenchCommand::LockStudy(a) => crate::lock_study::lock_study(a).await,
     }
 }
 

@@ -8,6 +8,7 @@
 pub mod cli;
 pub mod compare;
 pub mod hist;
+pub mod lock_study;
 pub mod procstat;
 pub mod report;
 pub mod run;

@@ -184,12 +184,16 @@ pub fn error_key(e: &ClientError) -> String {
     }
 }
 
-/// The message body: 8 bytes of birth time (µs since the epoch), then filler.
+/// The message body: 8 bytes of birth time (µs since the epoch), then filler; bodies shorter
+/// than 8 bytes (produce-only runs) are filler alone.
 fn body(size: usize, born_us: u64) -> Bytes {
-    let size = size.max(8);
-    let mut b = BytesMut::with_capacity(size);
+    let mut b = BytesMut::with_capacity(size.max(8));
     b.put_u64(born_us);
-    b.resize(size, b'p');
+    b.resize(size.max(8), b'p');
+    b.truncate(size);
+    if size < 8 {
+        b.iter_mut().for_each(|x| *x = b'p');
+    }
     b.freeze()
 }
 

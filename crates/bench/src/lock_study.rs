@@ -1,0 +1,451 @@
+//! `petrel bench lock-study`: runs `petrel serve` once per put-message lock and flush mode, and
+//! measures TPS, broker CPU, P99 and P99.99 send latency for each message size and producer
+//! count; writes a Markdown table, an SVG plot, and the adaptive lock's k and mode over time.
+//!
+//! Owns: the study's matrix and its write-up. Must never: compare cells measured under
+//! different settings, or leave a broker running.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::hist::fmt_us;
+use crate::run::{BenchError, Kind, SendMode, Workload, run};
+
+#[derive(Args, Debug, Clone)]
+pub struct LockStudyArgs {
+    /// The petrel binary to run as the broker (default: this one).
+    #[arg(long)]
+    pub petrel: Option<PathBuf>,
+    #[arg(long, default_value = "abs,mutex,spin,backoff", value_delimiter = ',')]
+    pub locks: Vec<String>,
+    #[arg(long, default_value = "2,1024", value_delimiter = ',')]
+    pub sizes: Vec<usize>,
+    #[arg(long, default_value = "1,4,16,64", value_delimiter = ',')]
+    pub producers: Vec<usize>,
+    #[arg(long, default_value = "ASYNC_FLUSH,SYNC_FLUSH", value_delimiter = ',')]
+    pub flush: Vec<String>,
+    /// Seconds measured per cell.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Seconds of warm-up per cell.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Where lock-study.md, lock-study.svg, lock-study-abs-trace.svg and lock-study.json go.
+    #[arg(short = 'o', long, default_value = "docs")]
+    pub out: PathBuf,
+    /// First of the two loopback ports each broker uses.
+    #[arg(long, default_value_t = 41876)]
+    pub base_port: u16,
+    /// Data directory for the brokers (removed between runs).
+    #[arg(long, default_value = "/tmp/petrel-lock-study")]
+    pub data: PathBuf,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Cell {
+    pub flush: String,
+    pub lock: String,
+    pub size_bytes: usize,
+    pub producers: usize,
+    pub tps: f64,
+    pub cpu_pct: f64,
+    pub p99_us: u64,
+    pub p9999_us: u64,
+    pub errors: u64,
+}
+
+/// The adaptive lock's state, sampled from GET_BROKER_RUNTIME_INFO.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AbsSample {
+    pub t_s: f64,
+    pub flush: String,
+    pub k: u64,
+    pub mode: String,
+    pub switches: u64,
+}
+
+struct Broker {
+    child: Child,
+    namesrv: String,
+    broker_addr: String,
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        // SAFETY: plain kill(2) on our child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+    }
+}
+
+fn start_broker(a: &LockStudyArgs, exe: &Path, lock: &str, flush: &str) -> Result<Broker, BenchError> {
+    let _ = std::fs::remove_dir_all(&a.data);
+    let ns = format!("127.0.0.1:{}", a.base_port);
+    let port = a.base_port + 1;
+    let child = Command::new(exe)
+        .arg("serve")
+        .args(["--store-dir", &a.data.display().to_string()])
+        .args([
+            "--namesrv-listen",
+            &ns,
+            "--listen-port",
+            &port.to_string(),
+            "--broker-ip",
+            "127.0.0.1",
+        ])
+        .args([
+            "--set",
+            &format!("putMessageLock={lock}"),
+            "--set",
+            &format!("flushDiskType={flush}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    let broker = Broker {
+        child,
+        namesrv: ns,
+        broker_addr: format!("127.0.0.1:{port}"),
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(&broker.broker_addr).is_err() {
+        if Instant::now() > deadline {
+            return Err(BenchError::Invalid(format!("{} did not start", exe.display())));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(broker)
+}
+
+async fn abs_sample(client: &petrel_client::Client, addr: &str, flush: &str, t_s: f64) -> Option<AbsSample> {
+    let info = client.runtime_info(addr).await.ok()?;
+    let get = |k: &str| info.table.get(k).cloned();
+    Some(AbsSample {
+        t_s,
+        flush: flush.to_owned(),
+        k: get("putMessageLockK")?.parse().ok()?,
+        mode: get("putMessageLockMode").unwrap_or_default(),
+        switches: get("putMessageLockSwitches").and_then(|s| s.parse().ok()).unwrap_or(0),
+    })
+}
+
+pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
+    let exe = match &a.petrel {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()?,
+    };
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let mut cells = Vec::new();
+    let mut trace = Vec::new();
+    let study_start = Instant::now();
+    for flush in &a.flush {
+        for lock in &a.locks {
+            let broker = start_broker(&a, &exe, lock, flush)?;
+            let pid = broker.child.id();
+            let client = petrel_client::Client::new(&broker.namesrv);
+            for &size in &a.sizes {
+                for &producers in &a.producers {
+                    let w = Workload {
+                        kind: Kind::Produce,
+                        namesrv: broker.namesrv.clone(),
+                        topic: format!("LockStudy{size}"),
+                        queues: 8,
+                        producers,
+                        consumers: 1,
+                        message_bytes: size,
+                        mode: SendMode::Sync,
+                        rate: None,
+                        warmup: Duration::from_secs_f64(a.warmup),
+                        duration: Duration::from_secs_f64(a.duration),
+                        count: None,
+                        broker_pid: Some(pid),
+                        label: format!("{flush}-{lock}-{size}B-{producers}p"),
+                        progress: false,
+                        timeout: Duration::from_secs(10),
+                        from_beginning: false,
+                    };
+                    let sampling = lock == "abs";
+                    let handle = tokio::spawn(run(w));
+                    while !handle.is_finished() {
+                        if sampling
+                            && let Some(s) = abs_sample(&client, &broker.broker_addr, flush, study_start.elapsed().as_secs_f64()).await
+                        {
+                            trace.push(s);
+                        }
+                        tokio::time::sleep(Duration::from_millis(500)).await;
+                    }
+                    let report = handle.await.map_err(|e| BenchError::Invalid(e.to_string()))??;
+                    let cell = Cell {
+                        flush: flush.clone(),
+                        lock: lock.clone(),
+                        size_bytes: size,
+                        producers,
+                        tps: report.tps,
+                        cpu_pct: report.broker.as_ref().map_or(0.0, |b| b.cpu_pct_mean),
+                        p99_us: report.send_us.p99,
+                        p9999_us: report.send_us.p9999,
+                        errors: report.total_errors(),
+                    };
+                    eprintln!(
+                        "{flush} {lock:>7} {size:>5} B {producers:>3} producers: {:>8.0} msg/s, CPU {:>4.0}%, P99 {}, P99.99 {}",
+                        cell.tps,
+                        cell.cpu_pct,
+                        fmt_us(cell.p99_us),
+                        fmt_us(cell.p9999_us)
+                    );
+                    cells.push(cell);
+                }
+            }
+            drop(broker);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&a.data);
+    std::fs::create_dir_all(&a.out)?;
+    let machine = crate::report::Machine::detect();
+    std::fs::write(
+        a.out.join("lock-study.json"),
+        serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "cells": cells, "abs_trace": trace }))
+            .expect("study serializes"),
+    )?;
+    plot_tps(&cells, &a, &a.out.join("lock-study.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    plot_trace(&trace, &a.out.join("lock-study-abs-trace.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    let md = markdown(&cells, &trace, &a, &command, &machine);
+    std::fs::write(a.out.join("lock-study.md"), &md)?;
+    println!("{md}");
+    Ok(())
+}
+
+/// The cell for (flush, lock, size, producers).
+fn find<'a>(cells: &'a [Cell], flush: &str, lock: &str, size: usize, producers: usize) -> Option<&'a Cell> {
+    cells
+        .iter()
+        .find(|c| c.flush == flush && c.lock == lock && c.size_bytes == size && c.producers == producers)
+}
+
+/// One row per (size, producers): each lock's TPS and CPU, then ABS against the best fixed lock
+/// (TPS) and against the mutex (CPU).
+pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command: &str, machine: &crate::report::Machine) -> String {
+    let mut s = String::from("# Put-message lock study\n\n");
+    let _ = writeln!(
+        s,
+        "Each cell: `petrel serve` with the named `putMessageLock`, {} s of sync sends after {} s of warm-up, \
+         8 queues; TPS, the broker's mean CPU (100% = one core), and P99 / P99.99 send latency.\n",
+        a.duration, a.warmup
+    );
+    let _ = writeln!(s, "Command: `{command}`\n");
+    let _ = writeln!(
+        s,
+        "Machine: {} cores, {}, Linux {}, petrel {}. The load generator runs on the same cores.\n",
+        machine.cores, machine.cpu_model, machine.kernel, machine.git_revision
+    );
+    let fixed: Vec<&String> = a.locks.iter().filter(|l| l.as_str() != "abs").collect();
+    let mut misses = Vec::new();
+    for flush in &a.flush {
+        let _ = writeln!(s, "## {flush}\n");
+        let mut header = String::from("| size | producers |");
+        let mut rule = String::from("|---|---|");
+        for l in &a.locks {
+            let _ = write!(header, " {l} msg/s (CPU) | {l} P99 / P99.99 |");
+            rule.push_str("---|---|");
+        }
+        header.push_str(" ABS / best fixed | ABS CPU / mutex CPU |");
+        rule.push_str("---|---|");
+        let _ = writeln!(s, "{header}\n{rule}");
+        for &size in &a.sizes {
+            for &producers in &a.producers {
+                let mut row = format!("| {size} B | {producers} |");
+                for l in &a.locks {
+                    match find(cells, flush, l, size, producers) {
+                        Some(c) => {
+                            let _ = write!(
+                                row,
+                                " {:.0} ({:.0}%) | {} / {} |",
+                                c.tps,
+                                c.cpu_pct,
+                                fmt_us(c.p99_us),
+                                fmt_us(c.p9999_us)
+                            );
+                        }
+                        None => row.push_str(" – | – |"),
+                    }
+                }
+                let abs = find(cells, flush, "abs", size, producers);
+                let best = fixed
+                    .iter()
+                    .filter_map(|l| find(cells, flush, l, size, producers))
+                    .max_by(|x, y| x.tps.total_cmp(&y.tps));
+                let mutex = find(cells, flush, "mutex", size, producers);
+                match (abs, best) {
+                    (Some(abs), Some(best)) => {
+                        let r = abs.tps / best.tps.max(1e-9);
+                        let _ = write!(row, " {r:.2}× (best: {}) |", best.lock);
+                        if r < 0.95 {
+                            misses.push(format!("{flush} {size} B {producers} producers: {r:.2}× of {}", best.lock));
+                        }
+                    }
+                    _ => row.push_str(" – |"),
+                }
+                match (abs, mutex) {
+                    (Some(abs), Some(m)) if m.cpu_pct > 0.0 => {
+                        let _ = write!(row, " {:.2}× |", abs.cpu_pct / m.cpu_pct);
+                    }
+                    _ => row.push_str(" – |"),
+                }
+                let _ = writeln!(s, "{row}");
+            }
+        }
+        s.push('\n');
+    }
+    let _ = writeln!(s, "![TPS by producers](lock-study.svg)\n");
+    let _ = writeln!(s, "## The adaptive lock over time\n");
+    let switches = trace.iter().map(|t| t.switches).max().unwrap_or(0);
+    let ks: Vec<u64> = trace.iter().map(|t| t.k).collect();
+    let _ = writeln!(
+        s,
+        "{} samples of k and mode (every 0.5 s while the ABS broker ran): k from {} to {}, {} switches between spinning and the mutex.\n",
+        trace.len(),
+        ks.iter().min().unwrap_or(&0),
+        ks.iter().max().unwrap_or(&0),
+        switches
+    );
+    let _ = writeln!(s, "![ABS k and mode over time](lock-study-abs-trace.svg)\n");
+    let _ = writeln!(s, "## Cells where ABS is more than 5% below the best fixed lock\n");
+    if misses.is_empty() {
+        let _ = writeln!(s, "None.");
+    } else {
+        for m in misses {
+            let _ = writeln!(s, "- {m}");
+        }
+    }
+    s
+}
+
+fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let panels: Vec<(String, usize)> = a.flush.iter().flat_map(|f| a.sizes.iter().map(move |s| (f.clone(), *s))).collect();
+    let root = SVGBackend::new(path, (520 * panels.len().max(1) as u32, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    let colors = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
+    let x_max = a.producers.iter().copied().max().unwrap_or(1) as f64;
+    for ((flush, size), area) in panels.iter().zip(areas.iter()) {
+        let y_max = cells
+            .iter()
+            .filter(|c| &c.flush == flush && c.size_bytes == *size)
+            .map(|c| c.tps)
+            .fold(1.0, f64::max)
+            * 1.1;
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{flush}, {size} B"), ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0.0..x_max * 1.05, 0.0..y_max)?;
+        chart.configure_mesh().x_desc("producers").y_desc("msg/s").draw()?;
+        for (i, lock) in a.locks.iter().enumerate() {
+            let color = colors[i % colors.len()];
+            let points: Vec<(f64, f64)> = a
+                .producers
+                .iter()
+                .filter_map(|p| find(cells, flush, lock, *size, *p).map(|c| (*p as f64, c.tps)))
+                .collect();
+            chart
+                .draw_series(LineSeries::new(points, color))?
+                .label(lock.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+    }
+    root.present()?;
+    Ok(())
+}
+
+fn plot_trace(trace: &[AbsSample], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1000, 360)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let t_max = trace.last().map_or(1.0, |t| t.t_s).max(1.0);
+    let k_max = trace.iter().map(|t| t.k).max().unwrap_or(1).max(1) as f64 * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption("ABS: spin budget k (line) and mutex mode (dots at the top)", ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(30)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_max, 0.0..k_max)?;
+    chart.configure_mesh().x_desc("seconds into the study").y_desc("k").draw()?;
+    chart.draw_series(LineSeries::new(trace.iter().map(|t| (t.t_s, t.k as f64)), &BLUE))?;
+    chart.draw_series(
+        trace
+            .iter()
+            .filter(|t| t.mode == "mutex")
+            .map(|t| Circle::new((t.t_s, k_max * 0.97), 2, RED.filled())),
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args() -> LockStudyArgs {
+        LockStudyArgs {
+            petrel: None,
+            locks: vec!["abs".into(), "mutex".into(), "spin".into()],
+            sizes: vec![2],
+            producers: vec![1, 4],
+            flush: vec!["ASYNC_FLUSH".into()],
+            duration: 5.0,
+            warmup: 1.0,
+            out: PathBuf::from("docs"),
+            base_port: 1,
+            data: PathBuf::from("/tmp/x"),
+        }
+    }
+
+    fn cell(lock: &str, producers: usize, tps: f64, cpu: f64) -> Cell {
+        Cell {
+            flush: "ASYNC_FLUSH".into(),
+            lock: lock.into(),
+            size_bytes: 2,
+            producers,
+            tps,
+            cpu_pct: cpu,
+            p99_us: 100,
+            p9999_us: 1000,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn abs_is_compared_with_the_best_fixed_lock_and_misses_are_listed() {
+        let cells = vec![
+            cell("abs", 1, 980.0, 50.0),
+            cell("mutex", 1, 1000.0, 100.0),
+            cell("spin", 1, 900.0, 120.0),
+            cell("abs", 4, 800.0, 90.0),
+            cell("mutex", 4, 700.0, 90.0),
+            cell("spin", 4, 1000.0, 200.0),
+        ];
+        let machine = crate::report::Machine {
+            cores: 2,
+            cpu_model: "cpu".into(),
+            kernel: "k".into(),
+            git_revision: "r".into(),
+        };
+        let md = markdown(&cells, &[], &args(), "petrel bench lock-study", &machine);
+        assert!(md.contains("| 2 B | 1 | 980 (50%) |"), "{md}");
+        assert!(md.contains("0.98× (best: mutex) | 0.50× |"), "{md}");
+        assert!(md.contains("0.80× (best: spin) | 1.00× |"), "{md}");
+        assert!(md.contains("- ASYNC_FLUSH 2 B 4 producers: 0.80× of spin"), "{md}");
+        assert!(!md.contains("1 producers: 0.98"), "a 2% gap is within 5%: {md}");
+    }
+}
