@@ -270,7 +270,7 @@ public final class ClientTest {
         String splitGroup = "cg_split_" + stamp;
         DefaultMQPushConsumer c1 = pushConsumer(ns, splitGroup, "split1", splitTopic, "*", one);
         DefaultMQPushConsumer c2 = pushConsumer(ns, splitGroup, "split2", splitTopic, "*", two);
-        waitFor("both consumers to own 4 queues each", () -> assigned(c1) == 4 && assigned(c2) == 4);
+        waitFor("both consumers to own 4 queues each", () -> assigned(c1, splitTopic) == 4 && assigned(c2, splitTopic) == 4);
         System.out.println("split: queues owned " + owned(c1) + " and " + owned(c2) + " (ids seen by the broker: "
                 + c1.getDefaultMQPushConsumerImpl().getmQClientFactory().findConsumerIdList(splitTopic, splitGroup) + ")");
         for (int i = 0; i < 80; i++) {
@@ -296,14 +296,16 @@ public final class ClientTest {
                 + ", consumer 2 got " + two.counts.size() + " from queues " + new TreeSet<>(two.queues));
     }
 
-    static int assigned(DefaultMQPushConsumer c) {
-        return c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().size();
+    /** Queues of {@code topic} the consumer owns now (its %RETRY% topic's queue is not counted). */
+    static int assigned(DefaultMQPushConsumer c, String topic) {
+        return (int) c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet().stream()
+                .filter(mq -> mq.getTopic().equals(topic)).count();
     }
 
     static String owned(DefaultMQPushConsumer c) {
         StringBuilder out = new StringBuilder();
         c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().forEach((mq, pq) ->
-                out.append(mq.getQueueId()).append(pq.isDropped() ? "(dropped)" : "").append(' '));
+                out.append(mq.getTopic()).append(':').append(mq.getQueueId()).append(pq.isDropped() ? "(dropped)" : "").append(' '));
         return "[" + out.toString().trim() + "]";
     }
 
