@@ -11,10 +11,8 @@ use std::time::{Duration, Instant};
 
 use common::{Client, Petrel, pull, send_header, send_v2};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
-use petrel_protocol::header::{CommandHeader, pull_sys_flag};
+use petrel_protocol::header::CommandHeader;
 use petrel_protocol::{RemotingCommand, SerializeType, decode_messages};
-
-const SUSPEND: i32 = pull_sys_flag::SUSPEND;
 
 fn update_offset(c: &mut Client, group: &str, topic: &str, queue_id: i32, offset: i64) -> RemotingCommand {
     let mut r = RemotingCommand::request(rc::UPDATE_CONSUMER_OFFSET, 0);
@@ -152,7 +150,7 @@ fn sigterm_flushes_and_a_restart_serves_everything_back() {
     let mut bodies = Vec::new();
     let mut offset = 0;
     while bodies.len() < 50 {
-        let r = c.call(pull("G2", "RestartTopic", 0, offset, 0, 0));
+        let r = c.call(pull("G2", "RestartTopic", 0, offset, 0));
         assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
         let msgs = decode_messages(&r.body).unwrap();
         bodies.extend(msgs.iter().map(|m| String::from_utf8(m.body.to_vec()).unwrap()));
@@ -173,7 +171,7 @@ fn long_polling_answers_when_a_message_arrives_or_the_hold_ends() {
     let deadline = Instant::now() + Duration::from_secs(10);
     let mut consumer = petrel.broker();
     loop {
-        let r = consumer.call(pull("PG", "PollTopic", 0, 0, 0, 0));
+        let r = consumer.call(pull("PG", "PollTopic", 0, 0, 0));
         if r.code == resp::SUCCESS {
             break;
         }
@@ -182,7 +180,7 @@ fn long_polling_answers_when_a_message_arrives_or_the_hold_ends() {
 
     // Held, then woken by a new message.
     let started = Instant::now();
-    let opaque = consumer.write(pull("PG", "PollTopic", 0, 1, SUSPEND, 20_000));
+    let opaque = consumer.write(pull("PG", "PollTopic", 0, 1, 20_000));
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(producer.call(send_v2("PollTopic", 0, "T", 1, b"second")).code, resp::SUCCESS);
     let r = consumer.answer(opaque);
@@ -195,7 +193,7 @@ fn long_polling_answers_when_a_message_arrives_or_the_hold_ends() {
 
     // Nothing arrives: PULL_NOT_FOUND once the hold ends.
     let started = Instant::now();
-    let r = consumer.call(pull("PG", "PollTopic", 0, 2, SUSPEND, 500));
+    let r = consumer.call(pull("PG", "PollTopic", 0, 2, 500));
     assert_eq!(r.code, resp::PULL_NOT_FOUND);
     assert!(started.elapsed() >= Duration::from_millis(450), "held for its suspend time");
     assert_eq!(r.ext("nextBeginOffset"), Some("2"));
@@ -266,7 +264,7 @@ fn binary_and_long_key_sends_are_answered_in_json() {
     // The stored message carries the broker's properties and the request's.
     let deadline = Instant::now() + Duration::from_secs(10);
     let pulled = loop {
-        let r = c.call(pull("BG", "BinaryTopic", 0, 0, 0, 0));
+        let r = c.call(pull("BG", "BinaryTopic", 0, 0, 0));
         if r.code == resp::SUCCESS {
             break decode_messages(&r.body).unwrap();
         }

@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use petrel_protocol::codes::request_code as rc;
-use petrel_protocol::header::{CommandHeader, PullMessageRequestHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
+use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
 
 pub fn free_port() -> u16 {
@@ -203,20 +203,7 @@ pub fn send_v2(topic: &str, queue_id: i32, tags: &str, seq: usize, body: &[u8]) 
         .with_body(body.to_vec())
 }
 
-pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, sys_flag: i32, suspend_ms: i64) -> RemotingCommand {
-    let h = PullMessageRequestHeader {
-        consumer_group: group.into(),
-        topic: topic.into(),
-        queue_id,
-        queue_offset: offset,
-        max_msg_nums: 32,
-        sys_flag,
-        commit_offset: 0,
-        suspend_timeout_millis: suspend_ms,
-        subscription: Some("*".into()),
-        sub_version: 0,
-        expression_type: Some("TAG".into()),
-        ..Default::default()
-    };
-    RemotingCommand::request(rc::PULL_MESSAGE, 0).with_ext_fields(h.to_ext())
+/// PULL_MESSAGE as a pull consumer sends it; long polling when `suspend_ms > 0`.
+pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i64) -> RemotingCommand {
+    petrel_client::Client::pull_request(group, topic, queue_id, offset, 32, suspend_ms)
 }

@@ -354,16 +354,9 @@ fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), Box<dy
                 .iter()
                 .filter_map(|p| find(cells, flush, lock, *size, *p).map(|c| (*p as f64, c.tps)))
                 .collect();
-            chart
-                .draw_series(LineSeries::new(points, color))?
-                .label(lock.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            crate::report::labelled_line(&mut chart, points, lock, color)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        crate::report::draw_legend(&mut chart)?;
     }
     root.present()?;
     Ok(())

@@ -201,19 +201,38 @@ impl Report {
             if curve.is_empty() {
                 continue;
             }
-            chart
-                .draw_series(LineSeries::new(curve.iter().map(|(p, us)| (nines(*p), *us as f64 / 1e3)), color))?
-                .label(name)
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+            labelled_line(&mut chart, curve.iter().map(|(p, us)| (nines(*p), *us as f64 / 1e3)), name, color)?;
         }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
+        draw_legend(&mut chart)?;
         root.present()?;
         Ok(())
     }
+}
+
+type Chart<'a, 'b> =
+    ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>;
+type PlotResult = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+
+/// A line with a legend entry.
+pub(crate) fn labelled_line(
+    chart: &mut Chart<'_, '_>,
+    points: impl IntoIterator<Item = (f64, f64)>,
+    label: &str,
+    color: RGBColor,
+) -> PlotResult {
+    chart
+        .draw_series(LineSeries::new(points, color))?
+        .label(label.to_owned())
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], color));
+    Ok(())
+}
+
+pub(crate) fn draw_legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> PlotResult {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
 }
 
 fn sanitize(label: &str) -> String {

@@ -246,17 +246,7 @@ public final class ClientTest {
 
         // Lite pull consumer: everything.
         Received lite = new Received("lite pull *", sent);
-        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_lite_" + stamp);
-        pull.setNamesrvAddr(ns);
-        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        pull.subscribe(topic, "*");
-        pull.start();
-        long deadline = System.currentTimeMillis() + WAIT_MS;
-        while (!lite.complete() && System.currentTimeMillis() < deadline) {
-            pull.poll(1_000).forEach(lite::accept);
-        }
-        pull.poll(1_000).forEach(lite::accept);
-        pull.shutdown();
+        litePullAll(ns, "cg_lite_" + stamp, topic, lite);
         lite.verifyExactlyOnce();
 
         // Two push consumers in one group split the 8 queues of a topic.
@@ -297,6 +287,21 @@ public final class ClientTest {
     }
 
     /** Queues of {@code topic} the consumer owns now (its %RETRY% topic's queue is not counted). */
+    /** A lite pull consumer of a new group reads {@code topic} from the start into {@code into}. */
+    static void litePullAll(String ns, String group, String topic, Received into) throws Exception {
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer(group);
+        pull.setNamesrvAddr(ns);
+        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pull.subscribe(topic, "*");
+        pull.start();
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (!into.complete() && System.currentTimeMillis() < deadline) {
+            pull.poll(1_000).forEach(into::accept);
+        }
+        pull.poll(1_000).forEach(into::accept); // a duplicate would show up now
+        pull.shutdown();
+    }
+
     static int assigned(DefaultMQPushConsumer c, String topic) {
         return (int) c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().keySet().stream()
                 .filter(mq -> mq.getTopic().equals(topic)).count();
@@ -368,16 +373,7 @@ public final class ClientTest {
         Map<String, Expected> all = new HashMap<>(before);
         all.putAll(after);
         Received everything = new Received("restart: new group reads all 200", all);
-        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_restart_all_" + stamp);
-        pull.setNamesrvAddr(ns);
-        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        pull.subscribe(topic, "*");
-        pull.start();
-        deadline = System.currentTimeMillis() + WAIT_MS;
-        while (!everything.complete() && System.currentTimeMillis() < deadline) {
-            pull.poll(1_000).forEach(everything::accept);
-        }
-        pull.shutdown();
+        litePullAll(ns, "cg_restart_all_" + stamp, topic, everything);
         p.shutdown();
         everything.verifyExactlyOnce();
     }
