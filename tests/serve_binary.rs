@@ -277,3 +277,52 @@ fn binary_and_long_key_sends_are_answered_in_json() {
     assert_eq!(m.store_host.to_string(), format!("127.0.0.1:{}", petrel.broker_port));
     assert_eq!(m.offset_msg_id(), msg_id);
 }
+
+fn cluster_brokers(ns_port: u16) -> String {
+    let r = Client::connect(ns_port).call(RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 0));
+    String::from_utf8(r.body.to_vec()).unwrap()
+}
+
+#[test]
+fn brokers_register_with_external_name_servers_and_unregister_on_sigterm() {
+    let ns_port = common::free_port();
+    let mut namesrv = std::process::Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["namesrv", "--listen", &format!("127.0.0.1:{ns_port}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", ns_port)).is_err() {
+        assert!(Instant::now() < deadline, "name server did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let external = format!("127.0.0.1:{ns_port}");
+    let a = Petrel::start(&["--namesrv-addr", &external]);
+    let mut b = Petrel::start(&["--namesrv-addr", &external, "--set", "brokerName=broker-b"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let info = cluster_brokers(ns_port);
+        if info.contains(&format!("127.0.0.1:{}", a.broker_port)) && info.contains(&format!("127.0.0.1:{}", b.broker_port)) {
+            assert!(info.contains("broker-a") && info.contains("broker-b"), "{info}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "both brokers registered: {info}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // A topic created on broker-a is routable through the external name server.
+    assert_eq!(a.broker().call(send_v2("ClusterTopic", 0, "T", 0, b"x")).code, resp::SUCCESS);
+    let mut route = RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 0);
+    route.put_ext("topic", "ClusterTopic");
+    assert_eq!(Client::connect(ns_port).call(route).code, resp::SUCCESS);
+
+    assert!(b.terminate().success());
+    let info = cluster_brokers(ns_port);
+    assert!(
+        !info.contains(&format!("127.0.0.1:{}", b.broker_port)),
+        "broker-b unregistered on SIGTERM: {info}"
+    );
+    assert!(info.contains(&format!("127.0.0.1:{}", a.broker_port)));
+    let _ = namesrv.kill();
+    let _ = namesrv.wait();
+}

@@ -30,6 +30,9 @@ pub struct LockStudyArgs {
     pub producers: Vec<usize>,
     #[arg(long, default_value = "ASYNC_FLUSH,SYNC_FLUSH", value_delimiter = ',')]
     pub flush: Vec<String>,
+    /// Rounds over the whole matrix (brokers restarted each round); cells report medians.
+    #[arg(long, default_value_t = 3)]
+    pub rounds: usize,
     /// Seconds measured per cell.
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
@@ -144,73 +147,77 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     let mut cells = Vec::new();
     let mut trace = Vec::new();
     let study_start = Instant::now();
-    for flush in &a.flush {
-        for lock in &a.locks {
-            let broker = start_broker(&a, &exe, lock, flush)?;
-            let pid = broker.child.id();
-            let client = petrel_client::Client::new(&broker.namesrv);
-            for &size in &a.sizes {
-                for &producers in &a.producers {
-                    let w = Workload {
-                        kind: Kind::Produce,
-                        namesrv: broker.namesrv.clone(),
-                        topic: format!("LockStudy{size}"),
-                        queues: 8,
-                        producers,
-                        consumers: 1,
-                        message_bytes: size,
-                        mode: SendMode::Sync,
-                        rate: None,
-                        warmup: Duration::from_secs_f64(a.warmup),
-                        duration: Duration::from_secs_f64(a.duration),
-                        count: None,
-                        broker_pid: Some(pid),
-                        label: format!("{flush}-{lock}-{size}B-{producers}p"),
-                        progress: false,
-                        timeout: Duration::from_secs(10),
-                        from_beginning: false,
-                    };
-                    let sampling = lock == "abs";
-                    let handle = tokio::spawn(run(w));
-                    while !handle.is_finished() {
-                        if sampling
-                            && let Some(s) = abs_sample(&client, &broker.broker_addr, flush, study_start.elapsed().as_secs_f64()).await
-                        {
-                            trace.push(s);
+    let mut raw = Vec::new();
+    for round in 1..=a.rounds.max(1) {
+        for flush in &a.flush {
+            for lock in &a.locks {
+                let broker = start_broker(&a, &exe, lock, flush)?;
+                let pid = broker.child.id();
+                let client = petrel_client::Client::new(&broker.namesrv);
+                for &size in &a.sizes {
+                    for &producers in &a.producers {
+                        let w = Workload {
+                            kind: Kind::Produce,
+                            namesrv: broker.namesrv.clone(),
+                            topic: format!("LockStudy{size}"),
+                            queues: 8,
+                            producers,
+                            consumers: 1,
+                            message_bytes: size,
+                            mode: SendMode::Sync,
+                            rate: None,
+                            warmup: Duration::from_secs_f64(a.warmup),
+                            duration: Duration::from_secs_f64(a.duration),
+                            count: None,
+                            broker_pid: Some(pid),
+                            label: format!("{flush}-{lock}-{size}B-{producers}p"),
+                            progress: false,
+                            timeout: Duration::from_secs(10),
+                            from_beginning: false,
+                        };
+                        let sampling = lock == "abs";
+                        let handle = tokio::spawn(run(w));
+                        while !handle.is_finished() {
+                            if sampling
+                                && let Some(s) = abs_sample(&client, &broker.broker_addr, flush, study_start.elapsed().as_secs_f64()).await
+                            {
+                                trace.push(s);
+                            }
+                            tokio::time::sleep(Duration::from_millis(500)).await;
                         }
-                        tokio::time::sleep(Duration::from_millis(500)).await;
+                        let report = handle.await.map_err(|e| BenchError::Invalid(e.to_string()))??;
+                        let cell = Cell {
+                            flush: flush.clone(),
+                            lock: lock.clone(),
+                            size_bytes: size,
+                            producers,
+                            tps: report.tps,
+                            cpu_pct: report.broker.as_ref().map_or(0.0, |b| b.cpu_pct_mean),
+                            p99_us: report.send_us.p99,
+                            p9999_us: report.send_us.p9999,
+                            errors: report.total_errors(),
+                        };
+                        eprintln!(
+                            "round {round} {flush} {lock:>7} {size:>5} B {producers:>3} producers: {:>8.0} msg/s, CPU {:>4.0}%, P99 {}, P99.99 {}",
+                            cell.tps,
+                            cell.cpu_pct,
+                            fmt_us(cell.p99_us),
+                            fmt_us(cell.p9999_us)
+                        );
+                        raw.push(cell);
                     }
-                    let report = handle.await.map_err(|e| BenchError::Invalid(e.to_string()))??;
-                    let cell = Cell {
-                        flush: flush.clone(),
-                        lock: lock.clone(),
-                        size_bytes: size,
-                        producers,
-                        tps: report.tps,
-                        cpu_pct: report.broker.as_ref().map_or(0.0, |b| b.cpu_pct_mean),
-                        p99_us: report.send_us.p99,
-                        p9999_us: report.send_us.p9999,
-                        errors: report.total_errors(),
-                    };
-                    eprintln!(
-                        "{flush} {lock:>7} {size:>5} B {producers:>3} producers: {:>8.0} msg/s, CPU {:>4.0}%, P99 {}, P99.99 {}",
-                        cell.tps,
-                        cell.cpu_pct,
-                        fmt_us(cell.p99_us),
-                        fmt_us(cell.p9999_us)
-                    );
-                    cells.push(cell);
                 }
+                drop(broker);
             }
-            drop(broker);
         }
     }
+    cells.extend(medians(&raw));
     let _ = std::fs::remove_dir_all(&a.data);
     std::fs::create_dir_all(&a.out)?;
     let machine = crate::report::Machine::detect();
     std::fs::write(
         a.out.join("lock-study.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "cells": cells, "abs_trace": trace }))
+        serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "cells": cells, "rounds": raw, "abs_trace": trace }))
             .expect("study serializes"),
     )?;
     plot_tps(&cells, &a, &a.out.join("lock-study.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
@@ -219,6 +226,30 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     std::fs::write(a.out.join("lock-study.md"), &md)?;
     println!("{md}");
     Ok(())
+}
+
+/// One cell per (flush, lock, size, producers): the medians of its rounds.
+pub fn medians(raw: &[Cell]) -> Vec<Cell> {
+    let mut out: Vec<Cell> = Vec::new();
+    for c in raw {
+        if find(&out, &c.flush, &c.lock, c.size_bytes, c.producers).is_some() {
+            continue;
+        }
+        let same: Vec<&Cell> = raw
+            .iter()
+            .filter(|x| x.flush == c.flush && x.lock == c.lock && x.size_bytes == c.size_bytes && x.producers == c.producers)
+            .collect();
+        let m = |f: &dyn Fn(&Cell) -> f64| crate::compare::median_f64(same.iter().map(|x| f(x)).collect());
+        out.push(Cell {
+            tps: m(&|x| x.tps),
+            cpu_pct: m(&|x| x.cpu_pct),
+            p99_us: m(&|x| x.p99_us as f64).round() as u64,
+            p9999_us: m(&|x| x.p9999_us as f64).round() as u64,
+            errors: same.iter().map(|x| x.errors).sum(),
+            ..c.clone()
+        });
+    }
+    out
 }
 
 /// The cell for (flush, lock, size, producers).
@@ -235,8 +266,11 @@ pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command:
     let _ = writeln!(
         s,
         "Each cell: `petrel serve` with the named `putMessageLock`, {} s of sync sends after {} s of warm-up, \
-         8 queues; TPS, the broker's mean CPU (100% = one core), and P99 / P99.99 send latency.\n",
-        a.duration, a.warmup
+         8 queues; TPS, the broker's mean CPU (100% = one core), and P99 / P99.99 send latency; medians of {} \
+         rounds over the whole matrix (every round restarts the brokers; all rounds are in lock-study.json).\n",
+        a.duration,
+        a.warmup,
+        a.rounds.max(1)
     );
     let _ = writeln!(s, "Command: `{command}`\n");
     let _ = writeln!(
@@ -392,6 +426,7 @@ mod tests {
     fn args() -> LockStudyArgs {
         LockStudyArgs {
             petrel: None,
+            rounds: 1,
             locks: vec!["abs".into(), "mutex".into(), "spin".into()],
             sizes: vec![2],
             producers: vec![1, 4],
@@ -416,6 +451,20 @@ mod tests {
             p9999_us: 1000,
             errors: 0,
         }
+    }
+
+    #[test]
+    fn rounds_collapse_to_their_medians() {
+        let raw = vec![
+            cell("abs", 1, 100.0, 10.0),
+            cell("abs", 1, 300.0, 30.0),
+            cell("abs", 1, 200.0, 20.0),
+            cell("mutex", 1, 5.0, 1.0),
+        ];
+        let m = medians(&raw);
+        assert_eq!(m.len(), 2);
+        assert_eq!((m[0].tps, m[0].cpu_pct), (200.0, 20.0));
+        assert_eq!(m[1].tps, 5.0);
     }
 
     #[test]

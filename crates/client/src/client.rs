@@ -162,12 +162,20 @@ impl Client {
         if let Ok(q) = self.write_queues(topic).await {
             return Ok(q);
         }
-        let info = self.cluster_info().await?;
-        let masters: Vec<String> = info
-            .broker_addr_table
-            .values()
-            .filter_map(|b| b.broker_addrs.get(&0).cloned())
-            .collect();
+        // A broker that just started may not have registered yet: give it a few seconds.
+        let mut masters: Vec<String> = Vec::new();
+        for _ in 0..50 {
+            let info = self.cluster_info().await?;
+            masters = info
+                .broker_addr_table
+                .values()
+                .filter_map(|b| b.broker_addrs.get(&0).cloned())
+                .collect();
+            if !masters.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         if masters.is_empty() {
             return Err(ClientError::NoRoute(format!("{topic}: no broker registered with the name server")));
         }
