@@ -389,7 +389,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
     let mut consumer_tasks = Vec::new();
     if w.kind != Kind::Produce {
         let mut conns = Vec::new();
-        for j in 0..w.consumers.max(1) {
+        for _ in 0..w.consumers.max(1) {
             let mut by_addr = BTreeMap::new();
             for q in &queues {
                 if !by_addr.contains_key(&q.broker_addr) {
@@ -403,7 +403,6 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
                 interval_born: new_histogram(),
                 consumed: 0,
             })));
-            let _ = j;
         }
         for (k, q) in queues.iter().enumerate() {
             let j = k % conns.len();

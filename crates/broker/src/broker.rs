@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use petrel_protocol::RemotingCommand;
 use petrel_protocol::body::{RegisterBrokerBody, register_body_crc32};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
-use petrel_protocol::{RemotingCommand, SerializeType};
 use petrel_store::MessageStore;
 
 use crate::clients::ClientManager;
@@ -68,16 +68,7 @@ pub(crate) fn now_ms() -> i64 {
         .map_or(0, |d| d.as_millis() as i64)
 }
 
-/// A JSON answer to `request` (Java answers in its own serialization, whatever the request used).
-pub(crate) fn answer(request: &RemotingCommand, code: i32) -> RemotingCommand {
-    let mut r = RemotingCommand::response_to(request, code);
-    r.serialize_type = SerializeType::Json;
-    r
-}
-
-pub(crate) fn error(request: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
-    answer(request, code).with_remark(remark)
-}
+pub(crate) use crate::server::{answer, error};
 
 pub(crate) fn ok_with<H: CommandHeader>(request: &RemotingCommand, header: &H) -> RemotingCommand {
     answer(request, resp::SUCCESS).with_ext_fields(header.to_ext())

@@ -204,12 +204,6 @@ impl ClientManager {
         self.consumers.read().get(group).map(f)
     }
 
-    pub fn consumer_groups(&self) -> Vec<String> {
-        let mut g: Vec<String> = self.consumers.read().keys().cloned().collect();
-        g.sort();
-        g
-    }
-
     pub fn connection_count(&self) -> (usize, usize) {
         let c = self.consumers.read().values().map(|i| i.channels.len()).sum();
         let p = self.producers.read().values().map(BTreeMap::len).sum();

@@ -177,9 +177,10 @@ impl BrokerConfig {
                 }
             }
             "useReentrantLockWhenPutMessage" => {
-                if parse_bool(key, v)? && self.put_message_lock != LockKind::Adaptive {
+                let reentrant = parse_bool(key, v)?;
+                if reentrant && self.put_message_lock != LockKind::Adaptive {
                     self.put_message_lock = LockKind::Mutex;
-                } else if !parse_bool(key, v)? && self.put_message_lock == LockKind::Mutex {
+                } else if !reentrant && self.put_message_lock == LockKind::Mutex {
                     self.put_message_lock = LockKind::Spin;
                 }
             }

@@ -140,8 +140,12 @@ impl Broker {
     }
 
     pub(crate) fn check_client_config(&self, request: &RemotingCommand) -> RemotingCommand {
-        let text = String::from_utf8_lossy(&request.body);
-        if text.contains("\"expressionType\":\"SQL92\"") {
+        let body: serde_json::Value = match body::from_json(&request.body) {
+            Ok(b) => b,
+            Err(e) => return error(request, resp::SYSTEM_ERROR, format!("bad CHECK_CLIENT_CONFIG body: {e}")),
+        };
+        let expression_type = body["subscriptionData"]["expressionType"].as_str().unwrap_or("TAG");
+        if !expression_type.eq_ignore_ascii_case("TAG") {
             return error(
                 request,
                 resp::SYSTEM_ERROR,

@@ -13,20 +13,28 @@ use tokio::sync::Notify;
 
 #[derive(Default)]
 pub struct LongPoll {
-    queues: RwLock<HashMap<(String, i32), Arc<Notify>>>,
+    /// topic -> queue id -> notifier; keyed by topic first so the dispatcher looks up by `&str`
+    /// without allocating.
+    queues: RwLock<HashMap<String, HashMap<i32, Arc<Notify>>>>,
 }
 
 impl LongPoll {
     fn notifier(&self, topic: &str, queue_id: i32) -> Arc<Notify> {
-        if let Some(n) = self.queues.read().get(&(topic.to_owned(), queue_id)) {
+        if let Some(n) = self.queues.read().get(topic).and_then(|q| q.get(&queue_id)) {
             return n.clone();
         }
-        self.queues.write().entry((topic.to_owned(), queue_id)).or_default().clone()
+        self.queues
+            .write()
+            .entry(topic.to_owned())
+            .or_default()
+            .entry(queue_id)
+            .or_default()
+            .clone()
     }
 
     /// Wakes every waiter of the queue (called on the dispatcher thread).
     pub fn notify(&self, topic: &str, queue_id: i32) {
-        if let Some(n) = self.queues.read().get(&(topic.to_owned(), queue_id)) {
+        if let Some(n) = self.queues.read().get(topic).and_then(|q| q.get(&queue_id)) {
             n.notify_waiters();
         }
     }

@@ -20,6 +20,8 @@ use petrel_protocol::header::{
 };
 use petrel_protocol::{ExtFields, RemotingCommand};
 
+use crate::server::{answer, error};
+
 /// RocketMQ drops a broker not heard from for this long (`DEFAULT_BROKER_CHANNEL_EXPIRED_TIME`).
 pub const BROKER_EXPIRY: Duration = Duration::from_secs(120);
 
@@ -44,17 +46,6 @@ struct Routes {
 #[derive(Default)]
 pub struct NameServer {
     routes: RwLock<Routes>,
-}
-
-fn answer(request: &RemotingCommand, code: i32) -> RemotingCommand {
-    let mut r = RemotingCommand::response_to(request, code);
-    // Java answers in its own serialization (JSON), whatever the request used.
-    r.serialize_type = petrel_protocol::SerializeType::Json;
-    r
-}
-
-fn error(request: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
-    answer(request, code).with_remark(remark)
 }
 
 /// The remark a Java name server gives for a topic it has no route for.

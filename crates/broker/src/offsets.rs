@@ -91,20 +91,6 @@ impl OffsetManager {
             .collect()
     }
 
-    /// Every group with committed offsets.
-    pub fn groups(&self) -> Vec<String> {
-        let mut g: Vec<String> = self
-            .committed
-            .read()
-            .offset_table
-            .keys()
-            .filter_map(|k| k.rsplit_once('@').map(|(_, g)| g.to_owned()))
-            .collect();
-        g.sort();
-        g.dedup();
-        g
-    }
-
     pub fn remove_topic(&self, topic: &str) {
         let prefix = format!("{topic}@");
         self.committed.write().offset_table.retain(|k, _| !k.starts_with(&prefix));

@@ -15,7 +15,7 @@ use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{SendMessageRequestHeader, SendMessageResponseHeader};
 use petrel_protocol::message::MessageExt;
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
-use petrel_protocol::properties::{MAX_PROPERTIES_BYTES, Properties, decode_properties, keys};
+use petrel_protocol::properties::{Properties, decode_properties, keys};
 use petrel_protocol::{MessageError, RemotingCommand};
 use petrel_store::{FlushMode, StoreError};
 
@@ -142,7 +142,7 @@ impl Broker {
             ));
         }
         let mut reconsume_times = h.reconsume_times.unwrap_or(0);
-        let (mut topic_config, topic_created) = self.topic_for_send(request, &h)?;
+        let (topic_config, topic_created) = self.topic_for_send(request, &h)?;
         if topic_config.perm & perm::WRITE == 0 {
             return Err(fail(
                 resp::NO_PERMISSION,
@@ -171,17 +171,14 @@ impl Broker {
             let max = h.max_reconsume_times.unwrap_or(DEFAULT_MAX_RECONSUME_TIMES);
             if reconsume_times > max {
                 let dlq = format!("{DLQ_GROUP_TOPIC_PREFIX}{group}");
-                let (c, _) = self
-                    .topics
+                self.topics
                     .get_or_create(&dlq, || TopicConfig::new(&dlq, 1, perm::READ | perm::WRITE))
                     .map_err(|e| fail(resp::SYSTEM_ERROR, e.to_string()))?;
-                topic_config = c;
                 topic = dlq;
                 queue_id = 0;
                 reconsume_times = reconsume_times.max(0);
             }
         }
-        let _ = topic_config;
         let base = MessageExt {
             topic: topic.clone(),
             queue_id,
@@ -258,12 +255,7 @@ impl Broker {
             properties,
             ..base
         };
-        if petrel_protocol::properties::encode_properties(&m.properties).map_or(true, |s| s.len() > MAX_PROPERTIES_BYTES) {
-            return Err(fail(
-                resp::MESSAGE_ILLEGAL,
-                "the message properties are too long or malformed".into(),
-            ));
-        }
+        // `encode` refuses properties over 32767 bytes (MESSAGE_ILLEGAL below).
         encode(&m, &mut records)?;
         Ok(Prepared {
             topic,

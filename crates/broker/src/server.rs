@@ -37,17 +37,17 @@ impl Connection {
     pub fn push(&self, command: RemotingCommand) -> bool {
         self.outbound.try_send(command).is_ok()
     }
+}
 
-    /// A connection not attached to a socket: for in-process callers and tests.
-    pub fn detached(peer: SocketAddr) -> (Arc<Connection>, mpsc::Receiver<RemotingCommand>) {
-        let (tx, rx) = mpsc::channel(OUTBOUND_QUEUE_LEN);
-        let conn = Connection {
-            id: NEXT_CONNECTION_ID.fetch_add(1, Ordering::Relaxed),
-            peer,
-            outbound: tx,
-        };
-        (Arc::new(conn), rx)
-    }
+/// A JSON answer to `request`: Java answers in its own serialization, whatever the request used.
+pub fn answer(request: &RemotingCommand, code: i32) -> RemotingCommand {
+    let mut r = RemotingCommand::response_to(request, code);
+    r.serialize_type = petrel_protocol::SerializeType::Json;
+    r
+}
+
+pub fn error(request: &RemotingCommand, code: i32, remark: impl Into<String>) -> RemotingCommand {
+    answer(request, code).with_remark(remark)
 }
 
 /// An answer that is not ready yet.

@@ -7,10 +7,10 @@
 
 use std::path::PathBuf;
 
-use indexmap::IndexMap;
 use parking_lot::RwLock;
 use petrel_protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, perm};
 
+use crate::broker::now_ms;
 use crate::persist::{read_if_exists, write_atomically};
 
 /// The template topic producers name when a topic is new.
@@ -70,12 +70,6 @@ pub fn is_system_topic(topic: &str, cluster: &str, broker: &str) -> bool {
 pub struct TopicManager {
     path: PathBuf,
     table: RwLock<TopicConfigSerializeWrapper>,
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 impl TopicManager {
@@ -183,9 +177,6 @@ fn bump(v: &mut DataVersion) {
     v.counter += 1;
     v.timestamp = now_ms();
 }
-
-/// Every topic as `name -> config`, in table order.
-pub type TopicTable = IndexMap<String, TopicConfig>;
 
 #[cfg(test)]
 mod tests {
