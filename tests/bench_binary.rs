@@ -49,6 +49,9 @@ fn bench_e2e_against_petrel_writes_the_three_reports() {
     let messages = report["messages"].as_u64().unwrap();
     // Open loop at 2,000 msg/s for 2 s.
     assert!((3_000..=5_000).contains(&messages), "{messages} messages");
+    // The measured window ends on its own timer, not on the next 1 s display tick.
+    let measured_s = report["measured_s"].as_f64().unwrap();
+    assert!((2.0..2.5).contains(&measured_s), "measured {measured_s} s");
     assert_eq!(report["consumed"].as_u64(), Some(messages), "every measured message was consumed");
     assert_eq!(report["errors"].as_object().unwrap().len(), 0);
     for key in ["p50", "p90", "p99", "p999", "p9999", "max"] {

@@ -467,15 +467,24 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
         measure_start = Some(Instant::now());
     }
     loop {
+        // Phase boundaries are timers of their own: rounding them to the 1 s display tick would
+        // stretch a 2 s run to 3 s and count a third more messages than asked for.
+        let boundary = match measure_start {
+            None => boot + w.warmup,
+            Some(start) => start + w.duration,
+        };
         tokio::select! {
             _ = tick.tick() => {}
+            _ = tokio::time::sleep_until(boundary.into()) => {}
             _ = tokio::time::sleep(Duration::from_millis(50)), if producer_tasks.iter().all(|t| t.is_finished()) && w.kind != Kind::Consume => {}
         }
         let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
         last_tick = Instant::now();
+        let mut measuring_began_now = false;
         if measure_start.is_none() && boot.elapsed() >= w.warmup {
             shared.measure_start_us.store(now_us(), Ordering::Relaxed);
             measure_start = Some(Instant::now());
+            measuring_began_now = true;
         }
         // Drain the interval numbers.
         let mut interval = new_histogram();
@@ -501,7 +510,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
         let tps = msgs as f64 / dt;
         let p99 = if interval.is_empty() { 0 } else { interval.value_at_quantile(0.99) };
         let usage = sampler.as_mut().and_then(|s| s.sample());
-        if let Some(start) = measure_start {
+        if let Some(start) = measure_start.filter(|_| !measuring_began_now) {
             if let Some((cpu, rss)) = usage {
                 cpu_samples.push(cpu);
                 rss_max = rss_max.max(rss);
