@@ -150,7 +150,10 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     let mut raw = Vec::new();
     for round in 1..=a.rounds.max(1) {
         for flush in &a.flush {
-            for lock in &a.locks {
+            // Each round starts with the next lock: whichever runs first after a broker of
+            // the other flush mode meets that broker's disk write-back, so no lock may always be first.
+            for i in 0..a.locks.len() {
+                let lock = &a.locks[(i + round - 1) % a.locks.len()];
                 let broker = start_broker(&a, &exe, lock, flush)?;
                 let pid = broker.child.id();
                 let client = petrel_client::Client::new(&broker.namesrv);
@@ -175,11 +178,13 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
                             timeout: Duration::from_secs(10),
                             from_beginning: false,
                         };
-                        let sampling = lock == "abs";
                         let handle = tokio::spawn(run(w));
                         while !handle.is_finished() {
-                            if sampling
-                                && let Some(s) = abs_sample(&client, &broker.broker_addr, flush, study_start.elapsed().as_secs_f64()).await
+                            // Every broker is asked, so the sampling costs each lock the same;
+                            // only the adaptive lock has a k and a mode to record.
+                            let sample = abs_sample(&client, &broker.broker_addr, flush, study_start.elapsed().as_secs_f64()).await;
+                            if lock == "abs"
+                                && let Some(s) = sample
                             {
                                 trace.push(s);
                             }
@@ -267,7 +272,8 @@ pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command:
         s,
         "Each cell: `petrel serve` with the named `putMessageLock`, {} s of sync sends after {} s of warm-up, \
          8 queues; TPS, the broker's mean CPU (100% = one core), and P99 / P99.99 send latency; medians of {} \
-         rounds over the whole matrix (every round restarts the brokers; all rounds are in lock-study.json).\n",
+         rounds over the whole matrix (every round restarts the brokers and starts with the next lock; every \
+         broker's runtime information is polled twice a second; all rounds are in lock-study.json).\n",
         a.duration,
         a.warmup,
         a.rounds.max(1)
