@@ -460,22 +460,21 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
     let mut last_tick = Instant::now();
     let mut cpu_samples = Vec::new();
     let mut rss_max: f64 = 0.0;
-    let mut tick = tokio::time::interval(Duration::from_secs(1));
-    tick.tick().await;
     if w.warmup.is_zero() {
         shared.measure_start_us.store(now_us(), Ordering::Relaxed);
         measure_start = Some(Instant::now());
     }
     loop {
-        // Phase boundaries are timers of their own: rounding them to the 1 s display tick would
-        // stretch a 2 s run to 3 s and count a third more messages than asked for.
+        // A tick a second, and one at each phase boundary; ticks count from the last one, so a
+        // boundary never falls a moment after a tick (an interval of a few ms would make a
+        // nonsense TPS and CPU sample), and a 2 s run measures 2 s, not 2 s rounded up to the tick.
         let boundary = match measure_start {
             None => boot + w.warmup,
             Some(start) => start + w.duration,
         };
+        let next_tick = (last_tick + Duration::from_secs(1)).min(boundary);
         tokio::select! {
-            _ = tick.tick() => {}
-            _ = tokio::time::sleep_until(boundary.into()) => {}
+            _ = tokio::time::sleep_until(next_tick.into()) => {}
             _ = tokio::time::sleep(Duration::from_millis(50)), if producer_tasks.iter().all(|t| t.is_finished()) && w.kind != Kind::Consume => {}
         }
         let dt = last_tick.elapsed().as_secs_f64().max(1e-3);
@@ -483,7 +482,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
         let mut measuring_began_now = false;
         if measure_start.is_none() && boot.elapsed() >= w.warmup {
             shared.measure_start_us.store(now_us(), Ordering::Relaxed);
-            measure_start = Some(Instant::now());
+            measure_start = Some(last_tick);
             measuring_began_now = true;
         }
         // Drain the interval numbers.
