@@ -48,6 +48,21 @@ pub struct LockStudyArgs {
     /// Data directory for the brokers (removed between runs).
     #[arg(long, default_value = "/tmp/petrel-lock-study")]
     pub data: PathBuf,
+    /// Measure nothing: write the table and plots again from this lock-study.json (give the
+    /// rounds, duration and warm-up it was run with).
+    #[arg(long)]
+    pub render: Option<PathBuf>,
+}
+
+/// What lock-study.json holds.
+#[derive(Debug, Serialize, Deserialize)]
+struct Saved {
+    machine: crate::report::Machine,
+    #[serde(default)]
+    command: Option<String>,
+    cells: Vec<Cell>,
+    rounds: Vec<Cell>,
+    abs_trace: Vec<AbsSample>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +159,19 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
         None => std::env::current_exe()?,
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    if let Some(path) = &a.render {
+        let saved: Saved = serde_json::from_slice(&std::fs::read(path)?).map_err(|e| BenchError::Invalid(format!("{}: {e}", path.display())))?;
+        let command = saved.command.clone().unwrap_or_else(|| {
+            format!(
+                "petrel bench lock-study --rounds {} --duration {} --warmup {} --out {}",
+                a.rounds,
+                a.duration,
+                a.warmup,
+                a.out.display()
+            )
+        });
+        return write_study(&a, &saved.cells, &saved.rounds, &saved.abs_trace, &command, &saved.machine);
+    }
     let mut cells = Vec::new();
     let mut trace = Vec::new();
     let study_start = Instant::now();
@@ -218,16 +246,30 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     }
     cells.extend(medians(&raw));
     let _ = std::fs::remove_dir_all(&a.data);
-    std::fs::create_dir_all(&a.out)?;
     let machine = crate::report::Machine::detect();
-    std::fs::write(
-        a.out.join("lock-study.json"),
-        serde_json::to_string_pretty(&serde_json::json!({ "machine": machine, "cells": cells, "rounds": raw, "abs_trace": trace }))
-            .expect("study serializes"),
-    )?;
-    plot_tps(&cells, &a, &a.out.join("lock-study.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
-    plot_trace(&trace, &a.out.join("lock-study-abs-trace.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
-    let md = markdown(&cells, &trace, &a, &command, &machine);
+    write_study(&a, &cells, &raw, &trace, &command, &machine)
+}
+
+fn write_study(
+    a: &LockStudyArgs,
+    cells: &[Cell],
+    raw: &[Cell],
+    trace: &[AbsSample],
+    command: &str,
+    machine: &crate::report::Machine,
+) -> Result<(), BenchError> {
+    std::fs::create_dir_all(&a.out)?;
+    let saved = Saved {
+        machine: machine.clone(),
+        command: Some(command.to_owned()),
+        cells: cells.to_vec(),
+        rounds: raw.to_vec(),
+        abs_trace: trace.to_vec(),
+    };
+    std::fs::write(a.out.join("lock-study.json"), serde_json::to_string_pretty(&saved).expect("study serializes"))?;
+    plot_tps(cells, a, &a.out.join("lock-study.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    plot_trace(trace, &a.out.join("lock-study-abs-trace.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
+    let md = markdown(cells, raw, trace, a, command, machine);
     std::fs::write(a.out.join("lock-study.md"), &md)?;
     println!("{md}");
     Ok(())
@@ -264,9 +306,40 @@ fn find<'a>(cells: &'a [Cell], flush: &str, lock: &str, size: usize, producers: 
         .find(|c| c.flush == flush && c.lock == lock && c.size_bytes == size && c.producers == producers)
 }
 
+/// The TPS of every round of one cell, lowest first.
+fn round_tps(raw: &[Cell], flush: &str, lock: &str, size: usize, producers: usize) -> Vec<f64> {
+    let mut v: Vec<f64> = raw
+        .iter()
+        .filter(|x| x.flush == flush && x.lock == lock && x.size_bytes == size && x.producers == producers)
+        .map(|x| x.tps)
+        .collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Whether a gap between two medians is more than round-to-round noise: it is only when every
+/// round of the slower lock is below every round of the faster one.
+fn spread_verdict(slower: &[f64], faster: &[f64]) -> String {
+    let range = |v: &[f64]| format!("{:.0}–{:.0}", v.first().copied().unwrap_or(0.0), v.last().copied().unwrap_or(0.0));
+    let separated = matches!((slower.last(), faster.first()), (Some(s), Some(f)) if s < f);
+    if separated {
+        format!("every ABS round below every round of it ({} against {} msg/s)", range(slower), range(faster))
+    } else {
+        format!("the rounds overlap ({} against {} msg/s), so the gap is within the noise", range(slower), range(faster))
+    }
+}
+
 /// One row per (size, producers): each lock's TPS and CPU, then ABS against the best fixed lock
-/// (TPS) and against the mutex (CPU).
-pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command: &str, machine: &crate::report::Machine) -> String {
+/// (TPS) and against the mutex (CPU, and CPU per message, since more messages cost more CPU).
+/// `raw` holds every round, to tell a gap from noise.
+pub fn markdown(
+    cells: &[Cell],
+    raw: &[Cell],
+    trace: &[AbsSample],
+    a: &LockStudyArgs,
+    command: &str,
+    machine: &crate::report::Machine,
+) -> String {
     let mut s = String::from("# Put-message lock study\n\n");
     let _ = writeln!(
         s,
@@ -294,8 +367,8 @@ pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command:
             let _ = write!(header, " {l} msg/s (CPU) | {l} P99 / P99.99 |");
             rule.push_str("---|---|");
         }
-        header.push_str(" ABS / best fixed | ABS CPU / mutex CPU |");
-        rule.push_str("---|---|");
+        header.push_str(" ABS / best fixed | ABS CPU / mutex CPU | ABS CPU per msg / mutex |");
+        rule.push_str("---|---|---|");
         let _ = writeln!(s, "{header}\n{rule}");
         for &size in &a.sizes {
             for &producers in &a.producers {
@@ -326,16 +399,21 @@ pub fn markdown(cells: &[Cell], trace: &[AbsSample], a: &LockStudyArgs, command:
                         let r = abs.tps / best.tps.max(1e-9);
                         let _ = write!(row, " {r:.2}× (best: {}) |", best.lock);
                         if r < 0.95 {
-                            misses.push(format!("{flush} {size} B {producers} producers: {r:.2}× of {}", best.lock));
+                            let verdict = spread_verdict(
+                                &round_tps(raw, flush, "abs", size, producers),
+                                &round_tps(raw, flush, &best.lock, size, producers),
+                            );
+                            misses.push(format!("{flush} {size} B {producers} producers: {r:.2}× of {}; {verdict}", best.lock));
                         }
                     }
                     _ => row.push_str(" – |"),
                 }
                 match (abs, mutex) {
-                    (Some(abs), Some(m)) if m.cpu_pct > 0.0 => {
-                        let _ = write!(row, " {:.2}× |", abs.cpu_pct / m.cpu_pct);
+                    (Some(abs), Some(m)) if m.cpu_pct > 0.0 && abs.tps > 0.0 && m.tps > 0.0 => {
+                        let per_msg = (abs.cpu_pct / abs.tps) / (m.cpu_pct / m.tps);
+                        let _ = write!(row, " {:.2}× | {per_msg:.2}× |", abs.cpu_pct / m.cpu_pct);
                     }
-                    _ => row.push_str(" – |"),
+                    _ => row.push_str(" – | – |"),
                 }
                 let _ = writeln!(s, "{row}");
             }
@@ -442,6 +520,7 @@ mod tests {
             out: PathBuf::from("docs"),
             base_port: 1,
             data: PathBuf::from("/tmp/x"),
+            render: None,
         }
     }
 
@@ -489,11 +568,23 @@ mod tests {
             kernel: "k".into(),
             git_revision: "r".into(),
         };
-        let md = markdown(&cells, &[], &args(), "petrel bench lock-study", &machine);
+        let mut raw = cells.clone();
+        raw.push(cell("abs", 4, 1100.0, 90.0));
+        let md = markdown(&cells, &raw, &[], &args(), "petrel bench lock-study", &machine);
         assert!(md.contains("| 2 B | 1 | 980 (50%) |"), "{md}");
-        assert!(md.contains("0.98× (best: mutex) | 0.50× |"), "{md}");
-        assert!(md.contains("0.80× (best: spin) | 1.00× |"), "{md}");
-        assert!(md.contains("- ASYNC_FLUSH 2 B 4 producers: 0.80× of spin"), "{md}");
+        // CPU per message: (50 / 980) / (100 / 1000)
+        assert!(md.contains("0.98× (best: mutex) | 0.50× | 0.51× |"), "{md}");
+        assert!(md.contains("0.80× (best: spin) | 1.00× | 0.88× |"), "{md}");
+        assert!(
+            md.contains("- ASYNC_FLUSH 2 B 4 producers: 0.80× of spin; the rounds overlap (800–1100 against 1000–1000 msg/s)"),
+            "{md}"
+        );
         assert!(!md.contains("1 producers: 0.98"), "a 2% gap is within 5%: {md}");
+    }
+
+    #[test]
+    fn a_gap_is_established_only_when_the_rounds_do_not_overlap() {
+        assert!(spread_verdict(&[90.0, 95.0], &[100.0, 120.0]).starts_with("every ABS round below"));
+        assert!(spread_verdict(&[90.0, 105.0], &[100.0, 120.0]).starts_with("the rounds overlap"));
     }
 }
