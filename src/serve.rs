@@ -123,6 +123,19 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     let broker = opened.context("open the store")?;
     broker.register_all().await;
     tasks.spawn(broker.clone().run_background());
+    if broker.config.metrics_prometheus {
+        let addr = SocketAddr::new(broker.config.metrics_prom_exporter_host, broker.config.metrics_prom_exporter_port);
+        let metrics = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("metrics: listen on {addr}"))?;
+        tracing::info!("Prometheus metrics at http://{}/metrics", metrics.local_addr()?);
+        let scraped = broker.clone();
+        tasks.spawn(async move {
+            if let Err(e) = petrel_broker::metrics::serve(metrics, scraped).await {
+                tracing::error!(error = %e, "metrics endpoint stopped");
+            }
+        });
+    }
     let handler = Arc::new(BrokerHandler(broker.clone()));
     tasks.spawn(async move {
         if let Err(e) = petrel_broker::server::serve(listener, handler, max_frame_bytes).await {

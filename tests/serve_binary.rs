@@ -326,3 +326,69 @@ fn brokers_register_with_external_name_servers_and_unregister_on_sigterm() {
     let _ = namesrv.kill();
     let _ = namesrv.wait();
 }
+
+/// One HTTP GET over a plain socket: (status line, body).
+fn http_get(port: u16, path: &str) -> (String, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut s, &mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_owned(), body.to_owned())
+}
+
+fn metric_value(text: &str, series: &str) -> f64 {
+    let line = text.lines().find(|l| l.rsplit_once(' ').is_some_and(|(s, _)| s == series));
+    line.unwrap_or_else(|| panic!("no {series} in\n{text}"))
+        .rsplit_once(' ')
+        .unwrap()
+        .1
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn prometheus_endpoint_counts_what_was_sent() {
+    let metrics_port = common::free_port();
+    let petrel = Petrel::start(&[
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        "metricsPromExporterHost=127.0.0.1",
+        "--set",
+        &format!("metricsPromExporterPort={metrics_port}"),
+        "--set",
+        "putMessageLock=mutex",
+    ]);
+    let (status, before) = http_get(metrics_port, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    let acquisitions_before = metric_value(&before, "petrel_put_lock_acquisitions_total{kind=\"mutex\"}");
+    let mut c = petrel.broker();
+    for i in 0..25 {
+        let r = c.call(send_v2("MetricsTopic", 0, "T", i, b"0123456789"));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    }
+    // A scraper that sends half a request, or garbage, does not stop the next scrape.
+    let mut half = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
+    half.write_all(b"GET /met").unwrap();
+    let (status, _) = http_get(metrics_port, "/nothing-here");
+    assert!(status.starts_with("HTTP/1.1 404"), "{status}");
+    let (status, after) = http_get(metrics_port, "/metrics");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    drop(half);
+    assert_eq!(metric_value(&after, "petrel_messages_put_total"), 25.0);
+    assert!(metric_value(&after, "petrel_message_bytes_put_total") >= 250.0);
+    let acquisitions = metric_value(&after, "petrel_put_lock_acquisitions_total{kind=\"mutex\"}");
+    assert!(
+        acquisitions >= acquisitions_before + 25.0,
+        "{acquisitions_before} then {acquisitions}"
+    );
+    assert!(metric_value(&after, "petrel_commitlog_max_offset_bytes") > 0.0);
+    assert!(metric_value(&after, "process_resident_memory_bytes") > 0.0);
+    assert!(
+        petrel.log().contains(&format!("http://127.0.0.1:{metrics_port}/metrics")),
+        "{}",
+        petrel.log()
+    );
+}

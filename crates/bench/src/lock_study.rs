@@ -160,7 +160,8 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     };
     let command = std::env::args().collect::<Vec<_>>().join(" ");
     if let Some(path) = &a.render {
-        let saved: Saved = serde_json::from_slice(&std::fs::read(path)?).map_err(|e| BenchError::Invalid(format!("{}: {e}", path.display())))?;
+        let saved: Saved =
+            serde_json::from_slice(&std::fs::read(path)?).map_err(|e| BenchError::Invalid(format!("{}: {e}", path.display())))?;
         let command = saved.command.clone().unwrap_or_else(|| {
             format!(
                 "petrel bench lock-study --rounds {} --duration {} --warmup {} --out {}",
@@ -266,7 +267,10 @@ fn write_study(
         rounds: raw.to_vec(),
         abs_trace: trace.to_vec(),
     };
-    std::fs::write(a.out.join("lock-study.json"), serde_json::to_string_pretty(&saved).expect("study serializes"))?;
+    std::fs::write(
+        a.out.join("lock-study.json"),
+        serde_json::to_string_pretty(&saved).expect("study serializes"),
+    )?;
     plot_tps(cells, a, &a.out.join("lock-study.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
     plot_trace(trace, &a.out.join("lock-study-abs-trace.svg")).map_err(|e| BenchError::Invalid(e.to_string()))?;
     let md = markdown(cells, raw, trace, a, command, machine);
@@ -323,9 +327,17 @@ fn spread_verdict(slower: &[f64], faster: &[f64]) -> String {
     let range = |v: &[f64]| format!("{:.0}–{:.0}", v.first().copied().unwrap_or(0.0), v.last().copied().unwrap_or(0.0));
     let separated = matches!((slower.last(), faster.first()), (Some(s), Some(f)) if s < f);
     if separated {
-        format!("every ABS round below every round of it ({} against {} msg/s)", range(slower), range(faster))
+        format!(
+            "every ABS round below every round of it ({} against {} msg/s)",
+            range(slower),
+            range(faster)
+        )
     } else {
-        format!("the rounds overlap ({} against {} msg/s), so the gap is within the noise", range(slower), range(faster))
+        format!(
+            "the rounds overlap ({} against {} msg/s), so the gap is within the noise",
+            range(slower),
+            range(faster)
+        )
     }
 }
 
@@ -403,7 +415,10 @@ pub fn markdown(
                                 &round_tps(raw, flush, "abs", size, producers),
                                 &round_tps(raw, flush, &best.lock, size, producers),
                             );
-                            misses.push(format!("{flush} {size} B {producers} producers: {r:.2}× of {}; {verdict}", best.lock));
+                            misses.push(format!(
+                                "{flush} {size} B {producers} producers: {r:.2}× of {}; {verdict}",
+                                best.lock
+                            ));
                         }
                     }
                     _ => row.push_str(" – |"),

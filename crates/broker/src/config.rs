@@ -58,6 +58,10 @@ pub struct BrokerConfig {
     pub channel_expired_timeout_ms: u64,
     /// Largest frame a client may send (`com.rocketmq.remoting.frameMaxLength`).
     pub max_frame_bytes: usize,
+    /// Serve Prometheus metrics (`metricsExporterType=PROM`).
+    pub metrics_prometheus: bool,
+    pub metrics_prom_exporter_host: IpAddr,
+    pub metrics_prom_exporter_port: u16,
 }
 
 impl Default for BrokerConfig {
@@ -89,6 +93,9 @@ impl Default for BrokerConfig {
             trace_on: true,
             channel_expired_timeout_ms: 120_000,
             max_frame_bytes: petrel_protocol::DEFAULT_MAX_FRAME_BYTES,
+            metrics_prometheus: false,
+            metrics_prom_exporter_host: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            metrics_prom_exporter_port: 5557,
         }
     }
 }
@@ -123,6 +130,9 @@ pub const KNOWN_KEYS: &[&str] = &[
     "traceOn",
     "channelExpiredTimeout",
     "frameMaxLength",
+    "metricsExporterType",
+    "metricsPromExporterHost",
+    "metricsPromExporterPort",
 ];
 
 fn bad(key: &str, value: &str, expected: &'static str) -> ConfigError {
@@ -196,6 +206,21 @@ impl BrokerConfig {
             "traceOn" => self.trace_on = parse_bool(key, v)?,
             "channelExpiredTimeout" => self.channel_expired_timeout_ms = parse_num(key, v)?,
             "frameMaxLength" => self.max_frame_bytes = parse_num(key, v)?,
+            "metricsExporterType" => {
+                self.metrics_prometheus = match v {
+                    "PROM" => true,
+                    "DISABLE" => false,
+                    _ => return Err(bad(key, v, "PROM or DISABLE (Petrel has no OTLP or LOG exporter)")),
+                }
+            }
+            "metricsPromExporterHost" => {
+                self.metrics_prom_exporter_host = if v.is_empty() {
+                    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+                } else {
+                    v.parse().map_err(|_| bad(key, v, "an IP address"))?
+                }
+            }
+            "metricsPromExporterPort" => self.metrics_prom_exporter_port = parse_num(key, v)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -286,6 +311,12 @@ impl BrokerConfig {
             ("traceOn", self.trace_on.to_string()),
             ("channelExpiredTimeout", self.channel_expired_timeout_ms.to_string()),
             ("frameMaxLength", self.max_frame_bytes.to_string()),
+            (
+                "metricsExporterType",
+                if self.metrics_prometheus { "PROM" } else { "DISABLE" }.to_owned(),
+            ),
+            ("metricsPromExporterHost", self.metrics_prom_exporter_host.to_string()),
+            ("metricsPromExporterPort", self.metrics_prom_exporter_port.to_string()),
         ];
         rows.into_iter().map(|(k, v)| format!("{k}={v}\n")).collect()
     }

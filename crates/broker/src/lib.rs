@@ -10,6 +10,7 @@ pub mod clients;
 pub mod config;
 pub mod consumer;
 pub mod long_poll;
+pub mod metrics;
 pub mod namesrv;
 pub mod offsets;
 pub mod outbound;
