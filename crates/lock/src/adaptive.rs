@@ -3,16 +3,20 @@
 //! spinning when the load falls.
 //!
 //! Owns: the mode swap and the adaptation policy. Must never: let two threads hold the lock
-//! across a swap. RocketMQ's implementation checks its gate *before* registering, so a thread
-//! can pass the gate, stall, and take the old inner lock while others take the new one. Here a
-//! thread registers first and checks the gate second (backing out if it is closed), and the
-//! swapper closes the gate first and waits for the registrations to drain. Both sides write
-//! then read with `SeqCst` (Dekker's pattern): all `SeqCst` operations fall in one total order,
-//! so of any registering thread and the swapper at least one sees the other — every holder was
-//! either counted by the swapper or saw the gate closed. (loom models `SeqCst` accesses as
-//! acquire/release only, so under `--cfg loom` a `SeqCst` fence stands between them, which
-//! loom does model; in production that fence would cost an `mfence` per acquisition, measured
-//! at 2.5× the acquisition time on x86.) `tests/loom.rs` checks both swap
+//! across a swap. RocketMQ's implementation checks a gate and then takes whichever inner lock is
+//! current, so a thread can pass the gate, stall, and take the old inner lock while others take
+//! the new one. Here the mode is a hand-off between holders:
+//!
+//! - the mode changes only while one thread holds *both* inner locks ([`AdaptiveLock::switch_to`]
+//!   first takes the lock the usual way, then the other inner lock, then flips the mode);
+//! - a thread enters the critical section only after taking the inner lock the mode names and
+//!   reading the mode again *while holding it*; if the mode moved, it lets go and follows it.
+//!
+//! So while a thread holds inner lock X having read "X", the mode stays X (changing it needs
+//! X), and every holder at that moment holds X: at most one. The re-read needs no fence: taking
+//! the inner lock synchronizes with the switcher's release of it, which came after the store.
+//! The uncontended path is one relaxed load, one compare-exchange and one relaxed load; the
+//! release is one store — the same as the fixed locks. `tests/loom.rs` checks both swap
 //! directions exhaustively, and that RocketMQ's order fails the same check.
 
 use std::time::{Duration, Instant};
@@ -20,19 +24,8 @@ use std::time::{Duration, Instant};
 use crate::raw::BlockingWord;
 use crate::stats::{Acquisition, LockStats};
 use crate::strategies::BackoffSpinLock;
-#[cfg(loom)]
-use crate::sync::fence;
-use crate::sync::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, wait_until};
+use crate::sync::{AtomicU8, AtomicU64, Ordering};
 use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
-
-/// Between a `SeqCst` write and a `SeqCst` read of another location: nothing in production (the
-/// total order of `SeqCst` operations already forbids both reads missing both writes), a
-/// `SeqCst` fence under loom, whose model weakens `SeqCst` accesses to acquire/release.
-#[inline(always)]
-fn store_load_barrier() {
-    #[cfg(loom)]
-    fence(Ordering::SeqCst);
-}
 
 /// Which inner lock the adaptive lock is using.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,36 +96,13 @@ pub struct Sample {
     pub mode: Mode,
 }
 
-/// Registration counters, one cache line each, so registering does not serialize threads on
-/// one line; the swapper waits for every shard to drain.
+/// Read on every acquisition, written only by a switch: kept off the lines holders write.
 #[repr(align(128))]
-#[derive(Default)]
-struct ActiveShard(AtomicUsize);
-
-#[cfg(not(loom))]
-const ACTIVE_SHARDS: usize = crate::stats::SHARDS;
-#[cfg(loom)]
-const ACTIVE_SHARDS: usize = 1;
-
-#[inline]
-fn active_index() -> usize {
-    #[cfg(not(loom))]
-    return crate::stats::shard_index();
-    #[cfg(loom)]
-    0
-}
-
-/// Read by every acquisition, written only by a swap: kept off the lines holders write.
-#[repr(align(128))]
-struct Gate {
-    open: AtomicBool,
-    mode: AtomicU8,
-}
+struct ModeCell(AtomicU8);
 
 /// The ABS lock.
 pub struct AdaptiveLock {
-    gate: Gate,
-    active: Box<[ActiveShard]>,
+    mode: ModeCell,
     spin: BackoffSpinLock,
     mutex: BlockingWord,
     config: AdaptiveConfig,
@@ -161,11 +131,7 @@ impl AdaptiveLock {
             "switch_back_ratio in (0, 1)"
         );
         AdaptiveLock {
-            gate: Gate {
-                open: AtomicBool::new(true),
-                mode: AtomicU8::new(MODE_SPIN),
-            },
-            active: (0..ACTIVE_SHARDS).map(|_| ActiveShard::default()).collect(),
+            mode: ModeCell(AtomicU8::new(MODE_SPIN)),
             spin: BackoffSpinLock::new(config.initial_k),
             mutex: BlockingWord::default(),
             stats: LockStats::default(),
@@ -180,7 +146,7 @@ impl AdaptiveLock {
     }
 
     pub fn mode(&self) -> Mode {
-        mode_of(self.gate.mode.load(Ordering::Acquire))
+        mode_of(self.mode.0.load(Ordering::Relaxed))
     }
 
     pub fn k(&self) -> u32 {
@@ -196,37 +162,81 @@ impl AdaptiveLock {
         self.history.lock().iter().copied().collect()
     }
 
-    /// Switches to `mode` now (no-op if already there or another swap is running). The policy
-    /// calls this; it is public for operators and tests.
+    /// Switches to `mode` now (no-op if already there). The policy calls this after a release;
+    /// it is public for operators and tests. It takes the lock like any caller, then the other
+    /// inner lock (free but for threads about to see the mode and let go), flips the mode and
+    /// releases both: whoever takes either lock next sees the new mode.
     pub fn switch_to(&self, mode: Mode) -> bool {
         let target = match mode {
             Mode::Spin => MODE_SPIN,
             Mode::Mutex => MODE_MUTEX,
         };
-        if self.gate.mode.load(Ordering::Acquire) == target {
+        if self.mode.0.load(Ordering::Relaxed) == target {
             return false;
         }
-        // Close the gate: newcomers back out and wait.
-        if self
-            .gate
-            .open
-            .compare_exchange(true, false, Ordering::SeqCst, Ordering::Relaxed)
-            .is_err()
-        {
+        let (held, _) = self.acquire_validated();
+        if held == target {
+            self.release_inner(held);
             return false;
         }
-        store_load_barrier();
-        // Everyone who registered before the gate closed finishes (or backs out).
-        for shard in self.active.iter() {
-            wait_until(|| shard.0.load(Ordering::SeqCst) == 0);
+        self.acquire_inner(target);
+        assert_eq!(self.mode.0.load(Ordering::Relaxed), held, "the mode moved under a holder of its inner lock");
+        self.mode.0.store(target, Ordering::Relaxed);
+        self.switches.fetch_add(1, Ordering::Relaxed);
+        self.release_inner(target);
+        self.release_inner(held);
+        true
+    }
+
+    /// Takes one inner lock.
+    #[inline]
+    fn acquire_inner(&self, mode: u8) -> Acquisition {
+        if mode == MODE_SPIN {
+            self.spin.acquire()
+        } else if self.mutex.try_lock() {
+            Acquisition::default()
+        } else {
+            let start = Instant::now();
+            self.mutex.lock();
+            Acquisition {
+                contended: true,
+                wait_ns: start.elapsed().as_nanos() as u64,
+                ..Acquisition::default()
+            }
         }
-        let changed = self.gate.mode.load(Ordering::Relaxed) != target;
-        if changed {
-            self.gate.mode.store(target, Ordering::Relaxed);
-            self.switches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    fn release_inner(&self, mode: u8) {
+        if mode == MODE_SPIN {
+            self.spin.release();
+        } else {
+            // SAFETY: only called by the thread that took the mutex through `acquire_inner`.
+            unsafe { self.mutex.unlock() };
         }
-        self.gate.open.store(true, Ordering::Release);
-        changed
+    }
+
+    /// Takes the inner lock the mode names and checks, holding it, that the mode still names it.
+    /// Returns the mode held and what the wait cost (all tries together).
+    #[inline]
+    fn acquire_validated(&self) -> (u8, Acquisition) {
+        let mut mode = self.mode.0.load(Ordering::Relaxed);
+        let mut cost = Acquisition::default();
+        // Each pass follows a switch that happened meanwhile; switches are rare, so this is short.
+        loop {
+            let a = self.acquire_inner(mode);
+            cost.contended |= a.contended;
+            cost.spins += a.spins;
+            cost.retreats += a.retreats;
+            cost.wait_ns += a.wait_ns;
+            let now = self.mode.0.load(Ordering::Relaxed);
+            if now == mode {
+                return (mode, cost);
+            }
+            self.release_inner(mode);
+            cost.contended = true;
+            mode = now;
+        }
     }
 
     fn now_ns(&self) -> u64 {
@@ -338,54 +348,22 @@ impl Default for AdaptiveLock {
 
 impl PutMessageLock for AdaptiveLock {
     fn lock(&self) -> LockToken {
-        let shard = active_index();
-        // Register, then check the gate; back out and wait while a swap runs.
-        loop {
-            self.active[shard].0.fetch_add(1, Ordering::SeqCst);
-            store_load_barrier();
-            if self.gate.open.load(Ordering::SeqCst) {
-                break;
-            }
-            self.active[shard].0.fetch_sub(1, Ordering::Release);
-            wait_until(|| self.gate.open.load(Ordering::Acquire));
-        }
         #[cfg(not(loom))]
         self.stats
             .note_thread(self as *const _ as usize, self.epoch.load(Ordering::Relaxed));
-        // Stable while we are registered and the gate was open: a swapper waits for us.
-        let mode = self.gate.mode.load(Ordering::Acquire);
-        let acquisition = if mode == MODE_SPIN {
-            self.spin.acquire()
-        } else if self.mutex.try_lock() {
-            Acquisition::default()
-        } else {
-            let start = Instant::now();
-            self.mutex.lock();
-            Acquisition {
-                contended: true,
-                wait_ns: start.elapsed().as_nanos() as u64,
-                ..Acquisition::default()
-            }
-        };
+        let (mode, acquisition) = self.acquire_validated();
         #[cfg(not(loom))]
         self.stats.record(acquisition);
         #[cfg(loom)]
         let _ = acquisition;
-        LockToken(u32::from(mode) | (shard as u32) << 8)
+        LockToken(u32::from(mode))
     }
 
     unsafe fn unlock(&self, token: LockToken) {
-        let mode = (token.0 & 0xff) as u8;
-        let shard = (token.0 >> 8) as usize;
-        debug_assert!(shard < ACTIVE_SHARDS, "token from another lock");
-        if mode == MODE_SPIN {
-            self.spin.release();
-        } else {
-            // SAFETY: the caller holds the lock, and it was taken through the mutex.
-            unsafe { self.mutex.unlock() };
-        }
-        // Release: the next holder may take the other inner lock after a swap, and must see our writes.
-        self.active[shard].0.fetch_sub(1, Ordering::Release);
+        let mode = token.0 as u8;
+        debug_assert!(mode == MODE_SPIN || mode == MODE_MUTEX, "token from another lock");
+        // Release: the next holder, through either inner lock, must see our writes.
+        self.release_inner(mode);
         self.maybe_evaluate();
     }
 

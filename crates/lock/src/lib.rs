@@ -21,8 +21,7 @@ use std::fmt;
 use std::str::FromStr;
 
 /// What a holder must hand back when releasing: the adaptive lock records here which inner lock
-/// and which registration shard it used, so that nothing shared is written inside the critical
-/// section. The fixed strategies ignore it.
+/// it holds, so that releasing reads nothing shared. The fixed strategies ignore it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LockToken(pub(crate) u32);
 

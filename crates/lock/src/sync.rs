@@ -2,9 +2,9 @@
 //! under `--cfg loom` so the swap protocol can be checked exhaustively.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 
 /// One iteration of a busy-wait: the CPU's pause hint (loom: a scheduling point).
 #[inline]
@@ -22,20 +22,4 @@ pub(crate) fn yield_now() {
     loom::thread::yield_now();
     #[cfg(not(loom))]
     std::thread::yield_now();
-}
-
-/// Spins `rounds` times on `done`, then yields between checks: for short waits that are
-/// normally over at once but must not burn a core when they are not.
-#[inline]
-pub(crate) fn wait_until(mut done: impl FnMut() -> bool) {
-    const SPIN_ROUNDS: u32 = 64;
-    let mut spins = 0u32;
-    while !done() {
-        if spins < SPIN_ROUNDS {
-            spins += 1;
-            spin_hint();
-        } else {
-            yield_now();
-        }
-    }
 }

@@ -4,8 +4,10 @@
 //!
 //! Two threads take the lock while a third swaps the inner lock, in both directions; loom runs
 //! every interleaving (up to its preemption bound) and a shared flag catches two holders. The
-//! last test runs the same check against RocketMQ's order (check the gate, then register) and
-//! requires the checker to find the overlap, so the check is known to be able to fail.
+//! last test runs the same check against RocketMQ's order (check the gate, then register and
+//! take the current inner lock without looking at the mode again) and requires the checker to
+//! find the overlap, so the check is known to be able to fail. (Dropping the adaptive lock's
+//! re-read of the mode under its inner lock fails the first two tests the same way.)
 #![cfg(loom)]
 
 use loom::sync::Arc;
