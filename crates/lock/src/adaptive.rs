@@ -175,16 +175,26 @@ impl AdaptiveLock {
             return false;
         }
         let (held, _) = self.acquire_validated();
+        let changed = self.switch_held(held, target);
+        self.release_inner(held);
+        changed
+    }
+
+    /// Flips the mode to `target` for a caller that holds the inner lock of mode `held` (and saw
+    /// that mode while holding it); the caller still releases `held` afterwards.
+    fn switch_held(&self, held: u8, target: u8) -> bool {
         if held == target {
-            self.release_inner(held);
             return false;
         }
         self.acquire_inner(target);
-        assert_eq!(self.mode.0.load(Ordering::Relaxed), held, "the mode moved under a holder of its inner lock");
+        assert_eq!(
+            self.mode.0.load(Ordering::Relaxed),
+            held,
+            "the mode moved under a holder of its inner lock"
+        );
         self.mode.0.store(target, Ordering::Relaxed);
         self.switches.fetch_add(1, Ordering::Relaxed);
         self.release_inner(target);
-        self.release_inner(held);
         true
     }
 
@@ -244,9 +254,10 @@ impl AdaptiveLock {
     }
 
     /// Runs the policy if this thread is due to look and a window has passed; at most one
-    /// thread evaluates a window.
+    /// thread evaluates a window. The caller still holds the inner lock of mode `held`, so a
+    /// switch costs no second acquisition; the common case is one thread-local increment.
     #[cfg(not(loom))]
-    fn maybe_evaluate(&self) {
+    fn maybe_evaluate(&self, held: u8) {
         let due = RELEASES.with(|r| {
             let n = r.get().wrapping_add(1);
             r.set(n);
@@ -275,7 +286,7 @@ impl AdaptiveLock {
         }
         let elapsed_s = (now - start) as f64 / 1e9;
         let load = acquisitions as f64 / elapsed_s * threads.max(1) as f64;
-        self.decide(acquisitions, retreats, load);
+        self.decide(acquisitions, retreats, load, Some(held));
         let sample = Sample {
             at: Duration::from_nanos(now),
             acquisitions,
@@ -295,10 +306,23 @@ impl AdaptiveLock {
     }
 
     #[cfg(loom)]
-    fn maybe_evaluate(&self) {}
+    fn maybe_evaluate(&self, _held: u8) {}
 
-    /// The policy: RocketMQ's rules on one window's counts.
-    pub(crate) fn decide(&self, acquisitions: u64, retreats: u64, load: f64) {
+    /// Switches for `decide`: in place if the caller holds an inner lock, else by taking the lock.
+    fn switch_for_policy(&self, mode: Mode, held: Option<u8>) -> bool {
+        let target = match mode {
+            Mode::Spin => MODE_SPIN,
+            Mode::Mutex => MODE_MUTEX,
+        };
+        match held {
+            Some(h) => self.switch_held(h, target),
+            None => self.switch_to(mode),
+        }
+    }
+
+    /// The policy: RocketMQ's rules on one window's counts. `held`: the inner lock the caller
+    /// holds, if any.
+    pub(crate) fn decide(&self, acquisitions: u64, retreats: u64, load: f64, held: Option<u8>) {
         let c = &self.config;
         match self.mode() {
             Mode::Spin => {
@@ -308,7 +332,7 @@ impl AdaptiveLock {
                         self.spin.set_k(raise_k(k, c.max_k, c.k_step));
                     } else {
                         self.critical_load_bits.store(load.to_bits(), Ordering::Relaxed);
-                        self.switch_to(Mode::Mutex);
+                        self.switch_for_policy(Mode::Mutex, held);
                     }
                 } else if retreats.saturating_mul(c.retreat_ratio).saturating_mul(c.lower_ratio_factor) <= acquisitions {
                     self.spin.set_k(lower_k(self.k(), c.initial_k, c.k_step));
@@ -316,7 +340,7 @@ impl AdaptiveLock {
             }
             Mode::Mutex => {
                 let critical = f64::from_bits(self.critical_load_bits.load(Ordering::Relaxed));
-                if load <= c.switch_back_ratio * critical && self.switch_to(Mode::Spin) {
+                if load <= c.switch_back_ratio * critical && self.switch_for_policy(Mode::Spin, held) {
                     self.spin.set_k(lower_k(self.k(), c.initial_k, c.k_step));
                 }
             }
@@ -362,9 +386,11 @@ impl PutMessageLock for AdaptiveLock {
     unsafe fn unlock(&self, token: LockToken) {
         let mode = token.0 as u8;
         debug_assert!(mode == MODE_SPIN || mode == MODE_MUTEX, "token from another lock");
+        // The policy looks before the release, so that a switch it decides on is made by us,
+        // a holder, instead of by queueing for the lock again behind the contention it saw.
+        self.maybe_evaluate(mode);
         // Release: the next holder, through either inner lock, must see our writes.
         self.release_inner(mode);
-        self.maybe_evaluate();
     }
 
     fn kind(&self) -> LockKind {
@@ -407,23 +433,23 @@ mod tests {
         let lock = AdaptiveLock::default();
         let ks: Vec<u32> = (0..5)
             .map(|_| {
-                lock.decide(3_200, 10, 1e6);
+                lock.decide(3_200, 10, 1e6, None);
                 lock.k()
             })
             .collect();
         assert_eq!(ks, [2_000, 4_000, 8_000, 9_000, 10_000]);
         assert_eq!(lock.mode(), Mode::Spin);
-        lock.decide(3_200, 10, 1e6);
+        lock.decide(3_200, 10, 1e6, None);
         assert_eq!(lock.mode(), Mode::Mutex);
-        lock.decide(3_200, 0, 0.9e6);
+        lock.decide(3_200, 0, 0.9e6, None);
         assert_eq!(lock.mode(), Mode::Mutex, "90% of the switch load stays on the mutex");
-        lock.decide(3_200, 0, 0.8e6);
+        lock.decide(3_200, 0, 0.8e6, None);
         assert_eq!(lock.mode(), Mode::Spin);
         assert_eq!(lock.k(), 9_000);
         assert_eq!(lock.snapshot().switches, 2);
         // with no retreats k falls a step per window, down to the initial value
         for _ in 0..20 {
-            lock.decide(10_000, 0, 1.0);
+            lock.decide(10_000, 0, 1.0, None);
         }
         assert_eq!(lock.k(), 1_000);
     }
