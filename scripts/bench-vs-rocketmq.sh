@@ -9,27 +9,14 @@ out=${1:-bench-results/vs-rocketmq}
 rounds=${ROUNDS:-3}
 duration=${DURATION:-5}
 warmup=${WARMUP:-2}
-cargo build --quiet --release --bin petrel
+export REF_NAMESRV_PORT=39876 REF_BROKER_PORT=39911
+source scripts/lib/side-by-side.sh
 mkdir -p "$out"
-work=$(mktemp -d)
-export REF_STATE_DIR="$work/reference" REF_NAMESRV_PORT=39876 REF_BROKER_PORT=39911
-petrel_pid=""
-cleanup() {
-  [ -n "$petrel_pid" ] && kill "$petrel_pid" 2>/dev/null || true
-  scripts/reference-rocketmq.sh stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 
 for flush in ASYNC_FLUSH SYNC_FLUSH; do
   scripts/reference-rocketmq.sh start "$flush" >/dev/null
   ref_pid=$(tail -1 "$REF_STATE_DIR/pids")
-  rm -rf "$work/petrel"
-  target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen 127.0.0.1:39877 --listen-port 39921 \
-    --broker-ip 127.0.0.1 --set "flushDiskType=$flush" >"$work/petrel.log" 2>&1 &
-  petrel_pid=$!
-  for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+  start_petrel 39877 39921 --set "flushDiskType=$flush"
   echo
   echo "#### $flush (sync sends; medians of $rounds rounds, ${duration} s each after ${warmup} s warm-up)"
   echo

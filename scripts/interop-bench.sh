@@ -4,16 +4,8 @@
 # Checks that the reports are written, hold percentiles up to P99.99, and that nothing failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --quiet --release --bin petrel
-work=$(mktemp -d)
-export REF_STATE_DIR="$work/reference" REF_NAMESRV_PORT=29896 REF_BROKER_PORT=29931
-petrel_pid=""
-cleanup() {
-  [ -n "$petrel_pid" ] && kill "$petrel_pid" 2>/dev/null || true
-  scripts/reference-rocketmq.sh stop >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
+export REF_NAMESRV_PORT=29896 REF_BROKER_PORT=29931
+source scripts/lib/side-by-side.sh
 scripts/reference-rocketmq.sh start ASYNC_FLUSH
 ref_pid=$(tail -1 "$REF_STATE_DIR/pids")
 
@@ -21,7 +13,6 @@ passed=0
 failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 not_ok() { failed=$((failed + 1)); echo "FAIL: $1"; }
-json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2], {}, {'d': d}))" "$@"; }
 
 echo "== petrel bench e2e against Apache RocketMQ"
 target/release/petrel bench e2e -n "127.0.0.1:$REF_NAMESRV_PORT" --topic BenchRef --queues 4 --producers 2 --mode async \
@@ -36,9 +27,7 @@ for ext in json md svg; do [ -s "$work/out/rocketmq-e2e.$ext" ] && ok "report fi
 [ "$(json "$report" "d['broker'] is not None and d['broker']['rss_mb_max'] > 0")" = True ] && ok "broker CPU and RSS sampled" || not_ok "no broker usage"
 
 echo "== petrel bench compare: Apache RocketMQ (A) against petrel serve (B)"
-target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen 127.0.0.1:29897 --listen-port 29941 --broker-ip 127.0.0.1 >"$work/petrel.log" 2>&1 &
-petrel_pid=$!
-for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+start_petrel 29897 29941
 target/release/petrel bench compare --a "127.0.0.1:$REF_NAMESRV_PORT" --b 127.0.0.1:29897 --label-a rocketmq --label-b petrel \
   --pid-a "$ref_pid" --pid-b "$petrel_pid" --rounds 3 --topic BenchCompare --queues 4 --size 128 --warmup 1 --duration 2 \
   --no-progress --out "$work/out" >"$work/compare.txt" 2>&1

@@ -78,6 +78,13 @@ pub struct Cell {
     pub errors: u64,
 }
 
+impl Cell {
+    /// Whether this is a measurement of (flush, lock, size, producers).
+    fn is(&self, flush: &str, lock: &str, size: usize, producers: usize) -> bool {
+        self.flush == flush && self.lock == lock && self.size_bytes == size && self.producers == producers
+    }
+}
+
 /// The adaptive lock's state, sampled from GET_BROKER_RUNTIME_INFO.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AbsSample {
@@ -299,10 +306,7 @@ pub fn medians(raw: &[Cell]) -> Vec<Cell> {
         if find(&out, &c.flush, &c.lock, c.size_bytes, c.producers).is_some() {
             continue;
         }
-        let same: Vec<&Cell> = raw
-            .iter()
-            .filter(|x| x.flush == c.flush && x.lock == c.lock && x.size_bytes == c.size_bytes && x.producers == c.producers)
-            .collect();
+        let same: Vec<&Cell> = raw.iter().filter(|x| x.is(&c.flush, &c.lock, c.size_bytes, c.producers)).collect();
         let m = |f: &dyn Fn(&Cell) -> f64| crate::compare::median_f64(same.iter().map(|x| f(x)).collect());
         out.push(Cell {
             tps: m(&|x| x.tps),
@@ -318,16 +322,14 @@ pub fn medians(raw: &[Cell]) -> Vec<Cell> {
 
 /// The cell for (flush, lock, size, producers).
 fn find<'a>(cells: &'a [Cell], flush: &str, lock: &str, size: usize, producers: usize) -> Option<&'a Cell> {
-    cells
-        .iter()
-        .find(|c| c.flush == flush && c.lock == lock && c.size_bytes == size && c.producers == producers)
+    cells.iter().find(|c| c.is(flush, lock, size, producers))
 }
 
 /// ABS's TPS over `other`'s, round by round (the two ran back to back in each round).
 fn paired_ratios(raw: &[Cell], flush: &str, other: &str, size: usize, producers: usize) -> Vec<f64> {
     let rounds = |lock: &str| {
         raw.iter()
-            .filter(|x| x.flush == flush && x.lock == lock && x.size_bytes == size && x.producers == producers)
+            .filter(|x| x.is(flush, lock, size, producers))
             .map(|x| x.tps)
             .collect::<Vec<f64>>()
     };

@@ -10,7 +10,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use petrel_lock::WAIT_BUCKETS;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -181,7 +180,7 @@ pub fn render(broker: &Broker) -> String {
     let _ = writeln!(out, "# HELP petrel_put_lock_wait_seconds Time waited for the put-message lock.");
     let _ = writeln!(out, "# TYPE petrel_put_lock_wait_seconds histogram");
     let mut cumulative = 0u64;
-    for (b, n) in c.wait_histogram.iter().enumerate().take(WAIT_BUCKETS) {
+    for (b, n) in c.wait_histogram.iter().enumerate() {
         cumulative += n;
         let le_s = if b == 0 { 0.0 } else { (1u64 << b) as f64 / 1e9 };
         let _ = writeln!(

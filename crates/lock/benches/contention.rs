@@ -2,7 +2,7 @@
 //! 64 KiB into a shared buffer, as the commit-log append does) × 1, 2, 4, 8, 16 threads.
 //! Criterion reports wall time per acquisition (throughput = its inverse); the process CPU time
 //! per acquisition, taken from getrusage around the same runs, is printed after the run and
-//! written to `target/lock-cpu.md`.
+//! written to the workspace's `target/lock-cpu.md` (`scripts/lock-bench-table.py` joins the two).
 //!
 //! `LOCK_BENCH_WORK` adds work *outside* the lock before each acquisition: a checksum over that
 //! many private bytes, standing for the encoding and CRC a producer does before the append.
@@ -127,8 +127,10 @@ fn bench(c: &mut Criterion) {
         ));
     }
     println!("\n{table}");
-    let _ = std::fs::create_dir_all("target");
-    let _ = std::fs::write("target/lock-cpu.md", &table);
+    // cargo runs benches in the crate's folder; the table goes beside the workspace's criterion output.
+    let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+    let _ = std::fs::create_dir_all(&target);
+    let _ = std::fs::write(target.join("lock-cpu.md"), &table);
 }
 
 criterion_group! {

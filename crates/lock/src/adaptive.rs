@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::raw::BlockingWord;
 use crate::stats::{Acquisition, LockStats};
-use crate::strategies::BackoffSpinLock;
+use crate::strategies::{BackoffSpinLock, acquire_blocking};
 use crate::sync::{AtomicU8, AtomicU64, Ordering};
 use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
 
@@ -39,6 +39,13 @@ const MODE_MUTEX: u8 = 1;
 
 fn mode_of(raw: u8) -> Mode {
     if raw == MODE_SPIN { Mode::Spin } else { Mode::Mutex }
+}
+
+fn raw_of(mode: Mode) -> u8 {
+    match mode {
+        Mode::Spin => MODE_SPIN,
+        Mode::Mutex => MODE_MUTEX,
+    }
 }
 
 /// Tuning of the adaptive lock. Defaults are RocketMQ's constants except `window`, which
@@ -162,15 +169,12 @@ impl AdaptiveLock {
         self.history.lock().iter().copied().collect()
     }
 
-    /// Switches to `mode` now (no-op if already there). The policy calls this after a release;
-    /// it is public for operators and tests. It takes the lock like any caller, then the other
-    /// inner lock (free but for threads about to see the mode and let go), flips the mode and
-    /// releases both: whoever takes either lock next sees the new mode.
+    /// Switches to `mode` now (no-op if already there), for operators and tests; the policy
+    /// switches in place from `unlock`. It takes the lock like any caller, then the other inner
+    /// lock (free but for threads about to see the mode and let go), flips the mode and releases
+    /// both: whoever takes either lock next sees the new mode.
     pub fn switch_to(&self, mode: Mode) -> bool {
-        let target = match mode {
-            Mode::Spin => MODE_SPIN,
-            Mode::Mutex => MODE_MUTEX,
-        };
+        let target = raw_of(mode);
         if self.mode.0.load(Ordering::Relaxed) == target {
             return false;
         }
@@ -203,16 +207,8 @@ impl AdaptiveLock {
     fn acquire_inner(&self, mode: u8) -> Acquisition {
         if mode == MODE_SPIN {
             self.spin.acquire()
-        } else if self.mutex.try_lock() {
-            Acquisition::default()
         } else {
-            let start = Instant::now();
-            self.mutex.lock();
-            Acquisition {
-                contended: true,
-                wait_ns: start.elapsed().as_nanos() as u64,
-                ..Acquisition::default()
-            }
+            acquire_blocking(&self.mutex)
         }
     }
 
@@ -310,12 +306,8 @@ impl AdaptiveLock {
 
     /// Switches for `decide`: in place if the caller holds an inner lock, else by taking the lock.
     fn switch_for_policy(&self, mode: Mode, held: Option<u8>) -> bool {
-        let target = match mode {
-            Mode::Spin => MODE_SPIN,
-            Mode::Mutex => MODE_MUTEX,
-        };
         match held {
-            Some(h) => self.switch_held(h, target),
+            Some(h) => self.switch_held(h, raw_of(mode)),
             None => self.switch_to(mode),
         }
     }

@@ -17,19 +17,24 @@ pub struct MutexLock {
     stats: LockStats,
 }
 
+/// Takes a blocking word and returns what it cost; shared with the adaptive lock's mutex mode.
+#[inline]
+pub(crate) fn acquire_blocking(word: &BlockingWord) -> Acquisition {
+    if word.try_lock() {
+        return Acquisition::default();
+    }
+    let start = Instant::now();
+    word.lock();
+    Acquisition {
+        contended: true,
+        wait_ns: start.elapsed().as_nanos() as u64,
+        ..Acquisition::default()
+    }
+}
+
 impl PutMessageLock for MutexLock {
     fn lock(&self) -> LockToken {
-        if self.word.try_lock() {
-            self.stats.record(Acquisition::default());
-            return LockToken::default();
-        }
-        let start = Instant::now();
-        self.word.lock();
-        self.stats.record(Acquisition {
-            contended: true,
-            wait_ns: start.elapsed().as_nanos() as u64,
-            ..Acquisition::default()
-        });
+        self.stats.record(acquire_blocking(&self.word));
         LockToken::default()
     }
 
