@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod limits;
 mod serve;
 
 #[derive(Parser)]
@@ -69,36 +70,27 @@ fn run(cli: Cli) -> Result<()> {
 
 fn namesrv(listen: &str) -> Result<()> {
     use std::sync::Arc;
-    use std::time::Duration;
 
     use anyhow::Context;
-    use petrel_broker::namesrv::{BROKER_EXPIRY, NameServer};
+    use petrel_namesrv::{NameServer, run_expiry};
+    use petrel_remoting::{Server, ServerLimits};
 
+    let limits = ServerLimits::default();
+    limits::raise_open_file_limit(limits.max_connections);
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
-        tracing::info!(addr = %listener.local_addr()?, "name server listening");
         let ns = Arc::new(NameServer::new());
-        let expiring = ns.clone();
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(10));
-            loop {
-                tick.tick().await;
-                for addr in expiring.expire_brokers(BROKER_EXPIRY) {
-                    tracing::warn!(%addr, "broker expired: no registration for 120 s");
-                }
-            }
-        });
-        let server = petrel_broker::server::serve(listener, ns, petrel_protocol::DEFAULT_MAX_FRAME_BYTES);
-        tokio::select! {
-            r = server => r.context("name server stopped"),
-            _ = serve::shutdown_signal() => {
-                tracing::info!("shutting down");
-                Ok(())
-            }
-        }
+        let server = Server::start("namesrv", listener, ns.clone(), limits)?;
+        tracing::info!(addr = %server.local_addr(), "name server listening");
+        let expiry = tokio::spawn(run_expiry(ns));
+        serve::shutdown_signal().await;
+        tracing::info!("shutting down");
+        expiry.abort();
+        server.drain().await;
+        Ok(())
     })
 }
 

@@ -1,18 +1,21 @@
 //! `petrel serve`: the broker, with the name server in the same process unless external name
-//! servers are given; SIGTERM/SIGINT flushes, checkpoints and exits 0.
+//! servers are given. SIGTERM/SIGINT stops accepting, drains connections (held pulls answer at
+//! once, pending SYNC_FLUSH sends finish), unregisters, flushes, checkpoints and exits 0.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use petrel_broker::namesrv::{BROKER_EXPIRY, NameServer};
-use petrel_broker::{Broker, BrokerConfig, BrokerHandler, NameServers};
+use petrel_broker::metrics::Sources;
+use petrel_broker::{Broker, BrokerConfig, MetricsExporter, NameServers, RocketMqFront};
+use petrel_namesrv::{NameServer, run_expiry};
+use petrel_remoting::{Server, ServerLimits};
+use tokio::task::JoinSet;
 
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// A RocketMQ-style broker.conf (key=value); flags below override it.
+    /// A RocketMQ-style broker.conf (Java properties); flags below override it.
     #[arg(short = 'c', long = "config")]
     pub config: Option<PathBuf>,
     /// External name servers, `host:port;host:port`; without it the name server runs in this
@@ -48,7 +51,8 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
             bail!("--set {kv:?}: expected KEY=VALUE");
         };
         if !config.set(k.trim(), v)? {
-            bail!("--set {k}: unknown key (known: {})", petrel_broker::config::KNOWN_KEYS.join(", "));
+            let known: Vec<&str> = petrel_broker::config::KEYS.iter().map(|k| k.key).collect();
+            bail!("--set {k}: unknown key (known: {})", known.join(", "));
         }
     }
     if let Some(a) = &args.namesrv_addr {
@@ -68,48 +72,39 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
 
 pub fn serve(args: ServeArgs) -> Result<()> {
     let config = config_from(&args)?;
+    crate::limits::raise_open_file_limit(config.max_connections);
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(run(config, args.namesrv_listen))
 }
 
+/// The embedded name server: its server, and its expiry chore in `tasks`.
+async fn embedded_name_server(listen: &str, limits: ServerLimits, tasks: &mut JoinSet<()>) -> Result<(Arc<NameServer>, Server)> {
+    let ns = Arc::new(NameServer::new());
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("name server: listen on {listen}"))?;
+    let server = Server::start("namesrv", listener, ns.clone(), limits)?;
+    tracing::info!(addr = %server.local_addr(), "name server listening");
+    tasks.spawn(run_expiry(ns.clone()));
+    Ok((ns, server))
+}
+
 async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
-    let max_frame_bytes = config.max_frame_bytes;
-    let mut tasks = tokio::task::JoinSet::new();
+    let mut tasks = JoinSet::new();
+    let mut name_server = None;
     let name_servers = match config.namesrv_addr.as_deref() {
-        Some(addrs) => NameServers::External(
-            addrs
-                .split(';')
-                .map(str::trim)
-                .filter(|a| !a.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        ),
+        Some(addrs) => NameServers::External(addrs.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect()),
         None => {
-            let ns = Arc::new(NameServer::new());
-            let listener = tokio::net::TcpListener::bind(&namesrv_listen)
-                .await
-                .with_context(|| format!("name server: listen on {namesrv_listen}"))?;
-            tracing::info!(addr = %listener.local_addr()?, "name server listening");
-            let expiring = ns.clone();
-            tasks.spawn(async move {
-                let mut tick = tokio::time::interval(Duration::from_secs(10));
-                loop {
-                    tick.tick().await;
-                    for addr in expiring.expire_brokers(BROKER_EXPIRY) {
-                        tracing::warn!(%addr, "broker expired: no registration for 120 s");
-                    }
-                }
-            });
-            let served = ns.clone();
-            tasks.spawn(async move {
-                if let Err(e) = petrel_broker::server::serve(listener, served, max_frame_bytes).await {
-                    tracing::error!(error = %e, "name server stopped");
-                }
-            });
+            let limits = ServerLimits {
+                connection: config.server_limits().connection,
+                ..ServerLimits::default()
+            };
+            let (ns, server) = embedded_name_server(&namesrv_listen, limits, &mut tasks).await?;
+            name_server = Some(server);
             NameServers::Embedded(ns)
         }
     };
-    let listen: SocketAddr = SocketAddr::from(([0, 0, 0, 0], config.listen_port));
+    let listen = SocketAddr::from(([0, 0, 0, 0], config.listen_port));
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("broker: listen on {listen}"))?;
@@ -121,49 +116,61 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     );
     let opened = tokio::task::spawn_blocking(move || Broker::open(config, name_servers)).await?;
     let broker = opened.context("open the store")?;
-    broker.register_all().await;
-    tasks.spawn(broker.clone().run_background());
-    if broker.config.metrics_prometheus {
-        let addr = SocketAddr::new(broker.config.metrics_prom_exporter_host, broker.config.metrics_prom_exporter_port);
-        let metrics = tokio::net::TcpListener::bind(addr)
-            .await
-            .with_context(|| format!("metrics: listen on {addr}"))?;
-        tracing::info!("Prometheus metrics at http://{}/metrics", metrics.local_addr()?);
-        let scraped = broker.clone();
-        tasks.spawn(async move {
-            if let Err(e) = petrel_broker::metrics::serve(metrics, scraped).await {
-                tracing::error!(error = %e, "metrics endpoint stopped");
-            }
-        });
+    broker.start(&mut tasks).await;
+    let server = Server::start("broker", listener, Arc::new(RocketMqFront(broker.clone())), broker.config.server_limits())?;
+    if broker.config.metrics_exporter_type == MetricsExporter::Prom {
+        let mut servers = vec![("broker", server.stats())];
+        servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
+        start_metrics(&broker, servers, &mut tasks).await?;
     }
-    let handler = Arc::new(BrokerHandler(broker.clone()));
-    tasks.spawn(async move {
-        if let Err(e) = petrel_broker::server::serve(listener, handler, max_frame_bytes).await {
-            tracing::error!(error = %e, "broker stopped");
-        }
-    });
-    let name_server = match &broker.name_servers {
-        NameServers::Embedded(_) => namesrv_listen.clone(),
-        NameServers::External(a) => a.join(";"),
-    };
     tracing::info!(
         "The broker[{}, {}] boot success. name server is {}; {}",
         broker.config.broker_name,
         broker.store_host,
-        name_server,
+        if name_server.is_some() { namesrv_listen.clone() } else { broker.registrar.describe() },
         summary
     );
     shutdown_signal().await;
-    tracing::info!("shutting down: unregistering, flushing, writing the checkpoint");
+    tracing::info!("shutting down: draining connections, then unregistering, flushing, writing the checkpoint");
+    broker.long_poll.close();
+    server.drain().await;
     tasks.abort_all();
     broker.shutdown().await.context("clean shutdown")?;
+    if let Some(ns) = name_server {
+        ns.drain().await;
+    }
     tracing::info!("shutdown complete");
+    Ok(())
+}
+
+async fn start_metrics(broker: &Arc<Broker>, servers: Vec<(&'static str, Arc<petrel_remoting::ServerStats>)>, tasks: &mut JoinSet<()>) -> Result<()> {
+    let addr = SocketAddr::new(broker.config.metrics_prom_exporter_host, broker.config.metrics_prom_exporter_port);
+    let metrics = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("metrics: listen on {addr}"))?;
+    tracing::info!("Prometheus metrics at http://{}/metrics", metrics.local_addr()?);
+    let sources = Arc::new(Sources {
+        broker: broker.clone(),
+        servers,
+    });
+    tasks.spawn(async move {
+        if let Err(e) = petrel_broker::metrics::serve(metrics, sources).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    });
     Ok(())
 }
 
 /// SIGINT or SIGTERM.
 pub async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot install the SIGTERM handler; only SIGINT stops the process");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

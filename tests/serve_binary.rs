@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{Client, Petrel, pull, send_header, send_v2};
+use common::{Client, Petrel, heartbeat, pull, send_header, send_v2};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::CommandHeader;
 use petrel_protocol::{RemotingCommand, SerializeType, decode_messages};
@@ -118,6 +118,14 @@ fn sigterm_flushes_and_a_restart_serves_everything_back() {
         assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
         assert_eq!(r.ext("queueOffset"), Some(i.to_string().as_str()));
     }
+    let unknown = update_offset(&mut c, "G1", "RestartTopic", 0, 20);
+    assert_eq!(
+        unknown.code,
+        resp::SUBSCRIPTION_GROUP_NOT_EXIST,
+        "offsets only for groups a client registered: {:?}",
+        unknown.remark
+    );
+    assert_eq!(heartbeat(&mut c, "10.0.0.9@g1", "G1", "RestartTopic").code, resp::SUCCESS);
     assert_eq!(update_offset(&mut c, "G1", "RestartTopic", 0, 20).code, resp::SUCCESS);
     drop(c);
     assert!(
@@ -197,13 +205,6 @@ fn long_polling_answers_when_a_message_arrives_or_the_hold_ends() {
     assert_eq!(r.code, resp::PULL_NOT_FOUND);
     assert!(started.elapsed() >= Duration::from_millis(450), "held for its suspend time");
     assert_eq!(r.ext("nextBeginOffset"), Some("2"));
-}
-
-fn heartbeat(c: &mut Client, client_id: &str, group: &str, topic: &str) -> RemotingCommand {
-    let body = format!(
-        r#"{{"clientID":"{client_id}","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"{group}","messageModel":"CLUSTERING","subscriptionDataSet":[{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"{topic}"}}],"unitMode":false}}],"heartbeatFingerprint":0,"producerDataSet":[],"withoutSub":false}}"#
-    );
-    c.call(RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes()))
 }
 
 #[test]

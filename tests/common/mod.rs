@@ -207,3 +207,11 @@ pub fn send_v2(topic: &str, queue_id: i32, tags: &str, seq: usize, body: &[u8]) 
 pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i64) -> RemotingCommand {
     petrel_client::Client::pull_request(group, topic, queue_id, offset, 32, suspend_ms)
 }
+
+/// HEART_BEAT of one consumer of `group` subscribed to all of `topic`.
+pub fn heartbeat(c: &mut Client, client_id: &str, group: &str, topic: &str) -> RemotingCommand {
+    let body = format!(
+        r#"{{"clientID":"{client_id}","consumerDataSet":[{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"{group}","messageModel":"CLUSTERING","subscriptionDataSet":[{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"{topic}"}}],"unitMode":false}}],"heartbeatFingerprint":0,"producerDataSet":[],"withoutSub":false}}"#
+    );
+    c.call(RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes()))
+}

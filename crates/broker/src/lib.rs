@@ -1,24 +1,34 @@
-//! Request handling for Petrel: the name server and the broker's processors.
+//! The broker: typed services over the store (produce, consume, offsets, topics, groups,
+//! admin), the RocketMQ front end that maps request codes onto them, and the background chores.
 //!
-//! Owns: turning RemotingCommands into answers with the codes, headers and bodies the official
-//! clients expect, and the TCP serving loop. Must never: touch files directly except its small
-//! metadata files (the message data is the store's), or block the async runtime.
+//! Owns: what every broker request means, and the broker's metadata files. Must never: touch
+//! message data except through the store, block the async runtime (store work that can block
+//! runs on the [`StorePool`]), or hold anything without a bound.
 
-pub mod admin;
-pub mod broker;
-pub mod clients;
+mod broker;
+mod chores;
 pub mod config;
-pub mod consumer;
-pub mod long_poll;
+mod error;
+mod front;
+mod long_poll;
 pub mod metrics;
-pub mod namesrv;
-pub mod offsets;
-pub mod outbound;
-pub mod persist;
-pub mod pull;
-pub mod send;
-pub mod server;
-pub mod topics;
+mod persist;
+pub mod services;
+mod stats;
+mod store_pool;
 
-pub use broker::{Broker, BrokerError, BrokerHandler, NameServers};
-pub use config::BrokerConfig;
+pub use broker::Broker;
+pub use chores::registration::{NameServers, Registrar};
+pub use config::{BrokerConfig, ConfigError, MetricsExporter};
+pub use error::BrokerError;
+pub use front::{RocketMqFront, served_codes};
+pub use long_poll::LongPoll;
+pub use stats::BrokerStats;
+pub use store_pool::StorePool;
+
+/// Milliseconds since the Unix epoch.
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -13,6 +13,9 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use petrel_remoting::ServerStats;
+use petrel_store::HistogramSnapshot;
+
 use crate::broker::Broker;
 
 /// Longest request head read from a scraper.
@@ -31,9 +34,32 @@ fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str
     }
 }
 
+/// Appends a log2-bucketed histogram, its bounds scaled by `scale` (1e-9 turns ns into seconds).
+fn histogram(out: &mut String, name: &str, help: &str, h: &HistogramSnapshot, scale: f64) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    let mut cumulative = 0u64;
+    let last = h.buckets.iter().rposition(|n| *n > 0).unwrap_or(0);
+    for (b, n) in h.buckets.iter().enumerate().take(last + 1) {
+        cumulative += n;
+        let le = HistogramSnapshot::upper_bound(b) as f64 * scale;
+        let _ = writeln!(out, "{name}_bucket{{le=\"{le:e}\"}} {cumulative}");
+    }
+    let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", h.count);
+    let _ = writeln!(out, "{name}_sum {}", h.sum as f64 * scale);
+    let _ = writeln!(out, "{name}_count {}", h.count);
+}
+
+/// What a scrape reads besides the broker: the servers' connection counters.
+pub struct Sources {
+    pub broker: Arc<Broker>,
+    pub servers: Vec<(&'static str, Arc<ServerStats>)>,
+}
+
 /// The whole scrape.
-pub fn render(broker: &Broker) -> String {
-    let mut out = String::with_capacity(8 * 1024);
+pub fn render(sources: &Sources) -> String {
+    let broker = &sources.broker;
+    let mut out = String::with_capacity(16 * 1024);
     let s = &broker.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
     metric(
@@ -102,7 +128,7 @@ pub fn render(broker: &Broker) -> String {
         "Used fraction of the commit log's disk.",
         &[("", log.disk_used_ratio().unwrap_or(0.0))],
     );
-    let (consumers, producers) = broker.clients.connection_count();
+    let (consumers, producers) = broker.groups.connection_count();
     metric(
         &mut out,
         "petrel_client_connections",
@@ -115,8 +141,10 @@ pub fn render(broker: &Broker) -> String {
         "petrel_uptime_seconds",
         "gauge",
         "Seconds since the broker started.",
-        &[("", broker.boot.elapsed().as_secs_f64())],
+        &[("", broker.admin.uptime().as_secs_f64())],
     );
+    render_pipeline(&mut out, broker);
+    render_bounds(&mut out, sources);
 
     let lock = log.lock_snapshot();
     let c = &lock.counters;
@@ -217,6 +245,104 @@ pub fn render(broker: &Broker) -> String {
     out
 }
 
+/// The send path's stages: the append's critical section, the flush, the wait for it, and
+/// how many records each flush carried.
+fn render_pipeline(out: &mut String, broker: &Broker) {
+    let log = broker.store.commit_log().stats();
+    let s = &broker.stats;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    histogram(out, "petrel_send_seconds", "A send from its arrival to its answer.", &s.send_ns.snapshot(), 1e-9);
+    histogram(
+        out,
+        "petrel_flush_wait_seconds",
+        "A SYNC_FLUSH send from its append to the flushed watermark passing it.",
+        &s.flush_wait_ns.snapshot(),
+        1e-9,
+    );
+    histogram(
+        out,
+        "petrel_commitlog_append_seconds",
+        "Time inside the put-message lock per append (offsets, patch, copy).",
+        &log.append_ns.snapshot(),
+        1e-9,
+    );
+    histogram(out, "petrel_commitlog_flush_seconds", "Duration of one flush (msync of the dirty range).", &log.flush_ns.snapshot(), 1e-9);
+    histogram(
+        out,
+        "petrel_commitlog_records_per_flush",
+        "Records made durable by one flush (group commit).",
+        &log.records_per_flush.snapshot(),
+        1.0,
+    );
+    let counters: [(&str, &str, f64); 10] = [
+        ("petrel_commitlog_flushes_total", "Flushes done.", load(&log.flushes)),
+        ("petrel_commitlog_flushed_bytes_total", "Bytes made durable.", load(&log.flushed_bytes)),
+        ("petrel_commitlog_segments_prepared_total", "Segments created ahead of the writer.", load(&log.segments_prepared)),
+        ("petrel_commitlog_prefaulted_bytes_total", "Bytes faulted in ahead of the writer.", load(&log.prefaulted_bytes)),
+        ("petrel_commitlog_appends_would_block_total", "Appends the non-blocking path handed back.", load(&log.appends_would_block)),
+        ("petrel_commitlog_roll_waits_total", "Rolls that waited for the next segment.", load(&log.roll_waits)),
+        ("petrel_appends_offloaded_total", "Appends run on the store pool.", load(&s.appends_offloaded)),
+        ("petrel_pulls_offloaded_total", "Pulls read on the store pool (cold data).", load(&s.pulls_offloaded)),
+        ("petrel_flush_timeouts_total", "SYNC_FLUSH sends answered FLUSH_DISK_TIMEOUT.", load(&s.flush_timeouts)),
+        ("petrel_busy_refusals_total", "Requests answered SYSTEM_BUSY at a bound.", load(&s.busy_refusals)),
+    ];
+    for (name, help, v) in counters {
+        metric(out, name, "counter", help, &[("", v)]);
+    }
+}
+
+/// Every bound's current use beside its limit.
+fn render_bounds(out: &mut String, sources: &Sources) {
+    let broker = &sources.broker;
+    let mark = broker.store.commit_log().flushed_watermark();
+    let c = &broker.config;
+    let gauges: [(&str, &str, f64, f64); 5] = [
+        ("petrel_durability_waiters", "SYNC_FLUSH sends waiting for the disk.", mark.waiting() as f64, mark.capacity() as f64),
+        ("petrel_store_pool_jobs", "Store jobs queued or running.", broker.pool.queued() as f64, broker.pool.capacity() as f64),
+        ("petrel_long_poll_waiters", "Pulls held for new messages.", broker.long_poll.waiting() as f64, c.max_long_poll_waiters as f64),
+        ("petrel_topics", "Topics held.", broker.topics.count() as f64, c.max_topics as f64),
+        ("petrel_consumer_groups", "Consumer groups known.", broker.groups.known_count() as f64, c.max_groups as f64),
+    ];
+    for (name, help, now, limit) in gauges {
+        metric(out, name, "gauge", help, &[("", now)]);
+        metric(out, &format!("{name}_limit"), "gauge", &format!("The bound on {}", help.to_ascii_lowercase()), &[("", limit)]);
+    }
+    let per_server = |read: fn(&ServerStats) -> f64| -> Vec<(String, f64)> {
+        sources
+            .servers
+            .iter()
+            .map(|(server, stats)| (format!("{{server=\"{server}\"}}"), read(stats)))
+            .collect()
+    };
+    let families: [(&str, &str, &str, fn(&ServerStats) -> f64); 5] = [
+        ("petrel_connections", "gauge", "Open connections.", |s| s.open.load(Ordering::Relaxed) as f64),
+        ("petrel_connections_accepted_total", "counter", "Connections accepted.", |s| s.accepted.load(Ordering::Relaxed) as f64),
+        (
+            "petrel_connections_refused_total",
+            "counter",
+            "Connections closed on arrival at maxConnections.",
+            |s| s.refused.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "petrel_connections_closed_idle_total",
+            "counter",
+            "Connections closed after the idle timeout.",
+            |s| s.closed_idle.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "petrel_connections_closed_bad_frame_total",
+            "counter",
+            "Connections closed after a bad frame.",
+            |s| s.closed_bad_frame.load(Ordering::Relaxed) as f64,
+        ),
+    ];
+    for (name, kind, help, read) in families {
+        let samples = per_server(read);
+        let samples: Vec<(&str, f64)> = samples.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        metric(out, name, kind, help, &samples);
+    }
+}
+
 /// CPU seconds and resident bytes of this process, from /proc (Linux only).
 fn process_usage() -> Option<(f64, f64)> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
@@ -232,14 +358,14 @@ fn process_usage() -> Option<(f64, f64)> {
 }
 
 /// Serves scrapes until the task is dropped.
-pub async fn serve(listener: TcpListener, broker: Arc<Broker>) -> std::io::Result<()> {
+pub async fn serve(listener: TcpListener, sources: Arc<Sources>) -> std::io::Result<()> {
     let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_SCRAPES));
     loop {
         let (stream, _) = listener.accept().await?;
         let permit = slots.clone().acquire_owned().await.expect("semaphore stays open");
-        let broker = broker.clone();
+        let sources = sources.clone();
         tokio::spawn(async move {
-            if let Err(e) = answer_scrape(stream, &broker).await {
+            if let Err(e) = answer_scrape(stream, &sources).await {
                 tracing::debug!(error = %e, "metrics scrape failed");
             }
             drop(permit);
@@ -247,7 +373,7 @@ pub async fn serve(listener: TcpListener, broker: Arc<Broker>) -> std::io::Resul
     }
 }
 
-async fn answer_scrape(mut stream: TcpStream, broker: &Broker) -> std::io::Result<()> {
+async fn answer_scrape(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
     let mut head = Vec::with_capacity(1024);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
@@ -269,7 +395,7 @@ async fn answer_scrape(mut stream: TcpStream, broker: &Broker) -> std::io::Resul
     match (parts.next(), parts.next()) {
         (Some("GET"), Some(path)) if path == "/metrics" || path.starts_with("/metrics?") => {
             // A few atomics, one statvfs and one /proc read: short enough for a worker.
-            let body = render(broker);
+            let body = render(sources);
             respond(&mut stream, "200 OK", &body).await
         }
         (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "only /metrics is served here\n").await,
@@ -303,11 +429,20 @@ mod tests {
         };
         let broker = Broker::open(config, crate::NameServers::External(vec![])).unwrap();
         broker.stats.put_messages.fetch_add(7, Ordering::Relaxed);
-        let text = render(&broker);
+        let servers = vec![
+            ("broker", Arc::new(ServerStats::default())),
+            ("namesrv", Arc::new(ServerStats::default())),
+        ];
+        servers[0].1.refused.fetch_add(3, Ordering::Relaxed);
+        let text = render(&Sources {
+            broker: broker.clone(),
+            servers,
+        });
         let mut typed = std::collections::HashSet::new();
         for line in text.lines() {
             if let Some(rest) = line.strip_prefix("# TYPE ") {
-                typed.insert(rest.split_whitespace().next().unwrap().to_owned());
+                let family = rest.split_whitespace().next().unwrap().to_owned();
+                assert!(typed.insert(family.clone()), "{family} is typed twice");
                 continue;
             }
             if line.starts_with('#') {
@@ -337,6 +472,9 @@ mod tests {
         assert_eq!(value("petrel_put_lock_mutex_mode{kind=\"abs\"}"), 0.0);
         assert_eq!(value("petrel_put_lock_spin_budget{kind=\"abs\"}"), 1000.0);
         assert!(value("process_resident_memory_bytes") > 1e6);
+        assert_eq!(value("petrel_durability_waiters_limit"), 65_536.0);
+        assert_eq!(value("petrel_connections_refused_total{server=\"broker\"}"), 3.0);
+        assert_eq!(value("petrel_commitlog_records_per_flush_count"), 0.0);
         broker.store.shutdown().unwrap();
     }
 }

@@ -18,6 +18,8 @@ pub enum ClientError {
     NoRoute(String),
     #[error("bad answer: {0}")]
     BadAnswer(String),
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl ClientError {

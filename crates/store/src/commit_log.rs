@@ -1,39 +1,44 @@
 //! `CommitLog`: every message, appended in arrival order to fixed-size `MappedFile` segments in
-//! RocketMQ's record layout, flushed by group commit (SYNC_FLUSH) or on an interval
-//! (ASYNC_FLUSH), and recovered after a crash by checking each record after the checkpoint.
+//! RocketMQ's record layout, made durable by one flusher (group commit under SYNC_FLUSH, an
+//! interval under ASYNC_FLUSH) that publishes the flushed offset as a [`Watermark`], and
+//! recovered after a crash by checking each record after the checkpoint.
 //!
-//! Owns: offset assignment (physical and per-queue), segment rolling, the flush thread, the
-//! checkpoint cadence and recovery. Must never: acknowledge a SYNC_FLUSH append before its bytes
-//! are durable, hand out bytes past the durable point under SYNC_FLUSH, or do more under the
-//! put-message lock than assign offsets, patch them into the pre-encoded record and copy it.
+//! Owns: offset assignment (physical and per-queue), segment rolling, and the three threads
+//! that keep blocking work off the append path — the flusher, the checkpointer and the segment
+//! allocator (which creates the next segment and faults pages in ahead of the writer). Must
+//! never: do more under the put-message lock than assign offsets, patch them into the
+//! pre-encoded record and copy it (no file creation, no fsync, and — on the non-blocking path —
+//! no page fault), or publish a flushed offset past bytes that are not durable.
 
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_lock::{AdaptiveConfig, DEFAULT_BACKOFF_K, LockKind, PutMessageLock, acquire, new_lock};
-use petrel_protocol::message::{
-    BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos,
-};
+use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos};
 
 use crate::checkpoint::{Checkpoint, QueueKey, mark_clean, mark_running};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
+use crate::recovery::{load_segments, recover};
+use crate::stats::CommitLogStats;
+use crate::wakeup::Wakeup;
+use crate::watermark::{WaitError, Watermark};
 
 /// Bytes of the end-of-segment filler: `[i32 remaining][i32 BLANK_MAGIC_CODE]`.
-const BLANK_BYTES: u64 = 8;
+pub(crate) const BLANK_BYTES: u64 = 8;
 
 /// When an append counts as done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushMode {
     /// Answer after the record is durable; one flush covers every waiter (group commit).
     Sync,
-    /// Answer after the copy; a background thread flushes on an interval.
+    /// Answer after the copy; the flusher runs on an interval.
     Async,
 }
 
@@ -56,9 +61,19 @@ pub struct CommitLogConfig {
     /// When the disk holding the log is fuller than this ratio, the oldest segments are deleted
     /// whatever their age (RocketMQ `diskMaxUsedSpaceRatio`, 0.75).
     pub disk_max_used_ratio: f64,
+    /// Bytes ahead of the writer that the allocator keeps faulted in; 0 turns pre-faulting off.
+    pub prefault_bytes: u64,
+    /// Waiters the flushed watermark holds at most (SYNC_FLUSH sends waiting for the disk).
+    pub max_flush_waiters: usize,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
     #[doc(hidden)]
     pub inject_flush_failure: Option<Arc<AtomicBool>>,
+    /// Fault injection for tests: every flush first sleeps this many milliseconds (a slow disk).
+    #[doc(hidden)]
+    pub inject_flush_delay_ms: Option<Arc<AtomicU64>>,
+    /// Fault injection for tests: while set, the allocator prepares no segment.
+    #[doc(hidden)]
+    pub inject_allocator_pause: Option<Arc<AtomicBool>>,
 }
 
 impl CommitLogConfig {
@@ -73,7 +88,11 @@ impl CommitLogConfig {
             lock: LockKind::Mutex,
             file_reserved_time: Duration::from_secs(72 * 3600),
             disk_max_used_ratio: 0.75,
+            prefault_bytes: 16 << 20,
+            max_flush_waiters: 65_536,
             inject_flush_failure: None,
+            inject_flush_delay_ms: None,
+            inject_allocator_pause: None,
         }
     }
 }
@@ -85,6 +104,14 @@ pub struct AppendResult {
     pub size_bytes: u32,
     pub queue_offset: i64,
     pub store_timestamp_ms: i64,
+}
+
+impl AppendResult {
+    /// The offset just past the record: what the flushed watermark must reach.
+    #[must_use]
+    pub fn end_offset(&self) -> u64 {
+        self.physical_offset + u64::from(self.size_bytes)
+    }
 }
 
 /// What recovery found when the log was opened.
@@ -130,26 +157,57 @@ impl WriteState {
     }
 }
 
+/// The segment the allocator prepares next, handed to the appender at a roll.
 #[derive(Default)]
-struct FlushState {
-    requested: u64,
-    flushed: u64,
-    error: Option<String>,
-    shutdown: bool,
+pub(crate) struct NextSegment {
+    /// Start offset of the segment the writer needs next.
+    pub(crate) wanted: u64,
+    pub(crate) ready: Option<Arc<MappedFile>>,
+    /// Bytes of `ready` already faulted in.
+    pub(crate) ready_populated: u64,
+    /// Why the last attempt failed (a full disk, say); cleared by a success.
+    pub(crate) error: Option<String>,
+    pub(crate) error_was_disk_full: bool,
+    pub(crate) error_at: Option<Instant>,
+    /// Attempts finished; a waiting appender waits for this to move.
+    pub(crate) attempts: u64,
+    /// An appender waits for a new attempt despite the last error.
+    pub(crate) retry_requested: bool,
 }
 
-struct Shared {
-    config: CommitLogConfig,
+/// How an append may wait.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Blocking {
+    /// Never: hand back [`StoreError::WouldBlock`] instead.
+    No,
+    /// For the next segment, and through page faults.
+    Yes,
+}
+
+pub(crate) struct Shared {
+    pub(crate) config: CommitLogConfig,
     lock: Box<dyn PutMessageLock>,
     write: UnsafeCell<WriteState>,
-    segments: RwLock<Vec<Arc<MappedFile>>>,
+    pub(crate) segments: RwLock<Vec<Arc<MappedFile>>>,
     /// End of the last complete record (or filler) written.
-    published: AtomicU64,
-    flushed: AtomicU64,
-    flush: Mutex<FlushState>,
-    flush_wake: Condvar,
-    flush_done: Condvar,
-    writable: AtomicBool,
+    pub(crate) published: AtomicU64,
+    /// End of what is durable.
+    pub(crate) flushed: Arc<Watermark>,
+    pub(crate) writable: AtomicBool,
+    pub(crate) stats: CommitLogStats,
+    pub(crate) next: Mutex<NextSegment>,
+    pub(crate) next_changed: Condvar,
+    /// Offset up to which the current segment's pages are faulted in.
+    pub(crate) populated_to: AtomicU64,
+    pub(crate) allocator_wakeup: Wakeup,
+    pub(crate) flusher_wakeup: Wakeup,
+    pub(crate) checkpoint_wakeup: Wakeup,
+    /// Told when more of the log becomes readable (the store's dispatcher).
+    pub(crate) on_readable: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+    /// Threads stop; the flusher flushes what is published first.
+    pub(crate) shutdown: AtomicBool,
+    /// Threads stop at once, as in a crash (drop without close).
+    pub(crate) abandon: AtomicBool,
 }
 
 // SAFETY: `write` is only accessed while holding `lock` (see `with_write_state`).
@@ -157,7 +215,7 @@ unsafe impl Sync for Shared {}
 
 pub struct CommitLog {
     shared: Arc<Shared>,
-    flusher: Mutex<Option<JoinHandle<()>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: RecoveryReport,
     closed: AtomicBool,
 }
@@ -174,7 +232,7 @@ impl Shared {
         f(unsafe { &mut *self.write.get() })
     }
 
-    fn segment_at(&self, offset: u64) -> Option<Arc<MappedFile>> {
+    pub(crate) fn segment_at(&self, offset: u64) -> Option<Arc<MappedFile>> {
         let segs = self.segments.read();
         let size = self.config.segment_size_bytes;
         let first = segs.first()?.start_offset();
@@ -182,125 +240,191 @@ impl Shared {
         segs.get(idx as usize).cloned()
     }
 
-    /// Makes everything published durable; returns the new flushed offset.
-    fn flush_published(&self) -> Result<u64> {
-        if self.config.inject_flush_failure.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
-            return Err(StoreError::io(&self.config.dir, std::io::Error::from_raw_os_error(libc::EIO)));
+    /// `(end, queue offsets)` at this moment, for a checkpoint.
+    pub(crate) fn checkpoint_snapshot(&self) -> (u64, BTreeMap<QueueKey, i64>) {
+        self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()))
+    }
+
+    /// Publishes a new end and wakes whoever follows it.
+    fn publish(&self, end: u64) {
+        self.published.store(end, Ordering::SeqCst);
+        match self.config.flush_mode {
+            FlushMode::Sync => self.flusher_wakeup.wake(),
+            FlushMode::Async => self.notify_readable(),
         }
-        let from = self.flushed.load(Ordering::Acquire);
-        let to = self.published.load(Ordering::Acquire);
-        if to > from {
-            let size = self.config.segment_size_bytes;
-            let segs: Vec<Arc<MappedFile>> = self.segments.read().clone();
-            for seg in segs.iter().filter(|s| s.start_offset() + size > from && s.start_offset() < to) {
-                let lo = from.saturating_sub(seg.start_offset()) as usize;
-                let hi = (to - seg.start_offset()).min(size) as usize;
-                seg.flush_range(lo, hi)?;
+    }
+
+    pub(crate) fn notify_readable(&self) {
+        if let Some(f) = self.on_readable.get() {
+            f();
+        }
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.writable.load(Ordering::Acquire) {
+            Ok(())
+        } else if let Some(reason) = self.flushed.failure() {
+            Err(StoreError::NotWritable(format!("an earlier flush failed: {reason}")))
+        } else {
+            Err(StoreError::NotWritable("the commit log is closed".into()))
+        }
+    }
+
+    /// The segment and position for `size` bytes, rolling to the prepared segment (with a
+    /// filler) if the current one cannot hold them plus a filler. Nothing changes when it fails.
+    fn room_for(&self, w: &mut WriteState, size: u64, blocking: Blocking) -> Result<(Arc<MappedFile>, usize)> {
+        let seg_size = self.config.segment_size_bytes;
+        if size + BLANK_BYTES > seg_size {
+            return Err(StoreError::RecordTooLarge {
+                size_bytes: size as usize,
+                segment_bytes: seg_size,
+            });
+        }
+        if let Some(cur) = &w.current {
+            let pos = w.write_offset - cur.start_offset();
+            if pos + size + BLANK_BYTES <= seg_size {
+                self.check_faulted_in(w.write_offset + size, blocking)?;
+                return Ok((cur.clone(), pos as usize));
             }
-            self.flushed.store(to, Ordering::Release);
         }
-        Ok(to)
+        let next_start = match &w.current {
+            Some(cur) => cur.start_offset() + seg_size,
+            None => {
+                assert_eq!(w.write_offset % seg_size, 0, "without a current segment the log ends on a boundary");
+                w.write_offset
+            }
+        };
+        let next = self.take_next_segment(next_start, blocking)?;
+        if let Some(cur) = w.current.take() {
+            let pos = w.write_offset - cur.start_offset();
+            let remaining = seg_size - pos;
+            assert!(remaining >= BLANK_BYTES, "every append leaves room for the filler");
+            let mut filler = [0u8; 8];
+            filler[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+            filler[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+            // SAFETY: under the put-message lock, past the published offset.
+            unsafe { cur.write_at(pos as usize, &filler) };
+            w.write_offset = cur.start_offset() + seg_size;
+            self.publish(w.write_offset);
+        }
+        assert_eq!(next.start_offset(), w.write_offset, "the prepared segment starts where the log ends");
+        self.segments.write().push(next.clone());
+        w.current = Some(next.clone());
+        self.allocator_wakeup.wake();
+        Ok((next, 0))
     }
 
-    /// Flushes and returns the checkpoint that now holds (the outer error is a flush failure).
-    fn flush_for_checkpoint(&self) -> Result<Checkpoint> {
-        let (end, queue_offsets) = self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()));
-        // Flushing now covers `end`: everything published when the snapshot was taken.
-        let flushed = self.flush_published()?;
-        debug_assert!(flushed >= end);
-        Ok(Checkpoint {
-            flushed_offset: end,
-            queue_offsets,
-        })
+    /// On the non-blocking path, refuses a write that would touch pages not yet faulted in.
+    fn check_faulted_in(&self, end: u64, blocking: Blocking) -> Result<()> {
+        if self.config.prefault_bytes == 0 {
+            return Ok(());
+        }
+        let populated = self.populated_to.load(Ordering::Acquire);
+        if end + self.config.prefault_bytes / 2 > populated {
+            self.allocator_wakeup.wake();
+        }
+        if end > populated && blocking == Blocking::No {
+            self.stats.appends_would_block.fetch_add(1, Ordering::Relaxed);
+            return Err(StoreError::WouldBlock("pages ahead of the writer are not faulted in yet"));
+        }
+        Ok(())
     }
 
-    fn write_checkpoint(&self) -> Result<()> {
-        self.flush_for_checkpoint()?.store(&self.config.dir)
-    }
-
-    fn fail_flush(&self, err: &StoreError) {
-        tracing::error!(error = %err, "flush failed; refusing further appends");
-        self.writable.store(false, Ordering::Release);
-        let mut st = self.flush.lock();
-        st.error = Some(err.to_string());
-        self.flush_done.notify_all();
-    }
-
-    /// The flush thread: group commit for SYNC_FLUSH, an interval for ASYNC_FLUSH.
-    fn flush_loop(self: Arc<Self>) {
-        let mut last_checkpoint = Instant::now();
+    /// The prepared segment starting at `start`; waits for the allocator when blocking.
+    fn take_next_segment(&self, start: u64, blocking: Blocking) -> Result<Arc<MappedFile>> {
+        let mut next = self.next.lock();
+        assert_eq!(next.wanted, start, "the allocator prepares the segment the writer needs");
+        let mut waited = false;
         loop {
-            {
-                let mut st = self.flush.lock();
-                if st.shutdown {
-                    return;
-                }
-                match self.config.flush_mode {
-                    FlushMode::Sync => {
-                        if st.requested <= st.flushed {
-                            self.flush_wake.wait_for(&mut st, Duration::from_millis(10));
-                        }
+            if let Some(seg) = next.ready.take_if(|s| s.start_offset() == start) {
+                let populated = start + next.ready_populated;
+                next.wanted = start + self.config.segment_size_bytes;
+                next.ready_populated = 0;
+                self.populated_to.store(populated, Ordering::Release);
+                return Ok(seg);
+            }
+            if blocking == Blocking::No {
+                self.stats.appends_would_block.fetch_add(1, Ordering::Relaxed);
+                self.allocator_wakeup.wake();
+                return Err(StoreError::WouldBlock("the next segment is not prepared yet"));
+            }
+            if waited && let Some(e) = next.error.clone() {
+                return Err(if next.error_was_disk_full {
+                    StoreError::DiskFull {
+                        path: self.config.dir.join(crate::mapped_file::segment_name(start)).display().to_string(),
+                        size_bytes: self.config.segment_size_bytes,
                     }
-                    FlushMode::Async => {
-                        self.flush_wake.wait_for(&mut st, self.config.async_flush_interval);
-                    }
-                }
-                if st.shutdown {
-                    return;
-                }
-                if st.error.is_some() {
-                    continue;
-                }
-            }
-            match self.flush_published() {
-                Ok(flushed) => {
-                    let mut st = self.flush.lock();
-                    st.flushed = st.flushed.max(flushed);
-                    self.flush_done.notify_all();
-                }
-                Err(e) => {
-                    self.fail_flush(&e);
-                    continue;
-                }
-            }
-            if last_checkpoint.elapsed() >= self.config.checkpoint_interval {
-                last_checkpoint = Instant::now();
-                match self.flush_for_checkpoint() {
-                    Err(e) => self.fail_flush(&e),
-                    // A checkpoint that cannot be written (a full disk, say) only makes the next
-                    // recovery scan further back; it is no reason to stop taking messages.
-                    Ok(cp) => {
-                        if let Err(e) = cp.store(&self.config.dir) {
-                            tracing::warn!(error = %e, "checkpoint not written; recovery would start at the previous one");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn wait_flushed(&self, end: u64) -> Result<()> {
-        let deadline = Instant::now() + self.config.sync_flush_timeout;
-        let mut st = self.flush.lock();
-        if st.requested < end {
-            st.requested = end;
-            self.flush_wake.notify_one();
-        }
-        loop {
-            if let Some(e) = &st.error {
-                return Err(StoreError::FlushFailed(e.clone()));
-            }
-            if st.flushed >= end {
-                return Ok(());
-            }
-            if self.flush_done.wait_until(&mut st, deadline).timed_out() && st.flushed < end {
-                return Err(StoreError::FlushTimeout {
-                    offset: end,
-                    timeout_ms: self.config.sync_flush_timeout.as_millis() as u64,
+                } else {
+                    StoreError::NotWritable(e)
                 });
             }
+            if !waited {
+                self.stats.roll_waits.fetch_add(1, Ordering::Relaxed);
+            }
+            let seen = next.attempts;
+            next.retry_requested = true;
+            self.allocator_wakeup.wake_always();
+            while next.attempts == seen {
+                self.next_changed.wait_for(&mut next, Duration::from_millis(100));
+                if self.shutdown.load(Ordering::Acquire) || self.abandon.load(Ordering::Acquire) {
+                    return Err(StoreError::NotWritable("the commit log is closing".into()));
+                }
+            }
+            waited = true;
         }
     }
+
+    /// Copies pre-encoded records into the log under the put-message lock.
+    fn append_records(&self, records: &mut [u8], spans: &[(usize, usize, usize)], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
+        self.check_writable()?;
+        let total = records.len();
+        self.with_write_state(|w| -> Result<Vec<AppendResult>> {
+            let started = Instant::now();
+            let (seg, pos) = self.room_for(w, total as u64, blocking)?;
+            let base = w.write_offset;
+            let next = w.next_queue_offset(topic, queue_id);
+            let store_timestamp_ms = now_ms();
+            let mut out = Vec::with_capacity(spans.len());
+            for (i, &(at, size, ts_pos)) in spans.iter().enumerate() {
+                let queue_offset = *next + i as i64;
+                let physical_offset = base + at as u64;
+                patch_record(&mut records[at..at + size], queue_offset, physical_offset, store_timestamp_ms, ts_pos);
+                out.push(AppendResult {
+                    physical_offset,
+                    size_bytes: size as u32,
+                    queue_offset,
+                    store_timestamp_ms,
+                });
+            }
+            // SAFETY: under the put-message lock, past the published offset.
+            unsafe { seg.write_at(pos, records) };
+            *next += spans.len() as i64;
+            w.write_offset += total as u64;
+            self.stats.appended_records.fetch_add(spans.len() as u64, Ordering::Relaxed);
+            self.publish(w.write_offset);
+            self.stats.append_ns.record(started.elapsed().as_nanos() as u64);
+            Ok(out)
+        })
+    }
+}
+
+/// Splits a buffer of back-to-back records into `(start, size, store-timestamp position)`,
+/// checking each record's frame.
+fn split_records(records: &[u8]) -> Result<Vec<(usize, usize, usize)>> {
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while at < records.len() {
+        let size = records
+            .get(at..at + 4)
+            .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
+            .filter(|n| *n > 0 && at + *n as usize <= records.len())
+            .ok_or_else(|| StoreError::BadRecord(format!("batch record at byte {at} overruns the batch")))? as usize;
+        check_record_frame(&records[at..at + size])?;
+        let sys_flag = i32::from_be_bytes(records[at + 36..at + 40].try_into().expect("4 bytes"));
+        spans.push((at, size, store_timestamp_pos(sys_flag)));
+        at += size;
+    }
+    Ok(spans)
 }
 
 impl CommitLog {
@@ -328,50 +452,72 @@ impl CommitLog {
             elapsed_ms = report.elapsed.as_millis() as u64,
             "commit log recovered"
         );
+        let shared = Arc::new(Self::shared_after_recovery(config, queue_offsets, report.end_offset)?);
+        Self::write_checkpoint(&shared)?;
+        let threads = crate::flusher::spawn_threads(&shared)?;
+        Ok(CommitLog {
+            shared,
+            threads: Mutex::new(threads),
+            recovery: report,
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn shared_after_recovery(config: CommitLogConfig, queue_offsets: BTreeMap<QueueKey, i64>, end: u64) -> Result<Shared> {
         // Recovery deleted what it cut; map what is left.
         let kept = load_segments(&config.dir, config.segment_size_bytes)?;
-        let end = report.end_offset;
         let size = config.segment_size_bytes;
         let mut by_topic: HashMap<String, BTreeMap<i32, i64>> = HashMap::new();
         for ((t, q), n) in queue_offsets {
             by_topic.entry(t).or_default().insert(q, n);
         }
-        let state = WriteState {
-            current: kept
-                .iter()
-                .find(|s| s.start_offset() <= end && end < s.start_offset() + size)
-                .cloned(),
-            write_offset: end,
-            queue_offsets: by_topic,
-        };
-        let shared = Arc::new(Shared {
+        let current = kept
+            .iter()
+            .find(|s| s.start_offset() <= end && end < s.start_offset() + size)
+            .cloned();
+        let wanted = current.as_ref().map_or(end - end % size, |c| c.start_offset() + size);
+        // Pages before the end are the recovered data; treat the rest of the current segment as
+        // not faulted in until the allocator has done it.
+        let populated = end;
+        Ok(Shared {
             lock: new_lock(config.lock, DEFAULT_BACKOFF_K, AdaptiveConfig::default()),
-            write: UnsafeCell::new(state),
+            write: UnsafeCell::new(WriteState {
+                current,
+                write_offset: end,
+                queue_offsets: by_topic,
+            }),
             segments: RwLock::new(kept),
             published: AtomicU64::new(end),
-            flushed: AtomicU64::new(end),
-            flush: Mutex::new(FlushState {
-                requested: end,
-                flushed: end,
-                ..FlushState::default()
-            }),
-            flush_wake: Condvar::new(),
-            flush_done: Condvar::new(),
+            flushed: Watermark::new("flushed", end, config.max_flush_waiters.max(1)),
             writable: AtomicBool::new(true),
+            stats: CommitLogStats::default(),
+            next: Mutex::new(NextSegment {
+                wanted,
+                ..NextSegment::default()
+            }),
+            next_changed: Condvar::new(),
+            populated_to: AtomicU64::new(populated),
+            allocator_wakeup: Wakeup::default(),
+            flusher_wakeup: Wakeup::default(),
+            checkpoint_wakeup: Wakeup::default(),
+            on_readable: OnceLock::new(),
+            shutdown: AtomicBool::new(false),
+            abandon: AtomicBool::new(false),
             config,
-        });
-        shared.write_checkpoint()?;
-        let worker = shared.clone();
-        let flusher = std::thread::Builder::new()
-            .name("commitlog-flush".into())
-            .spawn(move || worker.flush_loop())
-            .map_err(|e| StoreError::io(&shared.config.dir, e))?;
-        Ok(CommitLog {
-            shared,
-            flusher: Mutex::new(Some(flusher)),
-            recovery: report,
-            closed: AtomicBool::new(false),
         })
+    }
+
+    /// Flushes what is published and writes the checkpoint that now holds (used at open and
+    /// close, when no flusher runs).
+    fn write_checkpoint(s: &Shared) -> Result<()> {
+        let (end, queue_offsets) = s.checkpoint_snapshot();
+        crate::flusher::flush_published(s)?;
+        assert!(s.flushed.get() >= end, "a checkpoint never claims more than is durable");
+        Checkpoint {
+            flushed_offset: end,
+            queue_offsets,
+        }
+        .store(&s.config.dir)
     }
 
     pub fn recovery_report(&self) -> &RecoveryReport {
@@ -387,106 +533,85 @@ impl CommitLog {
         self.shared.lock.snapshot()
     }
 
-    /// Appends one pre-encoded record of `topic`/`queue_id`. The record's size, magic and CRC
-    /// are the caller's (encoded before any lock); this assigns the queue offset, the physical
-    /// offset and the store timestamp, patches them in, copies the record, and — under
-    /// SYNC_FLUSH — waits until it is durable.
+    /// The append and flush stages' statistics.
+    pub fn stats(&self) -> &CommitLogStats {
+        &self.shared.stats
+    }
+
+    /// The durable end of the log; SYNC_FLUSH sends wait on it.
+    pub fn flushed_watermark(&self) -> &Arc<Watermark> {
+        &self.shared.flushed
+    }
+
+    /// Registers what runs when more of the log becomes readable (once; later calls are ignored).
+    pub fn set_readable_listener(&self, f: Arc<dyn Fn() + Send + Sync>) {
+        let _ = self.shared.on_readable.set(f);
+    }
+
+    /// Appends one pre-encoded record of `topic`/`queue_id` without blocking: when the next
+    /// segment is not prepared yet or the pages are not faulted in, nothing is written and
+    /// [`StoreError::WouldBlock`] says to call [`CommitLog::append`] off the async runtime.
+    /// The record's size, magic and CRC are the caller's (encoded before any lock); this assigns
+    /// the queue offset, the physical offset and the store timestamp, patches them in and copies
+    /// the record. It does not wait for the flush: see [`CommitLog::flushed_watermark`].
+    pub fn try_append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.append_one(record, topic, queue_id, Blocking::No)
+    }
+
+    /// [`CommitLog::try_append`] that may block: it waits for the next segment and takes page
+    /// faults. Call it from a thread that may block.
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
-        let s = &self.shared;
-        if !s.writable.load(Ordering::Acquire) {
-            return Err(StoreError::NotWritable("an earlier flush failed".into()));
-        }
-        check_record_frame(record)?;
-        let size = record.len();
-        let sys_flag = i32::from_be_bytes(record[36..40].try_into().expect("4 bytes"));
-        let ts_pos = store_timestamp_pos(sys_flag);
-        let result = s.with_write_state(|w| -> Result<AppendResult> {
-            let (seg, pos) = room_for(s, w, size as u64)?;
-            let physical_offset = w.write_offset;
-            let next = w.next_queue_offset(topic, queue_id);
-            let queue_offset = *next;
-            let store_timestamp_ms = now_ms();
-            patch_record(record, queue_offset, physical_offset, store_timestamp_ms, ts_pos);
-            // SAFETY: under the put-message lock, past the published offset.
-            unsafe { seg.write_at(pos, record) };
-            *next += 1;
-            w.write_offset += size as u64;
-            s.published.store(w.write_offset, Ordering::Release);
-            Ok(AppendResult {
-                physical_offset,
-                size_bytes: size as u32,
-                queue_offset,
-                store_timestamp_ms,
-            })
-        })?;
-        if s.config.flush_mode == FlushMode::Sync {
-            s.wait_flushed(result.physical_offset + size as u64)?;
-        }
+        self.append_one(record, topic, queue_id, Blocking::Yes)
+    }
+
+    /// [`CommitLog::append`], then waits (blocking this thread) until the record is durable.
+    pub fn append_durable(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        let result = self.append(record, topic, queue_id)?;
+        self.wait_durable(result.end_offset())?;
         Ok(result)
     }
 
-    /// Appends a batch: `records` holds pre-encoded records back to back, all of `topic` /
-    /// `queue_id`. They get consecutive queue offsets and land contiguously in one segment
-    /// under one acquisition of the put-message lock (all or none); under SYNC_FLUSH the call
-    /// returns once the whole batch is durable. Returns one result per record.
+    fn append_one(&self, record: &mut [u8], topic: &str, queue_id: i32, blocking: Blocking) -> Result<AppendResult> {
+        check_record_frame(record)?;
+        let sys_flag = i32::from_be_bytes(record[36..40].try_into().expect("4 bytes"));
+        let span = [(0, record.len(), store_timestamp_pos(sys_flag))];
+        let mut results = self.shared.append_records(record, &span, topic, queue_id, blocking)?;
+        Ok(results.remove(0))
+    }
+
+    /// Appends a batch without blocking: `records` holds pre-encoded records back to back, all
+    /// of `topic` / `queue_id`. They get consecutive queue offsets and land contiguously in one
+    /// segment under one acquisition of the put-message lock (all or none). Returns one result
+    /// per record.
+    pub fn try_append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.append_many(records, topic, queue_id, Blocking::No)
+    }
+
+    /// [`CommitLog::try_append_batch`] that may block.
     pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        let s = &self.shared;
-        if !s.writable.load(Ordering::Acquire) {
-            return Err(StoreError::NotWritable("an earlier flush failed".into()));
-        }
+        self.append_many(records, topic, queue_id, Blocking::Yes)
+    }
+
+    fn append_many(&self, records: &mut [u8], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
         // Split and check every record before taking the lock.
-        let mut spans = Vec::new();
-        let mut at = 0;
-        while at < records.len() {
-            let size = records
-                .get(at..at + 4)
-                .map(|b| i32::from_be_bytes(b.try_into().expect("4 bytes")))
-                .filter(|n| *n > 0 && at + *n as usize <= records.len())
-                .ok_or_else(|| StoreError::BadRecord(format!("batch record at byte {at} overruns the batch")))?
-                as usize;
-            check_record_frame(&records[at..at + size])?;
-            let sys_flag = i32::from_be_bytes(records[at + 36..at + 40].try_into().expect("4 bytes"));
-            spans.push((at, size, store_timestamp_pos(sys_flag)));
-            at += size;
-        }
+        let spans = split_records(records)?;
         if spans.is_empty() {
             return Ok(Vec::new());
         }
-        let total = records.len();
-        let results = s.with_write_state(|w| -> Result<Vec<AppendResult>> {
-            let (seg, pos) = room_for(s, w, total as u64)?;
-            let base = w.write_offset;
-            let next = w.next_queue_offset(topic, queue_id);
-            let store_timestamp_ms = now_ms();
-            let mut out = Vec::with_capacity(spans.len());
-            for (i, (at, size, ts_pos)) in spans.iter().enumerate() {
-                let queue_offset = *next + i as i64;
-                let physical_offset = base + *at as u64;
-                patch_record(
-                    &mut records[*at..*at + *size],
-                    queue_offset,
-                    physical_offset,
-                    store_timestamp_ms,
-                    *ts_pos,
-                );
-                out.push(AppendResult {
-                    physical_offset,
-                    size_bytes: *size as u32,
-                    queue_offset,
-                    store_timestamp_ms,
-                });
-            }
-            // SAFETY: under the put-message lock, past the published offset.
-            unsafe { seg.write_at(pos, records) };
-            *next += spans.len() as i64;
-            w.write_offset += total as u64;
-            s.published.store(w.write_offset, Ordering::Release);
-            Ok(out)
-        })?;
-        if s.config.flush_mode == FlushMode::Sync {
-            s.wait_flushed(results[0].physical_offset + total as u64)?;
-        }
-        Ok(results)
+        self.shared.append_records(records, &spans, topic, queue_id, blocking)
+    }
+
+    /// Blocks until everything below `end` is durable, or the SYNC_FLUSH timeout passes.
+    pub fn wait_durable(&self, end: u64) -> Result<()> {
+        let timeout = self.shared.config.sync_flush_timeout;
+        self.shared.flushed.wait_blocking(end, timeout).map_err(|e| match e {
+            WaitError::TimedOut { .. } => StoreError::FlushTimeout {
+                offset: end,
+                timeout_ms: timeout.as_millis() as u64,
+            },
+            WaitError::Failed(reason) => StoreError::FlushFailed(reason.to_string()),
+            WaitError::Busy { .. } => StoreError::NotWritable(e.to_string()),
+        })
     }
 
     /// Offset after the last record written (and visible to readers under ASYNC_FLUSH).
@@ -495,7 +620,7 @@ impl CommitLog {
     }
 
     pub fn flushed_offset(&self) -> u64 {
-        self.shared.flushed.load(Ordering::Acquire)
+        self.shared.flushed.get()
     }
 
     /// What readers may see: the durable end under SYNC_FLUSH (consumers must never get a
@@ -507,23 +632,27 @@ impl CommitLog {
         }
     }
 
-    /// The record starting at `offset`, if it lies below [`CommitLog::readable_end`].
-    pub fn read_record(&self, offset: u64) -> Result<Option<Vec<u8>>> {
+    /// The bytes of the record starting at `offset`, if it lies below
+    /// [`CommitLog::readable_end`]; `f` sees them in place (no copy).
+    pub fn with_record<R>(&self, offset: u64, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let end = self.readable_end();
         if offset + BLANK_BYTES > end {
-            return Ok(None);
+            return None;
         }
-        let Some(seg) = self.shared.segment_at(offset) else {
-            return Ok(None);
-        };
+        let seg = self.shared.segment_at(offset)?;
         let pos = (offset - seg.start_offset()) as usize;
         let head = seg.slice(pos, 8);
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
         let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
         if magic == BLANK_MAGIC_CODE || size <= 0 || offset + size as u64 > end {
-            return Ok(None);
+            return None;
         }
-        Ok(Some(seg.slice(pos, size as usize).to_vec()))
+        Some(f(seg.slice(pos, size as usize)))
+    }
+
+    /// The record starting at `offset`, if it lies below [`CommitLog::readable_end`].
+    pub fn read_record(&self, offset: u64) -> Result<Option<Vec<u8>>> {
+        Ok(self.with_record(offset, <[u8]>::to_vec))
     }
 
     /// Offset of the record after the one at `offset` (skipping a segment's filler); with a
@@ -564,7 +693,7 @@ impl CommitLog {
     pub fn delete_expired(&self, keep_from: u64) -> Result<usize> {
         let s = &self.shared;
         let size = s.config.segment_size_bytes;
-        let limit = keep_from.min(s.flushed.load(Ordering::Acquire));
+        let limit = keep_from.min(s.flushed.get());
         let disk_full = disk_used_ratio(&s.config.dir)? > s.config.disk_max_used_ratio;
         let mut deleted = 0;
         loop {
@@ -595,34 +724,47 @@ impl CommitLog {
         Ok(deleted)
     }
 
-    /// Flushes, writes the checkpoint, stops the flush thread and removes the abort marker.
-    /// Appends after this fail; a second call does nothing.
+    /// Flushes, writes the checkpoint, stops the store's threads, removes the prepared segment
+    /// nobody used and the abort marker. Appends after this fail; a second call does nothing.
     pub fn close(&self) -> Result<()> {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
         self.shared.writable.store(false, Ordering::Release);
-        self.shutdown_flusher();
-        self.shared.write_checkpoint()?;
+        self.stop_threads(false);
+        if let Some(unused) = self.shared.next.lock().ready.take() {
+            let path = unused.path().to_owned();
+            drop(unused);
+            std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+        }
+        if let Some(reason) = self.shared.flushed.failure() {
+            return Err(StoreError::FlushFailed(reason.to_string()));
+        }
+        Self::write_checkpoint(&self.shared)?;
         mark_clean(&self.shared.config.dir)
     }
 
-    fn shutdown_flusher(&self) {
-        {
-            let mut st = self.shared.flush.lock();
-            st.shutdown = true;
-            self.shared.flush_wake.notify_all();
+    fn stop_threads(&self, abandon: bool) {
+        let s = &self.shared;
+        if abandon {
+            s.abandon.store(true, Ordering::Release);
         }
-        if let Some(h) = self.flusher.lock().take() {
+        s.shutdown.store(true, Ordering::Release);
+        for w in [&s.flusher_wakeup, &s.allocator_wakeup, &s.checkpoint_wakeup] {
+            w.wake_always();
+        }
+        s.next_changed.notify_all();
+        for h in self.threads.lock().drain(..) {
             let _ = h.join();
         }
     }
 }
 
 impl Drop for CommitLog {
-    /// Without `close` this behaves like a crash: no final checkpoint, the abort marker stays.
+    /// Without `close` this behaves like a crash: no final flush or checkpoint, and the abort
+    /// marker stays.
     fn drop(&mut self) {
-        self.shutdown_flusher();
+        self.stop_threads(true);
     }
 }
 
@@ -663,176 +805,4 @@ fn check_record_frame(record: &[u8]) -> Result<()> {
         return Err(StoreError::BadRecord(format!("magic {magic:#x}")));
     }
     Ok(())
-}
-
-/// The segment and position for a record of `size` bytes, rolling (with a filler) if the
-/// current segment cannot hold it plus a filler.
-fn room_for(s: &Shared, w: &mut WriteState, size: u64) -> Result<(Arc<MappedFile>, usize)> {
-    let seg_size = s.config.segment_size_bytes;
-    if size + BLANK_BYTES > seg_size {
-        return Err(StoreError::RecordTooLarge {
-            size_bytes: size as usize,
-            segment_bytes: seg_size,
-        });
-    }
-    if let Some(cur) = &w.current {
-        let pos = w.write_offset - cur.start_offset();
-        if pos + size + BLANK_BYTES <= seg_size {
-            return Ok((cur.clone(), pos as usize));
-        }
-        let remaining = seg_size - pos;
-        debug_assert!(remaining >= BLANK_BYTES, "every append leaves room for the filler");
-        let mut filler = [0u8; 8];
-        filler[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
-        filler[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
-        // SAFETY: under the put-message lock, past the published offset.
-        unsafe { cur.write_at(pos as usize, &filler) };
-        w.write_offset = cur.start_offset() + seg_size;
-        s.published.store(w.write_offset, Ordering::Release);
-        w.current = None;
-    }
-    // A full disk fails here, before anything is written, and the next append tries again.
-    let seg = Arc::new(MappedFile::create(&s.config.dir, w.write_offset, seg_size)?);
-    s.segments.write().push(seg.clone());
-    w.current = Some(seg.clone());
-    Ok((seg, 0))
-}
-
-/// Opens every segment of `dir`, checking names, sizes and contiguity.
-fn load_segments(dir: &Path, size: u64) -> Result<Vec<Arc<MappedFile>>> {
-    let mut found: Vec<(u64, PathBuf)> = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
-        let path = entry.map_err(|e| StoreError::io(dir, e))?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        if name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit()) {
-            found.push((name.parse().expect("20 digits"), path));
-        }
-    }
-    found.sort();
-    let mut segs = Vec::with_capacity(found.len());
-    for (i, (offset, path)) in found.iter().enumerate() {
-        if offset % size != 0 || (i > 0 && *offset != found[i - 1].0 + size) {
-            return Err(StoreError::Layout {
-                path: path.display().to_string(),
-                reason: format!("segment start {offset} is not contiguous with a segment size of {size}"),
-            });
-        }
-        segs.push(Arc::new(MappedFile::open(path, *offset, size)?));
-    }
-    Ok(segs)
-}
-
-/// Scans from the checkpoint, validating each record, and cuts everything after the last valid
-/// one. Only what follows the checkpoint is read, so the time does not grow with the log.
-/// Appends are sequential, so bytes written past the recovered end are contiguous: once this
-/// many zero bytes follow the last non-zero one, nothing further was written. Larger than any
-/// single append (a frame is at most 16 MiB).
-pub const TORN_TAIL_ZERO_RUN_BYTES: usize = 32 << 20;
-
-/// Length of the non-zero region at the start of `tail` (up to its last non-zero byte), read
-/// in chunks and bounded by [`TORN_TAIL_ZERO_RUN_BYTES`] of zeros, so a clean end costs a
-/// bounded read instead of a scan of the whole segment.
-fn torn_tail_len(tail: &[u8]) -> usize {
-    const CHUNK: usize = 1 << 20;
-    let mut end = 0;
-    for (i, chunk) in tail.chunks(CHUNK).enumerate() {
-        let at = i * CHUNK;
-        if let Some(p) = chunk.iter().rposition(|b| *b != 0) {
-            end = at + p + 1;
-        } else if at + chunk.len() - end >= TORN_TAIL_ZERO_RUN_BYTES {
-            break;
-        }
-    }
-    end
-}
-
-fn recover(
-    config: &CommitLogConfig,
-    segments: &[Arc<MappedFile>],
-    checkpoint: Option<Checkpoint>,
-) -> Result<(BTreeMap<QueueKey, i64>, RecoveryReport)> {
-    let size = config.segment_size_bytes;
-    let first = segments.first().map_or(0, |s| s.start_offset());
-    let segment_end = segments.last().map_or(0, |s| s.start_offset() + size);
-    let checkpoint = checkpoint.filter(|c| c.flushed_offset >= first && c.flushed_offset <= segment_end);
-    let (mut offset, mut queue_offsets) = match &checkpoint {
-        Some(c) => (c.flushed_offset, c.queue_offsets.clone()),
-        None => (first, BTreeMap::new()),
-    };
-    let mut report = RecoveryReport {
-        scanned_from: offset,
-        ..RecoveryReport::default()
-    };
-    let seg_for = |o: u64| -> Option<&Arc<MappedFile>> { segments.get((o.checked_sub(first)? / size) as usize) };
-    while let Some(seg) = seg_for(offset) {
-        let pos = (offset - seg.start_offset()) as usize;
-        if pos as u64 + BLANK_BYTES > size {
-            offset = seg.start_offset() + size;
-            continue;
-        }
-        let head = seg.slice(pos, 8);
-        let rec_size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
-        let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
-        if magic == BLANK_MAGIC_CODE && rec_size as u64 == size - pos as u64 {
-            offset = seg.start_offset() + size;
-            continue;
-        }
-        if rec_size == 0 && magic == 0 {
-            break;
-        }
-        match MessageExt::decode_verified(seg.slice(pos, size as usize - pos)) {
-            Ok((msg, used)) if used == rec_size as usize => {
-                let next = queue_offsets.entry((msg.topic, msg.queue_id)).or_insert(0);
-                *next = (*next).max(msg.queue_offset + 1);
-                report.records_scanned += 1;
-                offset += used as u64;
-            }
-            Ok(_) => {
-                report.stop_reason = Some(format!("record at {offset}: size field disagrees with its fields"));
-                break;
-            }
-            Err(e) => {
-                report.stop_reason = Some(format!("record at {offset}: {e}"));
-                break;
-            }
-        }
-    }
-    report.end_offset = offset;
-    // Cut the torn tail: zero the rest of the segment holding the end, delete later segments.
-    let keep_start = offset - (offset - first) % size;
-    for seg in segments.iter().filter(|s| s.start_offset() + size > offset) {
-        let start = seg.start_offset();
-        let from = offset.saturating_sub(start) as usize;
-        let torn = torn_tail_len(seg.slice(from, size as usize - from));
-        report.truncated_bytes += torn as u64;
-        if start > keep_start {
-            std::fs::remove_file(seg.path()).map_err(|e| StoreError::io(seg.path(), e))?;
-        } else if torn > 0 {
-            // No writer or reader exists yet, so a second map of the file may write it.
-            MappedFile::open(seg.path(), start, size)?.zero_range(from, from + torn)?;
-        }
-    }
-    if report.truncated_bytes > 0 {
-        tracing::warn!(offset, bytes = report.truncated_bytes, reason = ?report.stop_reason, "cut the commit log's torn tail");
-    }
-    Ok((queue_offsets, report))
-}
-
-#[cfg(test)]
-mod torn_tail_tests {
-    use super::*;
-
-    #[test]
-    fn torn_tail_ends_at_the_last_nonzero_byte_before_a_long_zero_run() {
-        let mut tail = vec![0u8; TORN_TAIL_ZERO_RUN_BYTES + (8 << 20)];
-        assert_eq!(torn_tail_len(&tail), 0);
-        tail[10] = 1;
-        tail[3 << 20] = 7; // a gap shorter than the run still belongs to the torn write
-        assert_eq!(torn_tail_len(&tail), (3 << 20) + 1);
-        let far = tail.len() - 1;
-        tail[far] = 9; // past a full zero run: never written by this store, not scanned
-        assert_eq!(torn_tail_len(&tail), (3 << 20) + 1);
-    }
 }

@@ -21,6 +21,8 @@ pub enum StoreError {
     NotWritable(String),
     #[error("record of {size_bytes} bytes does not fit a segment of {segment_bytes} bytes")]
     RecordTooLarge { size_bytes: usize, segment_bytes: u64 },
+    #[error("the append would block ({0}); retry it off the async runtime")]
+    WouldBlock(&'static str),
     #[error("malformed record: {0}")]
     BadRecord(String),
     #[error("store layout problem in {path}: {reason}")]

@@ -40,8 +40,6 @@ pub fn segment_name(offset: u64) -> String {
 pub struct MappedFile {
     path: PathBuf,
     start_offset: u64,
-    size_bytes: u64,
-    file: File,
     map: MmapMut,
     /// Base of `map`, for writes through `&self` (see [`MappedFile::write_at`]).
     base: *mut u8,
@@ -85,7 +83,7 @@ impl MappedFile {
         }
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         crate::checkpoint::sync_dir(dir)?;
-        Self::map(path, file, start_offset, size_bytes)
+        Self::map(path, &file, start_offset)
     }
 
     /// Opens an existing segment, which must have exactly `size_bytes`.
@@ -102,19 +100,17 @@ impl MappedFile {
                 reason: format!("segment has {len} bytes, expected {size_bytes}"),
             });
         }
-        Self::map(path.to_path_buf(), file, start_offset, size_bytes)
+        Self::map(path.to_path_buf(), &file, start_offset)
     }
 
-    fn map(path: PathBuf, file: File, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
-        // SAFETY: the file is ours (the store holds its directory) and stays open while mapped;
-        // nothing truncates it while the map lives.
-        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| StoreError::io(&path, e))?;
+    fn map(path: PathBuf, file: &File, start_offset: u64) -> Result<MappedFile> {
+        // SAFETY: the file is ours (the store holds its directory); the mapping outlives the
+        // descriptor, and nothing truncates the file while the map lives.
+        let mut map = unsafe { MmapMut::map_mut(file) }.map_err(|e| StoreError::io(&path, e))?;
         let base = map.as_mut_ptr();
         Ok(MappedFile {
             path,
             start_offset,
-            size_bytes,
-            file,
             map,
             base,
         })
@@ -122,10 +118,6 @@ impl MappedFile {
 
     pub fn start_offset(&self) -> u64 {
         self.start_offset
-    }
-
-    pub fn size_bytes(&self) -> u64 {
-        self.size_bytes
     }
 
     pub fn path(&self) -> &Path {
@@ -171,11 +163,30 @@ impl MappedFile {
         self.flush_range(from, to)
     }
 
-    /// Hands the file's pages back to the kernel (after it is flushed and cold).
-    pub fn drop_page_cache(&self) {
-        // SAFETY: advisory syscall on an open descriptor.
-        unsafe {
-            libc::posix_fadvise(self.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    /// Faults `[from, to)` in for writing (page-aligned outward), so that the appender's copy
+    /// into it takes no page fault: `MADV_POPULATE_WRITE` where the kernel has it (5.14+), else a
+    /// read of each page, which at least brings the page into the cache. The contents are not
+    /// changed, so this may run while the appender writes elsewhere in the segment.
+    pub fn populate(&self, from: usize, to: usize) -> Result<()> {
+        const PAGE: usize = 4096;
+        let to = to.min(self.map.len());
+        let from = from - from % PAGE;
+        if from >= to {
+            return Ok(());
         }
+        // SAFETY: the range lies inside our live mapping (bounded above) and starts on a page.
+        let rc = unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_POPULATE_WRITE) };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() != Some(libc::EINVAL) {
+            return Err(StoreError::io(&self.path, err));
+        }
+        for page in (from..to).step_by(PAGE) {
+            // SAFETY: in bounds; a volatile read of a mapped byte has no side effect but the fault.
+            unsafe { std::ptr::read_volatile(self.base.add(page)) };
+        }
+        Ok(())
     }
 }

@@ -2,12 +2,13 @@
 //! broker reads and writes.
 //!
 //! Owns: the dispatcher thread (commit log → consume queues, never past the readable end, so
-//! under SYNC_FLUSH consumers never see a record a crash could take back), queue reads with
+//! under SYNC_FLUSH consumers never see a record a crash could take back; woken by the commit
+//! log when more becomes readable, asleep otherwise), queue reads with
 //! RocketMQ's pull statuses, offset lookups, and waiting for new entries (long polling).
 //! Must never: block an appender on the dispatcher, or let a queue entry point at a record that
 //! recovery cut.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,6 +23,11 @@ use crate::checkpoint::{QueueKey, sync_dir};
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
 use crate::error::{Result, StoreError};
+use crate::wakeup::Wakeup;
+
+/// Longest sleep of an idle dispatcher: new readable records wake it sooner; this bounds how
+/// late the consume-queue flush and retention chores run when nothing is written.
+const DISPATCH_IDLE_SLEEP: Duration = Duration::from_millis(100);
 
 const DISPATCH_CHECKPOINT_FILE: &str = "dispatch_checkpoint";
 
@@ -89,8 +95,10 @@ impl GetStatus {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetResult {
     pub status: GetStatus,
-    /// Stored records, each exactly as in the commit log (a pull body is their concatenation).
-    pub messages: Vec<Vec<u8>>,
+    /// Stored records back to back, each exactly as in the commit log: a pull answer's body.
+    pub body: Vec<u8>,
+    /// Records in `body`.
+    pub message_count: usize,
     pub next_begin_offset: i64,
     pub min_offset: i64,
     pub max_offset: i64,
@@ -118,6 +126,8 @@ struct Inner {
     new_entries: Condvar,
     /// Told which queues got entries, once per dispatched batch (the broker's long polling).
     listener: RwLock<Option<DispatchListener>>,
+    /// Wakes the dispatcher when more of the log is readable.
+    wakeup: Arc<Wakeup>,
 }
 
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
@@ -235,11 +245,14 @@ impl Inner {
     }
 
     fn dispatch_loop(self: Arc<Self>) {
+        self.wakeup.register_current();
         let mut last_flush = Instant::now();
         let mut last_retention = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
             match self.dispatch_available() {
-                Ok(0) => std::thread::sleep(Duration::from_micros(500)),
+                Ok(0) => self.wakeup.sleep_unless(DISPATCH_IDLE_SLEEP, || {
+                    self.stop.load(Ordering::Acquire) || self.log.readable_end() > self.dispatched.load(Ordering::Acquire)
+                }),
                 Ok(_) => {}
                 Err(e) => {
                     tracing::error!(error = %e, "dispatch failed; retrying in 100 ms");
@@ -281,8 +294,11 @@ impl MessageStore {
             generation: Mutex::new(0),
             new_entries: Condvar::new(),
             listener: RwLock::new(None),
+            wakeup: Arc::new(Wakeup::default()),
             config,
         });
+        let wakeup = inner.wakeup.clone();
+        inner.log.set_readable_listener(Arc::new(move || wakeup.wake()));
         // Open every existing queue now, so entries past the recovered log end are cut.
         let cq_root = inner.cq_root();
         if let Ok(topics) = std::fs::read_dir(&cq_root) {
@@ -325,12 +341,29 @@ impl MessageStore {
         &self.inner.log
     }
 
-    /// Appends one pre-encoded record (see [`CommitLog::append`]).
+    /// Appends one pre-encoded record without blocking (see [`CommitLog::try_append`]).
+    pub fn try_append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.inner.log.try_append(record, topic, queue_id)
+    }
+
+    /// Appends one pre-encoded record; may block (see [`CommitLog::append`]).
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
         self.inner.log.append(record, topic, queue_id)
     }
 
-    /// Appends a batch of pre-encoded records of one queue (see [`CommitLog::append_batch`]).
+    /// Appends one record and waits until it is durable (see [`CommitLog::append_durable`]).
+    pub fn append_durable(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.inner.log.append_durable(record, topic, queue_id)
+    }
+
+    /// Appends a batch of pre-encoded records of one queue without blocking (see
+    /// [`CommitLog::try_append_batch`]).
+    pub fn try_append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.inner.log.try_append_batch(records, topic, queue_id)
+    }
+
+    /// Appends a batch of pre-encoded records of one queue; may block (see
+    /// [`CommitLog::append_batch`]).
     pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
         self.inner.log.append_batch(records, topic, queue_id)
     }
@@ -397,10 +430,11 @@ impl MessageStore {
 
     /// Reads up to `max_msgs` messages from `offset`, keeping those whose tag hash is in
     /// `tag_codes` (all when `None`), with RocketMQ's statuses and next offsets.
-    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: usize, tag_codes: Option<&[i64]>) -> GetResult {
+    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: usize, tag_codes: Option<&HashSet<i64>>) -> GetResult {
         let mut result = GetResult {
             status: GetStatus::NoMatchedLogicQueue,
-            messages: Vec::new(),
+            body: Vec::new(),
+            message_count: 0,
             next_begin_offset: 0,
             min_offset: 0,
             max_offset: 0,
@@ -432,27 +466,24 @@ impl MessageStore {
         }
         let scan = self.inner.config.max_scan_entries.max(max_msgs);
         let mut next = offset;
-        let mut bytes = 0usize;
-        while next < max && (next - offset) < scan as i64 && result.messages.len() < max_msgs.max(1) {
+        while next < max && (next - offset) < scan as i64 && result.message_count < max_msgs.max(1) {
             let Some(e) = q.get(next) else { break };
             if tag_codes.is_some_and(|codes| !codes.contains(&e.tags_code)) {
                 next += 1;
                 continue;
             }
-            if !result.messages.is_empty() && bytes + e.size_bytes as usize > self.inner.config.max_transfer_bytes {
+            if result.message_count > 0 && result.body.len() + e.size_bytes as usize > self.inner.config.max_transfer_bytes {
                 break;
             }
-            match self.inner.log.read_record(e.commit_log_offset) {
-                Ok(Some(rec)) => {
-                    bytes += rec.len();
-                    result.messages.push(rec);
-                }
-                _ => break,
+            let body = &mut result.body;
+            if self.inner.log.with_record(e.commit_log_offset, |rec| body.extend_from_slice(rec)).is_none() {
+                break;
             }
+            result.message_count += 1;
             next += 1;
         }
         result.next_begin_offset = next;
-        result.status = if result.messages.is_empty() {
+        result.status = if result.message_count == 0 {
             GetStatus::NoMatchedMessage
         } else {
             GetStatus::Found

@@ -46,7 +46,7 @@ fn crash_child() {
                     n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                     let len = 1 + (n >> 33) as usize % MAX_BODY_BYTES;
                     let mut r = record("crash", t as i32, &body(n, len));
-                    match log.append(&mut r, "crash", t as i32) {
+                    match log.append_durable(&mut r, "crash", t as i32) {
                         Ok(a) => {
                             let line = format!("ACK {} {} {}\n", a.physical_offset, a.size_bytes, body_crc(&r));
                             let mut out = std::io::stdout().lock();

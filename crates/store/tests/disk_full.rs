@@ -58,7 +58,7 @@ fn full_disk_fails_appends_cleanly_and_recovers_when_space_returns() {
     let err = loop {
         let n = acked.len() as u64;
         let mut r = record("full", 0, &body(n, 500));
-        match log.append(&mut r, "full", 0) {
+        match log.append_durable(&mut r, "full", 0) {
             Ok(a) => acked.push((a.physical_offset, r)),
             Err(e) => break e,
         }
@@ -70,7 +70,7 @@ fn full_disk_fails_appends_cleanly_and_recovers_when_space_returns() {
     // still failing while full (with checkpoints failing meanwhile), and nothing acknowledged changed
     std::thread::sleep(std::time::Duration::from_millis(50));
     assert!(matches!(
-        log.append(&mut record("full", 0, b"x"), "full", 0),
+        log.append_durable(&mut record("full", 0, b"x"), "full", 0),
         Err(StoreError::DiskFull { .. })
     ));
     for (offset, bytes) in &acked {
@@ -79,7 +79,7 @@ fn full_disk_fails_appends_cleanly_and_recovers_when_space_returns() {
 
     std::fs::remove_file(&ballast).unwrap();
     let mut r = record("full", 0, b"after space was freed");
-    let a = log.append(&mut r, "full", 0).expect("appends resume once space is free");
+    let a = log.append_durable(&mut r, "full", 0).expect("appends resume once space is free");
     assert_eq!(a.queue_offset, acked.len() as i64, "no queue offset was burnt by the failures");
     log.close().unwrap();
 

@@ -48,26 +48,27 @@ fn reads_follow_rocketmq_statuses() {
 
     let r = store.get_messages("T", 0, 0, 32, None);
     assert_eq!(
-        (r.status, r.messages.len(), r.next_begin_offset, r.max_offset),
+        (r.status, r.message_count, r.next_begin_offset, r.max_offset),
         (GetStatus::Found, 10, 10, 10)
     );
-    for (k, m) in r.messages.iter().enumerate() {
-        let (msg, _) = MessageExt::decode_verified(m).unwrap();
+    let messages = petrel_protocol::decode_messages(&r.body).unwrap();
+    assert_eq!(messages.len(), 10, "the body is the records back to back");
+    for (k, msg) in messages.iter().enumerate() {
         assert_eq!((msg.topic.as_str(), msg.queue_id, msg.queue_offset), ("T", 0, k as i64));
         assert_eq!(msg.body.as_ref(), body(k as u64 * 4, msg.body.len()).as_slice());
     }
     let r = store.get_messages("T", 0, 3, 2, None);
-    assert_eq!((r.status, r.messages.len(), r.next_begin_offset), (GetStatus::Found, 2, 5));
+    assert_eq!((r.status, r.message_count, r.next_begin_offset), (GetStatus::Found, 2, 5));
 
     // queue 1 holds only tag B (odd i): filtering for A examines and skips them all
-    let a = [i64::from(java_string_hash("A"))];
-    let b = [i64::from(java_string_hash("B"))];
+    let a = std::collections::HashSet::from([i64::from(java_string_hash("A"))]);
+    let b = std::collections::HashSet::from([i64::from(java_string_hash("B"))]);
     let r = store.get_messages("T", 1, 0, 32, Some(&a));
     assert_eq!(
-        (r.status, r.messages.len(), r.next_begin_offset),
+        (r.status, r.message_count, r.next_begin_offset),
         (GetStatus::NoMatchedMessage, 0, 10)
     );
-    assert_eq!(store.get_messages("T", 1, 0, 32, Some(&b)).messages.len(), 10);
+    assert_eq!(store.get_messages("T", 1, 0, 32, Some(&b)).message_count, 10);
 
     assert_eq!(store.get_messages("T", 0, 10, 32, None).status, GetStatus::OffsetOverflowOne);
     let r = store.get_messages("T", 0, 99, 32, None);
@@ -123,11 +124,11 @@ fn queues_survive_restart_and_follow_a_cut_commit_log() {
     let store = MessageStore::open(config(dir.path(), FlushMode::Sync)).unwrap();
     assert_eq!(store.queue_offsets("T", 3), (0, 10));
     // one more message, dispatched, then a crash before any checkpoint covers it
-    store.append(&mut tagged_record("T", 3, &body(99, 120), None), "T", 3).unwrap();
+    store.append_durable(&mut tagged_record("T", 3, &body(99, 120), None), "T", 3).unwrap();
     wait_dispatched(&store);
     assert_eq!(store.queue_offsets("T", 3), (0, 11));
     let r = store.get_messages("T", 3, 10, 1, None);
-    let (last, _) = MessageExt::decode_verified(&r.messages[0]).unwrap();
+    let (last, _) = MessageExt::decode_verified(&r.body).unwrap();
     drop(store);
 
     // its second half never reached the disk
@@ -144,11 +145,11 @@ fn queues_survive_restart_and_follow_a_cut_commit_log() {
     assert!(store.commit_log().recovery_report().truncated_bytes > 0);
     assert_eq!(store.queue_offsets("T", 3), (0, 10), "the entry of the cut record is gone");
     assert_eq!(store.queue_offsets("T", 2), (0, 10));
-    let a = store.append(&mut tagged_record("T", 3, b"again", None), "T", 3).unwrap();
+    let a = store.append_durable(&mut tagged_record("T", 3, b"again", None), "T", 3).unwrap();
     assert_eq!(a.queue_offset, 10, "queue offsets continue from the cut");
     assert_eq!(a.physical_offset, last.commit_log_offset as u64);
     wait_dispatched(&store);
     let r = store.get_messages("T", 3, 10, 1, None);
     assert_eq!(r.status, GetStatus::Found);
-    assert_eq!(MessageExt::decode_verified(&r.messages[0]).unwrap().0.body.as_ref(), b"again");
+    assert_eq!(MessageExt::decode_verified(&r.body).unwrap().0.body.as_ref(), b"again");
 }

@@ -1,0 +1,39 @@
+//! The broker's background chores, one file each: registration with name servers, writing
+//! consumer offsets, expiring silent clients. The metadata writers (topics, groups) run from
+//! here too.
+//!
+//! Owns: starting them. Must never: run blocking work on a runtime worker (file writes go to
+//! the blocking pool).
+
+pub mod expiry;
+pub mod offset_flush;
+pub mod registration;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+
+use crate::broker::Broker;
+
+/// Starts every chore of `broker` in `tasks` (they run until the set is dropped or aborted).
+pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
+    let (topics, job) = broker.topics.persister();
+    tasks.spawn(topics.run(job));
+    let (groups, job) = broker.groups.persister();
+    tasks.spawn(groups.run(job));
+    let (registrations, job) = broker.registrar.worker();
+    tasks.spawn(registrations.run(job));
+    tasks.spawn(registration::run_periodic(
+        broker.registrar.clone(),
+        Duration::from_millis(broker.config.register_name_server_period_ms),
+    ));
+    tasks.spawn(offset_flush::run(
+        broker.offsets.table().clone(),
+        Duration::from_millis(broker.config.flush_consumer_offset_interval_ms),
+    ));
+    tasks.spawn(expiry::run(
+        broker.groups.clone(),
+        Duration::from_millis(broker.config.channel_expired_timeout_ms),
+    ));
+}

@@ -1,0 +1,238 @@
+//! Registration with name servers: REGISTER_BROKER every `registerNameServerPeriod` and after
+//! every topic change, UNREGISTER_BROKER on shutdown — to the name server in this process, or
+//! to external ones over one long-lived connection each, as RocketMQ's brokers keep them
+//! (RocketMQ's name server unregisters a broker whose connection closes).
+//!
+//! Owns: the connections to name servers and the coalescing of registrations (many topic
+//! changes at once cost one registration). Must never: wait on a name server without a
+//! deadline, or let an unreachable name server stop the others or the broker.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use petrel_namesrv::NameServer;
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{RegisterBrokerBody, register_body_crc32};
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
+
+use crate::persist::{Coalesced, Job};
+use crate::services::RouteAnnouncer;
+use crate::services::topics::TopicService;
+
+/// How long one registration may take per name server.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(6);
+const UNREGISTER_TIMEOUT: Duration = Duration::from_secs(3);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// Name servers expire a broker after 120 s of silence; the connection must outlive that.
+const NAME_SERVER_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Where REGISTER_BROKER goes: the name server in this process, or external ones over TCP.
+pub enum NameServers {
+    Embedded(Arc<NameServer>),
+    External(Vec<String>),
+}
+
+/// What the broker says about itself when it registers.
+pub struct Identity {
+    pub cluster: String,
+    pub broker_name: String,
+    pub broker_id: i64,
+    pub broker_addr: String,
+    pub ha_server_addr: String,
+}
+
+/// One external name server and the connection to it (made again when it died).
+struct Endpoint {
+    addr: String,
+    conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+impl Endpoint {
+    async fn call(&self, request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, String> {
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_none_or(|c| c.is_closed()) {
+            let limits = ConnectionLimits {
+                idle_timeout: NAME_SERVER_IDLE_TIMEOUT,
+                ..ConnectionLimits::default()
+            };
+            let conn = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, limits, Arc::new(IgnoreRequests))
+                .await
+                .map_err(|e| e.to_string())?;
+            *slot = Some(conn);
+        }
+        let conn = slot.clone().ok_or("no connection")?;
+        drop(slot);
+        let answer = conn.call(request, timeout).await;
+        if answer.is_err() {
+            // A timed-out or broken connection is replaced on the next call.
+            conn.shutdown();
+        }
+        answer.map_err(|e| e.to_string())
+    }
+}
+
+enum Targets {
+    Embedded(Arc<NameServer>),
+    External(Vec<Endpoint>),
+}
+
+pub struct Registrar {
+    identity: Identity,
+    targets: Targets,
+    topics: Weak<TopicService>,
+    work: Arc<Coalesced>,
+}
+
+impl Registrar {
+    #[must_use]
+    pub fn new(identity: Identity, name_servers: NameServers, topics: &Arc<TopicService>) -> Arc<Registrar> {
+        let targets = match name_servers {
+            NameServers::Embedded(ns) => Targets::Embedded(ns),
+            NameServers::External(addrs) => Targets::External(
+                addrs
+                    .into_iter()
+                    .map(|addr| Endpoint {
+                        addr,
+                        conn: tokio::sync::Mutex::new(None),
+                    })
+                    .collect(),
+            ),
+        };
+        Arc::new(Registrar {
+            identity,
+            targets,
+            topics: Arc::downgrade(topics),
+            work: Coalesced::new("registration"),
+        })
+    }
+
+    /// The name servers, as the operator would write them.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match &self.targets {
+            Targets::Embedded(_) => "embedded".to_owned(),
+            Targets::External(e) => e.iter().map(|e| e.addr.as_str()).collect::<Vec<_>>().join(";"),
+        }
+    }
+
+    /// The REGISTER_BROKER request this broker sends (the full topic table, uncompressed).
+    #[must_use]
+    pub fn register_request(&self) -> Option<RemotingCommand> {
+        let topics = self.topics.upgrade()?;
+        let body = RegisterBrokerBody {
+            filter_server_list: Vec::new(),
+            topic_config_serialize_wrapper: topics.snapshot(),
+        };
+        let body = petrel_protocol::body::to_json(&body).into_bytes();
+        let header = RegisterBrokerRequestHeader {
+            broker_name: self.identity.broker_name.clone(),
+            broker_addr: self.identity.broker_addr.clone(),
+            cluster_name: self.identity.cluster.clone(),
+            ha_server_addr: self.identity.ha_server_addr.clone(),
+            broker_id: self.identity.broker_id,
+            heartbeat_timeout_millis: Some(120_000),
+            enable_acting_master: Some(false),
+            compressed: Some(false),
+            body_crc32: Some(register_body_crc32(&body)),
+        };
+        Some(
+            RemotingCommand::request(rc::REGISTER_BROKER, 0)
+                .with_ext_fields(header.to_ext())
+                .with_body(body),
+        )
+    }
+
+    fn unregister_request(&self) -> RemotingCommand {
+        let header = UnregisterBrokerRequestHeader {
+            broker_name: self.identity.broker_name.clone(),
+            broker_addr: self.identity.broker_addr.clone(),
+            cluster_name: self.identity.cluster.clone(),
+            broker_id: self.identity.broker_id,
+        };
+        RemotingCommand::request(rc::UNREGISTER_BROKER, 0).with_ext_fields(header.to_ext())
+    }
+
+    /// Registers with every name server now; failures are logged (the next period retries).
+    pub async fn register_all(&self) {
+        let Some(request) = self.register_request() else { return };
+        match &self.targets {
+            Targets::Embedded(ns) => {
+                if let Some(r) = ns.handle(&request)
+                    && r.code != resp::SUCCESS
+                {
+                    tracing::error!(code = r.code, remark = ?r.remark, "embedded name server refused registration");
+                }
+            }
+            Targets::External(endpoints) => {
+                let calls = endpoints.iter().map(|e| e.call(request.clone(), REGISTER_TIMEOUT));
+                for (e, result) in endpoints.iter().zip(futures::future::join_all(calls).await) {
+                    match result {
+                        Ok(r) if r.code == resp::SUCCESS => {}
+                        Ok(r) => tracing::warn!(addr = %e.addr, code = r.code, remark = ?r.remark, "name server refused registration"),
+                        Err(err) => tracing::warn!(addr = %e.addr, error = %err, "registration failed"),
+                    }
+                }
+            }
+        }
+    }
+
+    /// UNREGISTER_BROKER to every name server (shutdown).
+    pub async fn unregister_all(&self) {
+        let request = self.unregister_request();
+        match &self.targets {
+            Targets::Embedded(ns) => {
+                ns.handle(&request);
+            }
+            Targets::External(endpoints) => {
+                let calls = endpoints.iter().map(|e| e.call(request.clone(), UNREGISTER_TIMEOUT));
+                for (e, result) in endpoints.iter().zip(futures::future::join_all(calls).await) {
+                    if let Err(err) = result {
+                        tracing::warn!(addr = %e.addr, error = %err, "unregistration failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The worker that runs registrations, and its job.
+    pub fn worker(self: &Arc<Self>) -> (Arc<Coalesced>, Job) {
+        let me = Arc::downgrade(self);
+        let job: Job = Arc::new(move || {
+            let me = me.clone();
+            Box::pin(async move {
+                if let Some(r) = me.upgrade() {
+                    r.register_all().await;
+                }
+                Ok(())
+            })
+        });
+        (self.work.clone(), job)
+    }
+
+    /// Asks for a registration without waiting for it (the periodic one).
+    pub fn request(&self) {
+        self.work.request();
+    }
+}
+
+impl RouteAnnouncer for Registrar {
+    fn announce(&self) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'static>> {
+        let work = self.work.clone();
+        let generation = work.request();
+        Box::pin(async move {
+            let _ = work.wait(generation).await;
+        })
+    }
+}
+
+/// Registers every `period` until the task is dropped.
+pub async fn run_periodic(registrar: Arc<Registrar>, period: Duration) {
+    let mut tick = tokio::time::interval(period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        registrar.request();
+    }
+}

@@ -1,0 +1,363 @@
+//! Broker configuration: one table of keys — RocketMQ's `broker.conf` names where the meaning is
+//! the same, Petrel's own where RocketMQ has none — each with its type, default, check and
+//! documentation. The struct, the parser, `GET_BROKER_CONFIG`'s answer and the tables in
+//! docs/configuration.md all come from that one table.
+//!
+//! Owns: parsing `broker.conf` (Java properties syntax: escapes, continuations and comments, by
+//! the `java-properties` crate), checking values, and turning them into the store's and the
+//! servers' settings. Must never: accept a value it cannot use, or clamp one silently — a bad or
+//! out-of-range value is an error naming the key; an unknown key is a warning, because real
+//! broker.conf files carry many keys Petrel has no use for.
+
+mod value;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use petrel_lock::LockKind;
+use petrel_remoting::{ConnectionLimits, ServerLimits};
+use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
+
+pub use value::{ConfigValue, MetricsExporter, at_least, within};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{key}: {value:?} is not valid: {expected}")]
+    BadValue { key: String, value: String, expected: String },
+    #[error("cannot read {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {reason}")]
+    Syntax { path: PathBuf, reason: String },
+}
+
+fn bad(key: &str, value: &str, expected: impl Into<String>) -> ConfigError {
+    ConfigError::BadValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.into(),
+    }
+}
+
+/// Where a key is documented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Section {
+    Processes,
+    Storage,
+    Connections,
+    Topics,
+    Metrics,
+}
+
+/// One key of the table.
+pub struct KeySpec {
+    pub key: &'static str,
+    pub section: Section,
+    pub doc: &'static str,
+    /// The default, as `broker.conf` would spell it.
+    pub default: fn() -> String,
+}
+
+/// Declares the configuration: the struct, its defaults, the key table, and `set`/`get`.
+macro_rules! config_table {
+    ($( $section:ident { $( $key:literal => $field:ident : $ty:ty = $default:expr $(, check $check:expr)? ; $doc:literal )* } )*) => {
+        /// Every setting of `petrel serve`; see [`KEYS`] for their keys and meaning.
+        #[derive(Debug, Clone)]
+        pub struct BrokerConfig {
+            $($( #[doc = $doc] pub $field: $ty, )*)*
+        }
+
+        impl Default for BrokerConfig {
+            fn default() -> Self {
+                BrokerConfig { $($( $field: $default, )*)* }
+            }
+        }
+
+        /// Every key, in documentation order.
+        pub const KEYS: &[KeySpec] = &[
+            $($( KeySpec {
+                key: $key,
+                section: Section::$section,
+                doc: $doc,
+                default: || { let v: $ty = $default; ConfigValue::render(&v) },
+            }, )*)*
+        ];
+
+        impl BrokerConfig {
+            fn set_from_table(&mut self, key: &str, raw: &str) -> Result<bool, ConfigError> {
+                match key {
+                    $($( $key => {
+                        let v: $ty = ConfigValue::parse(raw).ok_or_else(|| bad(key, raw, <$ty as ConfigValue>::EXPECTED))?;
+                        $( ($check)(&v).map_err(|why| bad(key, raw, why))?; )?
+                        self.$field = v;
+                    } )*)*
+                    _ => return Ok(false),
+                }
+                Ok(true)
+            }
+
+            /// The value of `key` as `broker.conf` would spell it.
+            #[must_use]
+            pub fn get(&self, key: &str) -> Option<String> {
+                match key {
+                    $($( $key => Some(ConfigValue::render(&self.$field)), )*)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+config_table! {
+    Processes {
+        "brokerClusterName" => broker_cluster_name: String = "DefaultCluster".into();
+            "Cluster name reported to the name server."
+        "brokerName" => broker_name: String = "broker-a".into();
+            "Broker name in routes and message queues."
+        "brokerId" => broker_id: i64 = 0, check at_least(0);
+            "`0` is a master."
+        "namesrvAddr" => namesrv_addr: Option<String> = None;
+            "External name servers, `host:port;host:port` (also `--namesrv-addr`). Unset: the name server runs inside `petrel serve`. Set: the broker keeps one connection to each, sends REGISTER_BROKER every `registerNameServerPeriod` and on every topic change, and UNREGISTER_BROKER on shutdown; Apache RocketMQ's name servers work too."
+        "listenPort" => listen_port: u16 = 10911, check at_least(1);
+            "The broker's port, on all interfaces (also `--listen-port`)."
+        "brokerIP1" => broker_ip1: Option<IpAddr> = None;
+            "The address advertised in routes and written into offset message ids (also `--broker-ip`). Default: the address of the interface the host routes outbound traffic through, else `127.0.0.1`."
+        "registerNameServerPeriod" => register_name_server_period_ms: u64 = 30_000, check within(10_000, 60_000);
+            "Milliseconds between registrations, 10,000 to 60,000 (RocketMQ clamps to that range; Petrel refuses values outside it)."
+        "frameMaxLength" => max_frame_bytes: usize = petrel_protocol::DEFAULT_MAX_FRAME_BYTES, check within(1024, 1 << 30);
+            "Largest frame a client may send, bytes (RocketMQ's `com.rocketmq.remoting.frameMaxLength`). A larger frame closes that connection."
+    }
+    Storage {
+        "storePathRootDir" => store_path_root_dir: PathBuf = PathBuf::from("./data");
+            "Data directory: `commitlog/`, `consumequeue/`, `config/`, checkpoints (also `--store-dir`)."
+        "flushDiskType" => flush_disk_type: FlushMode = FlushMode::Async;
+            "`SYNC_FLUSH`: a send is answered once its record is on disk (group commit: one flush covers every send waiting). `ASYNC_FLUSH`: once it is in the page cache; the flusher runs every `flushIntervalCommitLog`."
+        "syncFlushTimeout" => sync_flush_timeout_ms: u64 = 5000, check at_least(1);
+            "Milliseconds a SYNC_FLUSH send waits for the disk before answering `FLUSH_DISK_TIMEOUT` (10); the answer still carries the message id, queue and offset, and the record becomes durable later."
+        "flushIntervalCommitLog" => flush_interval_commit_log_ms: u64 = 500, check at_least(1);
+            "Milliseconds between ASYNC_FLUSH flushes."
+        "mappedFileSizeCommitLog" => mapped_file_size_commit_log: u64 = 1 << 30, check within(4096, 1 << 31);
+            "Commit-log segment size, bytes."
+        "fileReservedTime" => file_reserved_time_hours: u64 = 72;
+            "Hours a commit-log segment is kept."
+        "diskMaxUsedSpaceRatio" => disk_max_used_space_ratio_percent: u64 = 75, check within(10, 95);
+            "Percent of the disk the store may fill before the oldest segments are deleted early, 10 to 95."
+        "maxMessageSize" => max_message_size_bytes: usize = 4 * 1024 * 1024, check at_least(1);
+            "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
+        "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
+            "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
+        "commitLogPrefaultBytes" => commit_log_prefault_bytes: u64 = 16 << 20;
+            "Petrel: bytes of the commit log kept faulted in ahead of the writer by a background thread, so that appends never take a page fault; `0` turns this off."
+        "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
+            "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
+        "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
+            "Petrel: threads that run store work which may block (an append that must wait for a segment or a page fault, reads of cold data), so that it never runs on the network threads."
+        "storePoolQueueCapacity" => store_pool_queue_capacity: usize = 10_000, check at_least(1);
+            "Petrel: store jobs waiting for those threads; beyond it a request is answered `SYSTEM_BUSY` (2)."
+    }
+    Connections {
+        "maxConnections" => max_connections: usize = 50_000, check at_least(1);
+            "Petrel: connections the broker keeps at once; a connection beyond it is closed as it arrives (logged at most once a second). The process's open-file limit is raised to its hard limit at start."
+        "serverChannelMaxIdleTimeSeconds" => server_channel_max_idle_time_seconds: u64 = 120, check at_least(1);
+            "A connection with no traffic either way and nothing in flight for this many seconds is closed (RocketMQ's key and default). Clients heartbeat every 30 s."
+        "maxRequestsInFlightPerConnection" => max_requests_in_flight_per_connection: usize = 4096, check at_least(1);
+            "Petrel: requests of one connection whose answers are pending (long polls, SYNC_FLUSH waits); at the bound the broker stops reading that connection until one completes, and other connections are unaffected."
+        "maxQueuedBytesPerConnection" => max_queued_bytes_per_connection: usize = 16 << 20, check at_least(4096);
+            "Petrel: bytes of answers waiting for one connection's socket; at the bound the broker stops reading that connection until the client reads."
+        "shutdownDrainTimeoutMillis" => shutdown_drain_timeout_ms: u64 = 5000;
+            "Petrel: on SIGTERM, how long connections may take to finish the answers they owe (new requests are no longer read) before the store is closed."
+    }
+    Topics {
+        "autoCreateTopicEnable" => auto_create_topic_enable: bool = true;
+            "A send to an unknown topic creates it from `TBW102` (with the producer's `defaultTopicQueueNums`, at most TBW102's queues). `false`: such sends get `TOPIC_NOT_EXIST` (17)."
+        "defaultTopicQueueNums" => default_topic_queue_nums: i32 = 8, check within(1, 1024);
+            "Queues of `TBW102`, hence the most an auto-created topic gets."
+        "maxTopics" => max_topics: usize = 65_536, check at_least(16);
+            "Petrel: topics the broker holds; creating one more (by a send, a heartbeat's retry topic or mqadmin) is refused with a remark saying so."
+        "autoCreateSubscriptionGroup" => auto_create_subscription_group: bool = true;
+            "A consumer group is created by its first heartbeat. `false`: only groups that exist already (from earlier heartbeats, persisted) may pull and commit offsets; others get `SUBSCRIPTION_GROUP_NOT_EXIST` (26)."
+        "maxGroups" => max_groups: usize = 65_536, check at_least(16);
+            "Petrel: consumer groups the broker remembers, and likewise producer groups; a heartbeat that would add one more group is answered with an error saying so."
+        "longPollingEnable" => long_polling_enable: bool = true;
+            "A pull that finds nothing waits for new messages up to its `suspendTimeoutMillis` (at most 25 s). `false`: it waits `shortPollingTimeMills`."
+        "shortPollingTimeMills" => short_polling_time_ms: u64 = 1000;
+            "Hold time of an empty pull when long polling is off, milliseconds."
+        "maxLongPollWaiters" => max_long_poll_waiters: usize = 65_536, check at_least(1);
+            "Petrel: pulls held waiting for messages at once; a pull beyond it is answered `SYSTEM_BUSY` (2) at once (the client pulls again after its back-off)."
+        "flushConsumerOffsetInterval" => flush_consumer_offset_interval_ms: u64 = 5000, check at_least(100);
+            "Milliseconds between writes of `config/consumerOffset.json` (also written on shutdown)."
+        "channelExpiredTimeout" => channel_expired_timeout_ms: u64 = 120_000, check at_least(1000);
+            "A client not heard from for this many milliseconds is dropped from its groups."
+        "regionId" => region_id: String = "DefaultRegion".into();
+            "The `MSG_REGION` property and send-answer field."
+        "traceOn" => trace_on: bool = true;
+            "The `TRACE_ON` property and send-answer field."
+    }
+    Metrics {
+        "metricsExporterType" => metrics_exporter_type: MetricsExporter = MetricsExporter::Disable;
+            "`PROM` serves Prometheus metrics at `http://metricsPromExporterHost:metricsPromExporterPort/metrics` (RocketMQ's keys; its `OTLP_GRPC` and `LOG` exporters are not offered)."
+        "metricsPromExporterHost" => metrics_prom_exporter_host: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+            "Address the metrics endpoint listens on."
+        "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557;
+            "Port of the metrics endpoint."
+    }
+}
+
+/// RocketMQ's two lock flags, which map onto `putMessageLock`.
+pub const LOCK_FLAG_KEYS: &[&str] = &["useABSLock", "useReentrantLockWhenPutMessage"];
+
+impl BrokerConfig {
+    /// Applies one `key=value`; `Ok(false)` for a key Petrel does not know.
+    ///
+    /// # Errors
+    /// A value that does not parse or fails its key's check, naming the key.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+        let v = value.trim();
+        match key {
+            // RocketMQ's two flags: ABS wins if both are set, as in RocketMQ.
+            "useABSLock" => {
+                if bool::parse(v).ok_or_else(|| bad(key, v, bool::EXPECTED))? {
+                    self.put_message_lock = LockKind::Adaptive;
+                }
+                Ok(true)
+            }
+            "useReentrantLockWhenPutMessage" => {
+                let reentrant = bool::parse(v).ok_or_else(|| bad(key, v, bool::EXPECTED))?;
+                if reentrant && self.put_message_lock != LockKind::Adaptive {
+                    self.put_message_lock = LockKind::Mutex;
+                } else if !reentrant && self.put_message_lock == LockKind::Mutex {
+                    self.put_message_lock = LockKind::Spin;
+                }
+                Ok(true)
+            }
+            _ => self.set_from_table(key, v),
+        }
+    }
+
+    /// Applies a broker.conf text (Java properties); returns the keys it did not know.
+    ///
+    /// # Errors
+    /// A syntax error, or a value refused by [`BrokerConfig::set`].
+    pub fn apply_properties(&mut self, text: &str, origin: &std::path::Path) -> Result<Vec<String>, ConfigError> {
+        let mut pairs = Vec::new();
+        java_properties::PropertiesIter::new(text.as_bytes())
+            .read_into(|k, v| pairs.push((k, v)))
+            .map_err(|e| ConfigError::Syntax {
+                path: origin.to_owned(),
+                reason: e.to_string(),
+            })?;
+        let mut unknown = Vec::new();
+        for (key, value) in pairs {
+            if !self.set(&key, &value)? {
+                unknown.push(key);
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Reads and applies a broker.conf file.
+    ///
+    /// # Errors
+    /// The file cannot be read, or [`BrokerConfig::apply_properties`] fails.
+    pub fn apply_file(&mut self, path: &std::path::Path) -> Result<Vec<String>, ConfigError> {
+        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        // Java reads properties files as ISO-8859-1: every byte is one character.
+        let text: String = bytes.iter().map(|&b| char::from(b)).collect();
+        self.apply_properties(&text, path)
+    }
+
+    /// The address clients reach this broker at (`brokerIP1:listenPort`).
+    #[must_use]
+    pub fn advertised_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.broker_ip1.unwrap_or_else(detect_local_ip), self.listen_port)
+    }
+
+    #[must_use]
+    pub fn store_config(&self) -> MessageStoreConfig {
+        let mut store = MessageStoreConfig::new(&self.store_path_root_dir);
+        let mut log = CommitLogConfig::new(self.store_path_root_dir.join("commitlog"));
+        log.segment_size_bytes = self.mapped_file_size_commit_log;
+        log.flush_mode = self.flush_disk_type;
+        log.sync_flush_timeout = Duration::from_millis(self.sync_flush_timeout_ms);
+        log.async_flush_interval = Duration::from_millis(self.flush_interval_commit_log_ms);
+        log.lock = self.put_message_lock;
+        log.file_reserved_time = Duration::from_secs(self.file_reserved_time_hours * 3600);
+        log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
+        log.prefault_bytes = self.commit_log_prefault_bytes;
+        log.max_flush_waiters = self.max_durability_waiters;
+        store.commit_log = log;
+        store
+    }
+
+    /// The broker's server bounds.
+    #[must_use]
+    pub fn server_limits(&self) -> ServerLimits {
+        ServerLimits {
+            max_connections: self.max_connections,
+            connection: ConnectionLimits {
+                max_frame_bytes: self.max_frame_bytes,
+                idle_timeout: Duration::from_secs(self.server_channel_max_idle_time_seconds),
+                max_in_flight: self.max_requests_in_flight_per_connection,
+                max_queued_bytes: self.max_queued_bytes_per_connection,
+                drain_timeout: Duration::from_millis(self.shutdown_drain_timeout_ms),
+            },
+        }
+    }
+
+    /// `key=value` lines of every setting, as GET_BROKER_CONFIG answers.
+    #[must_use]
+    pub fn to_properties(&self) -> String {
+        KEYS.iter()
+            .filter_map(|k| {
+                let value = if k.key == "brokerIP1" {
+                    self.advertised_addr().ip().to_string()
+                } else {
+                    self.get(k.key)?
+                };
+                Some(format!("{}={value}\n", k.key))
+            })
+            .collect()
+    }
+}
+
+/// The Markdown table of one section's keys, as docs/configuration.md shows it.
+#[must_use]
+pub fn markdown_table(section: Section) -> String {
+    let mut out = String::from("| Key | Default | Meaning |\n|---|---|---|\n");
+    for k in KEYS.iter().filter(|k| k.section == section) {
+        let default = (k.default)();
+        let default = if default.is_empty() { "*(none)*".to_owned() } else { format!("`{default}`") };
+        out.push_str(&format!("| `{}` | {default} | {} |\n", k.key, k.doc));
+    }
+    out
+}
+
+/// Every section, in documentation order, with its marker name in docs/configuration.md.
+pub const SECTIONS: &[(Section, &str)] = &[
+    (Section::Processes, "processes"),
+    (Section::Storage, "storage"),
+    (Section::Connections, "connections"),
+    (Section::Topics, "topics"),
+    (Section::Metrics, "metrics"),
+];
+
+/// The address this host uses for outbound traffic (no packet is sent), else loopback — the
+/// analogue of RocketMQ picking the first non-loopback address for `brokerIP1`.
+#[must_use]
+pub fn detect_local_ip() -> IpAddr {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("192.0.2.1:9")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_unspecified())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+#[cfg(test)]
+mod tests;

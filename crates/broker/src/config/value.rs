@@ -1,0 +1,185 @@
+//! How one configuration value is read from `broker.conf` text and written back: a trait per
+//! value type, so that the key table names only a type, a default and a check.
+//!
+//! Owns: the accepted spellings of each type. Must never: accept a value by guessing (`yes` is
+//! not a boolean; a negative number is not a size).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use petrel_lock::LockKind;
+use petrel_store::FlushMode;
+
+/// A configuration value type.
+pub trait ConfigValue: Sized {
+    /// What a valid value looks like, for the error message.
+    const EXPECTED: &'static str;
+    fn parse(raw: &str) -> Option<Self>;
+    fn render(&self) -> String;
+}
+
+impl ConfigValue for String {
+    const EXPECTED: &'static str = "a string";
+    fn parse(raw: &str) -> Option<Self> {
+        Some(raw.to_owned())
+    }
+    fn render(&self) -> String {
+        self.clone()
+    }
+}
+
+impl ConfigValue for bool {
+    const EXPECTED: &'static str = "true or false";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw.to_ascii_lowercase().as_str() {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+macro_rules! number_value {
+    ($($t:ty => $what:literal),* $(,)?) => {$(
+        impl ConfigValue for $t {
+            const EXPECTED: &'static str = $what;
+            fn parse(raw: &str) -> Option<Self> {
+                raw.parse().ok()
+            }
+            fn render(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+number_value!(
+    u16 => "an integer from 0 to 65535",
+    u64 => "a non-negative integer",
+    usize => "a non-negative integer",
+    i32 => "a 32-bit integer",
+    i64 => "a 64-bit integer",
+);
+
+impl ConfigValue for PathBuf {
+    const EXPECTED: &'static str = "a path";
+    fn parse(raw: &str) -> Option<Self> {
+        (!raw.is_empty()).then(|| PathBuf::from(raw))
+    }
+    fn render(&self) -> String {
+        self.display().to_string()
+    }
+}
+
+impl ConfigValue for IpAddr {
+    const EXPECTED: &'static str = "an IP address";
+    fn parse(raw: &str) -> Option<Self> {
+        raw.parse().ok()
+    }
+    fn render(&self) -> String {
+        self.to_string()
+    }
+}
+
+/// Optional values: an empty value means "not set".
+impl<T: ConfigValue> ConfigValue for Option<T> {
+    const EXPECTED: &'static str = T::EXPECTED;
+    fn parse(raw: &str) -> Option<Self> {
+        if raw.is_empty() { Some(None) } else { T::parse(raw).map(Some) }
+    }
+    fn render(&self) -> String {
+        self.as_ref().map(ConfigValue::render).unwrap_or_default()
+    }
+}
+
+impl ConfigValue for FlushMode {
+    const EXPECTED: &'static str = "ASYNC_FLUSH or SYNC_FLUSH";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "ASYNC_FLUSH" => Some(FlushMode::Async),
+            "SYNC_FLUSH" => Some(FlushMode::Sync),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            FlushMode::Async => "ASYNC_FLUSH",
+            FlushMode::Sync => "SYNC_FLUSH",
+        }
+        .to_owned()
+    }
+}
+
+impl ConfigValue for LockKind {
+    const EXPECTED: &'static str = "abs, mutex, spin or backoff";
+    fn parse(raw: &str) -> Option<Self> {
+        raw.parse().ok()
+    }
+    fn render(&self) -> String {
+        match self {
+            LockKind::Adaptive => "abs".to_owned(),
+            other => other.name().to_owned(),
+        }
+    }
+}
+
+/// RocketMQ's `metricsExporterType`; Petrel serves Prometheus only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsExporter {
+    Disable,
+    Prom,
+}
+
+impl ConfigValue for MetricsExporter {
+    const EXPECTED: &'static str = "PROM or DISABLE (Petrel has no OTLP or LOG exporter)";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "PROM" => Some(MetricsExporter::Prom),
+            "DISABLE" => Some(MetricsExporter::Disable),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            MetricsExporter::Prom => "PROM",
+            MetricsExporter::Disable => "DISABLE",
+        }
+        .to_owned()
+    }
+}
+
+/// A check that a number lies in `[lo, hi]`.
+pub fn within<T: PartialOrd + std::fmt::Display + Copy>(lo: T, hi: T) -> impl Fn(&T) -> Result<(), String> {
+    move |v| {
+        if *v < lo || *v > hi {
+            Err(format!("must be between {lo} and {hi}"))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A check that a number is at least `lo`.
+pub fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(&T) -> Result<(), String> {
+    move |v| if *v < lo { Err(format!("must be at least {lo}")) } else { Ok(()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_parse_only_their_own_spellings() {
+        assert_eq!(bool::parse("TRUE"), Some(true));
+        assert_eq!(bool::parse("yes"), None);
+        assert_eq!(u64::parse("-1"), None);
+        assert_eq!(<Option<IpAddr>>::parse(""), Some(None));
+        assert_eq!(<Option<IpAddr>>::parse("nope"), None);
+        assert_eq!(FlushMode::parse("SYNC_FLUSH"), Some(FlushMode::Sync));
+        assert_eq!(LockKind::Adaptive.render(), "abs");
+        assert_eq!(within(10u64, 95)(&96).unwrap_err(), "must be between 10 and 95");
+        assert!(at_least(1usize)(&1).is_ok());
+    }
+}

@@ -1,0 +1,63 @@
+//! `BrokerError`: every way a broker service can refuse or fail a request, in one enum. The
+//! RocketMQ front end turns it into a response code and remark in exactly one place
+//! (`front::reply::from_error`); a second front end would map the same enum its own way.
+//!
+//! Owns: the failure vocabulary of the services. Must never: carry wire details (codes, headers)
+//! — only what happened and the words a client or operator should read.
+
+use petrel_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// A request field is missing or malformed (the remark names it).
+    #[error("{0}")]
+    BadRequest(String),
+    /// A value is outside what the broker accepts (a queue id, a topic name).
+    #[error("{0}")]
+    InvalidParameter(String),
+    /// The message itself is unacceptable (too large, malformed properties).
+    #[error("{0}")]
+    MessageIllegal(String),
+    /// The topic or broker forbids this (perm bits, reserved topics, unsupported features).
+    #[error("{0}")]
+    NoPermission(String),
+    /// The topic does not exist; the remark is the one RocketMQ gives for this request.
+    #[error("{0}")]
+    TopicNotExist(String),
+    /// The consumer group is not known and may not be created implicitly.
+    #[error("{0}")]
+    GroupNotExist(String),
+    /// A subscription expression cannot be used.
+    #[error("{0}")]
+    SubscriptionParseFailed(String),
+    #[error("{0}")]
+    ConsumerNotOnline(String),
+    /// Something RocketMQ can do that Petrel does not (yet): SQL92 filters, transactions.
+    #[error("{0}")]
+    NotSupported(String),
+    #[error("{0}")]
+    QueryNotFound(String),
+    /// A bound is reached (waiters, pool queue, long polls); the client should back off.
+    #[error("{0}")]
+    Busy(String),
+    /// A configured limit on what the broker holds is reached (topics, groups).
+    #[error("{0}")]
+    LimitReached(String),
+    /// The broker cannot take writes now (disk full, a flush failed, shutting down).
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl BrokerError {
+    /// The remark RocketMQ gives a send or pull to a topic it does not have.
+    #[must_use]
+    pub fn topic_not_exist(topic: &str) -> BrokerError {
+        BrokerError::TopicNotExist(format!(
+            "topic[{topic}] not exist, apply first please! https://rocketmq.apache.org/docs/bestPractice/06FAQ"
+        ))
+    }
+}

@@ -1,0 +1,35 @@
+//! A remoting connection as the services see a client: something to tell that its consumer
+//! group changed (NOTIFY_CONSUMER_IDS_CHANGED, oneway).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use petrel_protocol::{RemotingCommand, request_code};
+use petrel_remoting::Connection;
+
+use crate::services::ClientHandle;
+
+static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
+
+pub struct ConnectionClient(pub Arc<Connection>);
+
+impl ClientHandle for ConnectionClient {
+    fn id(&self) -> u64 {
+        self.0.id()
+    }
+
+    fn peer(&self) -> SocketAddr {
+        self.0.peer()
+    }
+
+    fn notify_consumer_ids_changed(&self, group: &str) -> bool {
+        let mut cmd = RemotingCommand::request(
+            request_code::NOTIFY_CONSUMER_IDS_CHANGED,
+            NEXT_OPAQUE.fetch_add(1, Ordering::Relaxed),
+        );
+        cmd.put_ext("consumerGroup", group);
+        cmd.mark_oneway();
+        self.0.push(cmd)
+    }
+}

@@ -1,0 +1,43 @@
+//! GET_CONSUME_STATS (208): a group's progress per queue (mqadmin `consumerProgress`).
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{ConsumeStats, MessageQueue, OffsetWrapper};
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::GetConsumeStatsRequestHeader;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetConsumeStatsRequestHeader, request);
+    let topics: Vec<String> = if let Some(list) = h.topic_list.as_deref().filter(|l| !l.is_empty()) {
+        list.split(';').filter(|t| !t.is_empty()).map(str::to_owned).collect()
+    } else if let Some(t) = h.topic.as_deref().filter(|t| !t.trim().is_empty()) {
+        vec![t.to_owned()]
+    } else {
+        Vec::new()
+    };
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let rows = broker.admin.consume_stats(&h.consumer_group, topics).await?;
+        let mut stats = ConsumeStats::default();
+        for r in rows {
+            let mq = MessageQueue {
+                broker_name: broker.config.broker_name.clone(),
+                queue_id: r.queue_id,
+                topic: r.topic,
+            };
+            let progress = OffsetWrapper {
+                broker_offset: r.broker_offset,
+                consumer_offset: r.consumer_offset,
+                last_timestamp: r.last_timestamp_ms,
+                pull_offset: r.pull_offset,
+            };
+            stats.offset_table.push((mq, progress));
+        }
+        Ok(answer(&request, resp::SUCCESS).with_body(stats.to_json()))
+    })
+}

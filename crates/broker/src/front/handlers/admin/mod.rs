@@ -1,0 +1,6 @@
+//! What mqadmin and dashboards read.
+
+pub(super) mod broker_config;
+pub(super) mod consume_stats;
+pub(super) mod runtime_info;
+pub(super) mod view_message;

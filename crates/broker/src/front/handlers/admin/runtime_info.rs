@@ -1,0 +1,19 @@
+//! GET_BROKER_RUNTIME_INFO (28): what `mqadmin clusterList` and `brokerStatus` show.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{self, KvTable};
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::later;
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let table = broker.admin.runtime_info().await?;
+        Ok(answer(&request, resp::SUCCESS).with_body(body::to_json(&KvTable { table })))
+    })
+}

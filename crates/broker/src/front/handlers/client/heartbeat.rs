@@ -1,0 +1,59 @@
+//! HEART_BEAT (34): consumer and producer groups, and each consumer group's retry topic.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{self, HeartbeatData};
+use petrel_protocol::header::HeartbeatResponseHeader;
+use petrel_remoting::{Connection, Reply};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::client_handle::ConnectionClient;
+use crate::front::reply::{from_error, later, ok_with};
+use crate::services::groups::ClientChannel;
+
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let data: HeartbeatData = match body::from_json(&request.body) {
+        Ok(d) => d,
+        Err(e) => return Reply::Now(from_error(&request, &BrokerError::BadRequest(format!("bad heartbeat body: {e}")))),
+    };
+    let channel = ClientChannel {
+        handle: Arc::new(ConnectionClient(conn.clone())),
+        client_id: data.client_id.clone(),
+        language: request.language,
+        version: request.version,
+        last_update: Instant::now(),
+    };
+    let mut created_topic = false;
+    let mut registered = || -> Result<(), BrokerError> {
+        for consumer in &data.consumer_data_set {
+            broker.groups.register_consumer(channel.clone(), consumer)?;
+            created_topic |= broker.topics.ensure_retry(&consumer.group_name)?;
+        }
+        for producer in &data.producer_data_set {
+            broker.groups.register_producer(&producer.group_name, channel.clone())?;
+        }
+        Ok(())
+    };
+    if let Err(e) = registered() {
+        return Reply::Now(from_error(&request, &e));
+    }
+    let reply = ok_with(
+        &request,
+        &HeartbeatResponseHeader {
+            is_support_heart_beat_v2: Some(true),
+            is_sub_change: Some(true),
+        },
+    );
+    if !created_topic {
+        return Reply::Now(reply);
+    }
+    // The client looks the retry topic's route up next: answer once the name server knows it.
+    let broker = broker.clone();
+    later(request, async move {
+        broker.topics.settle().await?;
+        Ok(reply)
+    })
+}

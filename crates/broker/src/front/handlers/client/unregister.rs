@@ -1,0 +1,19 @@
+//! UNREGISTER_CLIENT (35).
+
+use std::sync::Arc;
+
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::UnregisterClientRequestHeader;
+use petrel_protocol::{ExtFields, RemotingCommand};
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::header;
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(UnregisterClientRequestHeader, request);
+    broker
+        .groups
+        .unregister(&h.client_id, h.producer_group.as_deref(), h.consumer_group.as_deref());
+    Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::new()))
+}

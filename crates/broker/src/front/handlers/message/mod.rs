@@ -1,0 +1,4 @@
+//! Messages: sends and pulls.
+
+pub(super) mod pull;
+pub(super) mod send;

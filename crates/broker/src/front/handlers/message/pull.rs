@@ -1,0 +1,88 @@
+//! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): the flags to a typed pull, RocketMQ's status
+//! to response-code table.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, PullMessageRequestHeader, PullMessageResponseHeader, pull_sys_flag};
+use petrel_remoting::{Connection, Reply, answer};
+use petrel_store::GetStatus;
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later};
+use crate::services::consume::{PullOutcome, PullRequest, PullSubscription, nothing_yet};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(PullMessageRequestHeader, request);
+    let flag = |bit: i32| h.sys_flag & bit != 0;
+    let pull = PullRequest {
+        commit_offset: flag(pull_sys_flag::COMMIT_OFFSET).then_some(h.commit_offset),
+        suspend: flag(pull_sys_flag::SUSPEND).then(|| Duration::from_millis(u64::try_from(h.suspend_timeout_millis).unwrap_or(0))),
+        subscription: flag(pull_sys_flag::SUBSCRIPTION).then(|| PullSubscription {
+            expression_type: h.expression_type.clone().unwrap_or_else(|| "TAG".into()),
+            expression: h.subscription.clone().unwrap_or_else(|| "*".into()),
+            sub_version: h.sub_version,
+        }),
+        group: h.consumer_group,
+        topic: h.topic,
+        queue_id: h.queue_id,
+        queue_offset: h.queue_offset,
+        max_msgs: h.max_msg_nums,
+    };
+    let broker = broker.clone();
+    let offset = pull.queue_offset;
+    later(request.clone(), async move {
+        let got = broker.consume.pull(pull).await?;
+        Ok(answer_pull(&request, offset, got))
+    })
+}
+
+/// RocketMQ's `GetMessageStatus` → pull response code.
+fn code_of(status: GetStatus, offset: i64) -> i32 {
+    match status {
+        GetStatus::Found => resp::SUCCESS,
+        GetStatus::NoMatchedMessage => resp::PULL_RETRY_IMMEDIATELY,
+        s if nothing_yet(s, offset) => resp::PULL_NOT_FOUND,
+        GetStatus::NoMatchedLogicQueue
+        | GetStatus::NoMessageInQueue
+        | GetStatus::OffsetOverflowOne
+        | GetStatus::OffsetOverflowBadly
+        | GetStatus::OffsetTooSmall => resp::PULL_OFFSET_MOVED,
+    }
+}
+
+fn answer_pull(request: &RemotingCommand, offset: i64, got: PullOutcome) -> RemotingCommand {
+    let header = PullMessageResponseHeader {
+        suggest_which_broker_id: 0,
+        next_begin_offset: got.next_begin_offset,
+        min_offset: got.min_offset,
+        max_offset: got.max_offset,
+        offset_delta: None,
+        topic_sys_flag: Some(0),
+        group_sys_flag: Some(0),
+        forbidden_type: None,
+    };
+    answer(request, code_of(got.status, offset))
+        .with_remark(got.status.name())
+        .with_ext_fields(header.to_ext())
+        .with_body(got.body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_as_rocketmq_maps_them() {
+        assert_eq!(code_of(GetStatus::Found, 5), resp::SUCCESS);
+        assert_eq!(code_of(GetStatus::NoMatchedMessage, 5), resp::PULL_RETRY_IMMEDIATELY);
+        assert_eq!(code_of(GetStatus::OffsetOverflowOne, 5), resp::PULL_NOT_FOUND);
+        assert_eq!(code_of(GetStatus::NoMessageInQueue, 0), resp::PULL_NOT_FOUND);
+        assert_eq!(code_of(GetStatus::NoMessageInQueue, 3), resp::PULL_OFFSET_MOVED);
+        assert_eq!(code_of(GetStatus::NoMatchedLogicQueue, 0), resp::PULL_NOT_FOUND);
+        assert_eq!(code_of(GetStatus::OffsetOverflowBadly, 5), resp::PULL_OFFSET_MOVED);
+        assert_eq!(code_of(GetStatus::OffsetTooSmall, 5), resp::PULL_OFFSET_MOVED);
+    }
+}

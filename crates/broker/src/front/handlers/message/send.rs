@@ -1,0 +1,73 @@
+//! SEND_MESSAGE (10, long keys), SEND_MESSAGE_V2 (310, short keys) and SEND_BATCH_MESSAGE (320).
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageResponseHeader};
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::from_error;
+use crate::services::produce::{Durability, SendOutcome, SendRequest};
+
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let region = broker.config.region_id.clone();
+    let h = match SendMessageRequestHeader::from_send_command(&request) {
+        Ok(h) => h,
+        Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
+    };
+    let send = SendRequest {
+        batch: h.is_batch(),
+        producer_group: h.producer_group,
+        topic: h.topic,
+        default_topic: h.default_topic,
+        default_topic_queue_nums: h.default_topic_queue_nums,
+        queue_id: h.queue_id,
+        sys_flag: h.sys_flag,
+        born_timestamp: h.born_timestamp,
+        flag: h.flag,
+        properties: h.properties,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        max_reconsume_times: h.max_reconsume_times,
+        body: request.body.clone(),
+        born_host: Some(conn.peer()),
+    };
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        Some(match broker.produce.send(send).await {
+            Ok(outcome) => stored(&request, outcome, &broker),
+            Err(e) => {
+                tracing::debug!(error = %e, "send refused");
+                refused(&request, &e, &region)
+            }
+        })
+    }))
+}
+
+/// SUCCESS, or FLUSH_DISK_TIMEOUT with the same fields (the message is stored either way).
+fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> RemotingCommand {
+    let code = match outcome.durability {
+        Durability::Stored => resp::SUCCESS,
+        Durability::FlushTimedOut => resp::FLUSH_DISK_TIMEOUT,
+    };
+    let header = SendMessageResponseHeader {
+        msg_id: outcome.msg_id,
+        queue_id: outcome.queue_id,
+        queue_offset: outcome.queue_offset,
+        transaction_id: outcome.transaction_id,
+        batch_uniq_id: None,
+        recall_handle: None,
+        msg_region: Some(broker.config.region_id.clone()),
+        trace_on: Some(broker.config.trace_on.to_string()),
+    };
+    answer(request, code).with_ext_fields(header.to_ext())
+}
+
+/// The Java client reads MSG_REGION from every send answer, refusals included.
+fn refused(request: &RemotingCommand, e: &BrokerError, region: &str) -> RemotingCommand {
+    let mut r = from_error(request, e);
+    r.put_ext("MSG_REGION", region);
+    r
+}

@@ -1,0 +1,56 @@
+//! Which handler answers which request code.
+
+mod admin;
+mod client;
+mod message;
+mod offset;
+mod topic;
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::request_code as rc;
+use petrel_remoting::{Connection, Reply};
+
+use crate::broker::Broker;
+
+type HandlerFn = fn(&Arc<Broker>, &Arc<Connection>, RemotingCommand) -> Reply;
+
+/// Every request code the broker serves, and its handler.
+const TABLE: &[(i32, HandlerFn)] = &[
+    (rc::SEND_MESSAGE, message::send::handle),
+    (rc::SEND_MESSAGE_V2, message::send::handle),
+    (rc::SEND_BATCH_MESSAGE, message::send::handle),
+    (rc::PULL_MESSAGE, message::pull::handle),
+    (rc::LITE_PULL_MESSAGE, message::pull::handle),
+    (rc::QUERY_CONSUMER_OFFSET, offset::query::handle),
+    (rc::UPDATE_CONSUMER_OFFSET, offset::update::handle),
+    (rc::GET_MAX_OFFSET, offset::bounds::max),
+    (rc::GET_MIN_OFFSET, offset::bounds::min),
+    (rc::GET_EARLIEST_MSG_STORETIME, offset::bounds::earliest_store_time),
+    (rc::SEARCH_OFFSET_BY_TIMESTAMP, offset::bounds::search_by_time),
+    (rc::HEART_BEAT, client::heartbeat::handle),
+    (rc::UNREGISTER_CLIENT, client::unregister::handle),
+    (rc::GET_CONSUMER_LIST_BY_GROUP, client::consumers::list),
+    (rc::GET_CONSUMER_CONNECTION_LIST, client::consumers::connections),
+    (rc::CHECK_CLIENT_CONFIG, client::check_config::handle),
+    (rc::UPDATE_AND_CREATE_TOPIC, topic::update::handle),
+    (rc::DELETE_TOPIC_IN_BROKER, topic::delete::handle),
+    (rc::GET_ALL_TOPIC_CONFIG, topic::config::all),
+    (rc::GET_TOPIC_CONFIG, topic::config::one),
+    (rc::GET_TOPIC_STATS_INFO, topic::stats::handle),
+    (rc::GET_CONSUME_STATS, admin::consume_stats::handle),
+    (rc::GET_BROKER_RUNTIME_INFO, admin::runtime_info::handle),
+    (rc::GET_BROKER_CONFIG, admin::broker_config::handle),
+    (rc::VIEW_MESSAGE_BY_ID, admin::view_message::handle),
+];
+
+pub(super) fn route(code: i32) -> Option<HandlerFn> {
+    TABLE.iter().find(|(c, _)| *c == code).map(|(_, h)| *h)
+}
+
+/// The request codes the broker answers.
+#[must_use]
+pub fn served_codes() -> Vec<i32> {
+    TABLE.iter().map(|(code, _)| *code).collect()
+}

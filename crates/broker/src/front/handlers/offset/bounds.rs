@@ -1,0 +1,49 @@
+//! The queue offset lookups consumers start from: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+//! GET_EARLIEST_MSG_STORETIME (32), SEARCH_OFFSET_BY_TIMESTAMP (29).
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::header::{
+    GetEarliestMsgStoretimeRequestHeader, GetEarliestMsgStoretimeResponseHeader, GetMaxOffsetRequestHeader, GetMinOffsetRequestHeader,
+    OffsetResponseHeader, SearchOffsetRequestHeader,
+};
+use petrel_remoting::{Connection, Reply};
+use petrel_store::Boundary;
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later, ok_with};
+
+pub(crate) fn max(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetMaxOffsetRequestHeader, request);
+    let offset = broker.offsets.queue_bounds(&h.topic, h.queue_id).1;
+    Reply::Now(ok_with(&request, &OffsetResponseHeader { offset }))
+}
+
+pub(crate) fn min(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetMinOffsetRequestHeader, request);
+    let offset = broker.offsets.queue_bounds(&h.topic, h.queue_id).0;
+    Reply::Now(ok_with(&request, &OffsetResponseHeader { offset }))
+}
+
+pub(crate) fn earliest_store_time(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetEarliestMsgStoretimeRequestHeader, request);
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let timestamp = broker.offsets.earliest_store_time(&h.topic, h.queue_id).await?;
+        Ok(ok_with(&request, &GetEarliestMsgStoretimeResponseHeader { timestamp }))
+    })
+}
+
+pub(crate) fn search_by_time(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(SearchOffsetRequestHeader, request);
+    let boundary = match h.boundary_type.as_deref() {
+        Some(b) if b.eq_ignore_ascii_case("upper") => Boundary::Upper,
+        _ => Boundary::Lower,
+    };
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let offset = broker.offsets.search_by_time(&h.topic, h.queue_id, h.timestamp, boundary).await?;
+        Ok(ok_with(&request, &OffsetResponseHeader { offset }))
+    })
+}

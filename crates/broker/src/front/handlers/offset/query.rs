@@ -1,0 +1,33 @@
+//! QUERY_CONSUMER_OFFSET (14).
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{OffsetResponseHeader, QueryConsumerOffsetRequestHeader};
+use petrel_remoting::{Connection, Reply, error};
+
+use crate::broker::Broker;
+use crate::front::reply::{header, ok_with};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(QueryConsumerOffsetRequestHeader, request);
+    if let Some(offset) = broker.offsets.query(&h.consumer_group, &h.topic, h.queue_id) {
+        return Reply::Now(ok_with(&request, &OffsetResponseHeader { offset }));
+    }
+    // A new group on a queue that still starts at 0 begins at 0, as RocketMQ does while the
+    // queue's first message is in memory; Petrel keeps recent segments mapped, so "the queue
+    // was never trimmed" is the analogue.
+    let (min, max) = broker.offsets.queue_bounds(&h.topic, h.queue_id);
+    if h.set_zero_if_not_found != Some(false) && min <= 0 && max > 0 {
+        return Reply::Now(ok_with(&request, &OffsetResponseHeader { offset: 0 }));
+    }
+    Reply::Now(
+        error(
+            &request,
+            resp::QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        )
+        .with_ext_fields(petrel_protocol::ExtFields::new()),
+    )
+}

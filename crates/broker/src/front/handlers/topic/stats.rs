@@ -1,0 +1,40 @@
+//! GET_TOPIC_STATS_INFO (202): each queue's offsets and last store time.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{MessageQueue, TopicOffset, TopicStatsTable};
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::GetTopicStatsInfoRequestHeader;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetTopicStatsInfoRequestHeader, request);
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let queues = broker.admin.topic_stats(&h.topic).await?;
+        let table = TopicStatsTable {
+            offset_table: queues
+                .into_iter()
+                .map(|q| {
+                    let mq = MessageQueue {
+                        broker_name: broker.config.broker_name.clone(),
+                        queue_id: q.queue_id,
+                        topic: h.topic.clone(),
+                    };
+                    let offsets = TopicOffset {
+                        last_update_timestamp: q.last_update_ms,
+                        max_offset: q.max_offset,
+                        min_offset: q.min_offset,
+                    };
+                    (mq, offsets)
+                })
+                .collect(),
+            topic_put_tps: 0.0,
+        };
+        Ok(answer(&request, resp::SUCCESS).with_body(table.to_json()))
+    })
+}

@@ -1,0 +1,109 @@
+//! The one place where a [`BrokerError`] becomes a RocketMQ answer, and the helpers every
+//! handler answers with.
+//!
+//! Owns: the error → response-code table. Must never: answer a refusal with SUCCESS, or invent
+//! a remark where RocketMQ's own is known (the services give those).
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::CommandHeader;
+use petrel_remoting::{Reply, answer, error};
+use petrel_store::StoreError;
+
+use crate::error::BrokerError;
+
+/// The response code RocketMQ uses for `e`.
+#[must_use]
+pub fn code_of(e: &BrokerError) -> i32 {
+    match e {
+        BrokerError::BadRequest(_) | BrokerError::Internal(_) | BrokerError::NotSupported(_) | BrokerError::LimitReached(_) => {
+            resp::SYSTEM_ERROR
+        }
+        BrokerError::InvalidParameter(_) => resp::INVALID_PARAMETER,
+        BrokerError::MessageIllegal(_) => resp::MESSAGE_ILLEGAL,
+        BrokerError::NoPermission(_) => resp::NO_PERMISSION,
+        BrokerError::TopicNotExist(_) => resp::TOPIC_NOT_EXIST,
+        BrokerError::GroupNotExist(_) => resp::SUBSCRIPTION_GROUP_NOT_EXIST,
+        BrokerError::SubscriptionParseFailed(_) => resp::SUBSCRIPTION_PARSE_FAILED,
+        BrokerError::ConsumerNotOnline(_) => resp::CONSUMER_NOT_ONLINE,
+        BrokerError::QueryNotFound(_) => resp::QUERY_NOT_FOUND,
+        BrokerError::Busy(_) => resp::SYSTEM_BUSY,
+        BrokerError::Unavailable(_) => resp::SERVICE_NOT_AVAILABLE,
+        BrokerError::Store(s) => match s {
+            StoreError::DiskFull { .. } | StoreError::NotWritable(_) | StoreError::FlushFailed(_) => resp::SERVICE_NOT_AVAILABLE,
+            StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
+            StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
+            StoreError::WouldBlock(_) => resp::SYSTEM_BUSY,
+            StoreError::Io { .. } | StoreError::Layout { .. } => resp::SYSTEM_ERROR,
+        },
+    }
+}
+
+/// The answer to `request` that reports `e`.
+#[must_use]
+pub fn from_error(request: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
+    error(request, code_of(e), e.to_string())
+}
+
+/// SUCCESS with `header` in `extFields`.
+#[must_use]
+pub fn ok_with<H: CommandHeader>(request: &RemotingCommand, header: &H) -> RemotingCommand {
+    answer(request, resp::SUCCESS).with_ext_fields(header.to_ext())
+}
+
+/// An answer computed later by `work`; its error is mapped here.
+pub fn later<F>(request: RemotingCommand, work: F) -> Reply
+where
+    F: Future<Output = Result<RemotingCommand, BrokerError>> + Send + 'static,
+{
+    Reply::Later(Box::pin(async move {
+        Some(match work.await {
+            Ok(answer) => answer,
+            Err(e) => from_error(&request, &e),
+        })
+    }))
+}
+
+/// Reads a typed header, or answers the request with the field that is wrong.
+macro_rules! header {
+    ($ty:ty, $request:expr) => {
+        match <$ty as petrel_protocol::header::CommandHeader>::from_command(&$request) {
+            Ok(h) => h,
+            Err(e) => {
+                return petrel_remoting::Reply::Now($crate::front::reply::from_error(
+                    &$request,
+                    &$crate::error::BrokerError::BadRequest(e.to_string()),
+                ))
+            }
+        }
+    };
+}
+pub(crate) use header;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_maps_to_the_code_clients_expect() {
+        let cases: Vec<(BrokerError, i32)> = vec![
+            (BrokerError::topic_not_exist("T"), resp::TOPIC_NOT_EXIST),
+            (BrokerError::Busy("x".into()), resp::SYSTEM_BUSY),
+            (BrokerError::GroupNotExist("x".into()), resp::SUBSCRIPTION_GROUP_NOT_EXIST),
+            (BrokerError::MessageIllegal("x".into()), resp::MESSAGE_ILLEGAL),
+            (
+                BrokerError::Store(StoreError::DiskFull {
+                    path: "p".into(),
+                    size_bytes: 1,
+                }),
+                resp::SERVICE_NOT_AVAILABLE,
+            ),
+            (BrokerError::LimitReached("x".into()), resp::SYSTEM_ERROR),
+        ];
+        for (e, code) in cases {
+            let request = RemotingCommand::request(310, 7);
+            let a = from_error(&request, &e);
+            assert_eq!((a.code, a.opaque, a.remark.as_deref()), (code, 7, Some(e.to_string().as_str())));
+        }
+    }
+}

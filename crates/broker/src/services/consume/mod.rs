@@ -1,0 +1,221 @@
+//! `ConsumeService`: a pull — the queue's checks, the subscription to filter by (the request's
+//! own, or the one the group registered), the tag filter, the read, the offset commit
+//! piggy-backed on a pull, and long polling.
+//!
+//! Reads of data a caught-up consumer asks for (near the queue's end, in memory) run inline;
+//! reads further back may touch the disk and go to the store pool.
+//!
+//! Owns: answering pulls. Must never: hold a pull past its requested hold (the client gives up
+//! at 30 s, so at most 25 s), hold more pulls than the long-poll bound, or filter by a tag set
+//! larger than its bound.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use petrel_protocol::body::{SubscriptionData, perm};
+use petrel_store::{GetResult, GetStatus, MessageStore};
+
+use super::BrokerError;
+use super::groups::{GroupService, MAX_SUBSCRIPTION_TAGS};
+use super::offsets::OffsetService;
+use super::topics::TopicService;
+use crate::long_poll::LongPoll;
+use crate::stats::BrokerStats;
+use crate::store_pool::StorePool;
+
+/// Messages one pull returns at most, whatever the client asks (`maxTransferCountOnMessageInMemory`).
+pub const MAX_MSGS_PER_PULL: usize = 32;
+/// Longest hold; a client that asks for more would time out before the answer.
+pub const MAX_SUSPEND: Duration = Duration::from_secs(25);
+/// A read at most this many entries behind the queue's end is served inline: that data was
+/// written moments ago and is in memory. Further back, the read goes to the store pool.
+pub const HOT_QUEUE_ENTRIES: i64 = 4096;
+
+/// A subscription a pull carries itself.
+#[derive(Debug, Clone)]
+pub struct PullSubscription {
+    pub expression_type: String,
+    pub expression: String,
+    pub sub_version: i64,
+}
+
+/// A pull, as any front end hands it over.
+#[derive(Debug, Clone, Default)]
+pub struct PullRequest {
+    pub group: String,
+    pub topic: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    pub max_msgs: i32,
+    /// An offset to commit first (the COMMIT_OFFSET flag).
+    pub commit_offset: Option<i64>,
+    /// How long to hold the pull when there is nothing yet (the SUSPEND flag), `None` not to.
+    pub suspend: Option<Duration>,
+    /// The pull's own subscription (the SUBSCRIPTION flag); else the group's registered one.
+    pub subscription: Option<PullSubscription>,
+}
+
+/// What a pull found: the store's read, with RocketMQ's statuses.
+pub type PullOutcome = GetResult;
+
+/// Whether a read found nothing *yet* — the statuses RocketMQ answers `PULL_NOT_FOUND` and
+/// long-polls on — rather than an offset the client must move.
+#[must_use]
+pub fn nothing_yet(status: GetStatus, requested_offset: i64) -> bool {
+    match status {
+        GetStatus::OffsetOverflowOne => true,
+        GetStatus::NoMatchedLogicQueue | GetStatus::NoMessageInQueue => requested_offset == 0,
+        _ => false,
+    }
+}
+
+/// How long empty pulls are held.
+pub struct ConsumeSettings {
+    pub long_polling_enable: bool,
+    pub short_polling_time: Duration,
+}
+
+pub struct ConsumeService {
+    store: Arc<MessageStore>,
+    topics: Arc<TopicService>,
+    groups: Arc<GroupService>,
+    offsets: Arc<OffsetService>,
+    long_poll: Arc<LongPoll>,
+    pool: Arc<StorePool>,
+    stats: Arc<BrokerStats>,
+    settings: ConsumeSettings,
+}
+
+fn sql92_refused() -> BrokerError {
+    BrokerError::NotSupported("The broker does not support consumer to filter message by SQL92".into())
+}
+
+impl ConsumeService {
+    #[expect(clippy::too_many_arguments, reason = "the service's collaborators, wired once")]
+    #[must_use]
+    pub fn new(
+        store: Arc<MessageStore>,
+        topics: Arc<TopicService>,
+        groups: Arc<GroupService>,
+        offsets: Arc<OffsetService>,
+        long_poll: Arc<LongPoll>,
+        pool: Arc<StorePool>,
+        stats: Arc<BrokerStats>,
+        settings: ConsumeSettings,
+    ) -> ConsumeService {
+        ConsumeService {
+            store,
+            topics,
+            groups,
+            offsets,
+            long_poll,
+            pool,
+            stats,
+            settings,
+        }
+    }
+
+    /// Answers a pull: at once when there is something (or an offset to move), else after up to
+    /// the hold time.
+    ///
+    /// # Errors
+    /// An unknown topic, no read permission, a bad queue id, an unusable subscription, or a bound.
+    pub async fn pull(&self, req: PullRequest) -> Result<PullOutcome, BrokerError> {
+        let topic = self.topics.get(&req.topic).ok_or_else(|| BrokerError::topic_not_exist(&req.topic))?;
+        if topic.perm & perm::READ == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{}] pulling message is forbidden",
+                req.topic
+            )));
+        }
+        if req.queue_id < 0 || req.queue_id >= topic.read_queue_nums {
+            return Err(BrokerError::InvalidParameter(format!(
+                "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
+                req.queue_id, req.topic, topic.read_queue_nums
+            )));
+        }
+        let filter = Arc::new(self.tag_filter(&req)?);
+        if let Some(offset) = req.commit_offset
+            && self.groups.is_known(&req.group)
+        {
+            // A commit from a group no client registered is dropped: the pull itself is served.
+            let _ = self.offsets.commit(&req.group, &req.topic, req.queue_id, offset);
+        }
+        let first = self.read(&req, filter.clone()).await?;
+        let Some(hold) = self.hold_time(&req).filter(|_| nothing_yet(first.status, req.queue_offset)) else {
+            return Ok(first);
+        };
+        let place = self.long_poll.enter().inspect_err(|_| {
+            self.stats.busy_refusals.fetch_add(1, Ordering::Relaxed);
+        })?;
+        let (store, offset) = (&self.store, req.queue_offset);
+        self.long_poll
+            .wait(&place, &req.topic, req.queue_id, hold, || store.queue_offsets(&req.topic, req.queue_id).1 > offset)
+            .await;
+        drop(place);
+        self.read(&req, filter).await
+    }
+
+    fn hold_time(&self, req: &PullRequest) -> Option<Duration> {
+        let requested = req.suspend?;
+        Some(if self.settings.long_polling_enable {
+            requested.min(MAX_SUSPEND)
+        } else {
+            self.settings.short_polling_time
+        })
+    }
+
+    /// The tag hashes to keep, `None` for every tag.
+    fn tag_filter(&self, req: &PullRequest) -> Result<Option<HashSet<i64>>, BrokerError> {
+        let subscription = match &req.subscription {
+            Some(s) => {
+                if !s.expression_type.eq_ignore_ascii_case("TAG") {
+                    return Err(sql92_refused());
+                }
+                SubscriptionData::from_tag_expression(&req.topic, &s.expression, s.sub_version)
+            }
+            None => match self.groups.subscription(&req.group, &req.topic) {
+                Some(s) if !s.expression_type.eq_ignore_ascii_case("TAG") => return Err(sql92_refused()),
+                Some(s) => s,
+                None => SubscriptionData::from_tag_expression(&req.topic, "*", 0),
+            },
+        };
+        if subscription.is_all() {
+            return Ok(None);
+        }
+        if subscription.code_set.len() > MAX_SUBSCRIPTION_TAGS {
+            return Err(BrokerError::SubscriptionParseFailed(format!(
+                "the subscription names {} tags; at most {MAX_SUBSCRIPTION_TAGS}",
+                subscription.code_set.len()
+            )));
+        }
+        Ok(Some(subscription.code_set.iter().map(|c| i64::from(*c)).collect()))
+    }
+
+    /// One look at the queue: inline when the data is hot, on the store pool otherwise.
+    async fn read(&self, req: &PullRequest, filter: Arc<Option<HashSet<i64>>>) -> Result<GetResult, BrokerError> {
+        let max = usize::try_from(req.max_msgs.max(1)).unwrap_or(1).min(MAX_MSGS_PER_PULL);
+        let (_, queue_max) = self.store.queue_offsets(&req.topic, req.queue_id);
+        let got = if queue_max - req.queue_offset <= HOT_QUEUE_ENTRIES {
+            self.store
+                .get_messages(&req.topic, req.queue_id, req.queue_offset, max, filter.as_ref().as_ref())
+        } else {
+            self.stats.pulls_offloaded.fetch_add(1, Ordering::Relaxed);
+            let (store, topic, queue_id, offset) = (self.store.clone(), req.topic.clone(), req.queue_id, req.queue_offset);
+            self.pool
+                .run(move || store.get_messages(&topic, queue_id, offset, max, filter.as_ref().as_ref()))?
+                .await?
+        };
+        if got.status == GetStatus::Found {
+            self.stats.got_messages.fetch_add(got.message_count as u64, Ordering::Relaxed);
+            self.offsets
+                .record_pull(&req.group, &req.topic, req.queue_id, got.next_begin_offset);
+        }
+        Ok(got)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,183 @@
+use std::time::{Duration, Instant};
+
+use petrel_protocol::decode_messages;
+use petrel_protocol::properties::java_string_hash;
+
+use super::*;
+use crate::services::testing::{TestBroker, heartbeat_consumer, send_request};
+
+fn pull(topic: &str, queue_id: i32, offset: i64) -> PullRequest {
+    PullRequest {
+        group: "G".into(),
+        topic: topic.into(),
+        queue_id,
+        queue_offset: offset,
+        max_msgs: 32,
+        ..PullRequest::default()
+    }
+}
+
+fn tags(expression: &str) -> Option<PullSubscription> {
+    Some(PullSubscription {
+        expression_type: "TAG".into(),
+        expression: expression.into(),
+        sub_version: 1,
+    })
+}
+
+#[tokio::test]
+async fn pulls_filter_by_tag_and_report_rocketmq_statuses() {
+    let t = TestBroker::start(|_| {});
+    for i in 0..6 {
+        let tag = if i % 2 == 0 { "A" } else { "B" };
+        t.broker.produce.send(send_request("PullTopic", 0, tag, format!("m{i}").as_bytes())).await.unwrap();
+    }
+    t.wait_dispatched();
+    let consume = &t.broker.consume;
+    let all = consume.pull(pull("PullTopic", 0, 0)).await.unwrap();
+    assert_eq!((all.status, all.message_count, all.next_begin_offset), (GetStatus::Found, 6, 6));
+    let only_a = consume
+        .pull(PullRequest {
+            subscription: tags("A"),
+            ..pull("PullTopic", 0, 0)
+        })
+        .await
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = decode_messages(&only_a.body).unwrap().into_iter().map(|m| m.body.to_vec()).collect();
+    assert_eq!(bodies, [b"m0".to_vec(), b"m2".to_vec(), b"m4".to_vec()]);
+    let caught_up = consume.pull(pull("PullTopic", 0, 6)).await.unwrap();
+    assert_eq!(caught_up.status, GetStatus::OffsetOverflowOne);
+    assert!(nothing_yet(caught_up.status, 6));
+    let too_far = consume.pull(pull("PullTopic", 0, 60)).await.unwrap();
+    assert_eq!((too_far.status, too_far.next_begin_offset), (GetStatus::OffsetOverflowBadly, 6));
+    assert!(matches!(consume.pull(pull("Nope", 0, 0)).await, Err(BrokerError::TopicNotExist(_))));
+    assert!(matches!(consume.pull(pull("PullTopic", 9, 0)).await, Err(BrokerError::InvalidParameter(_))));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_held_pull_answers_when_a_message_arrives_or_when_its_hold_ends() {
+    let t = TestBroker::start(|_| {});
+    t.send_n("Held", 0, 1).await;
+    t.wait_dispatched();
+    let started = Instant::now();
+    let empty = t
+        .broker
+        .consume
+        .pull(PullRequest {
+            suspend: Some(Duration::from_millis(150)),
+            ..pull("Held", 0, 1)
+        })
+        .await
+        .unwrap();
+    assert_eq!(empty.status, GetStatus::OffsetOverflowOne);
+    assert!(started.elapsed() >= Duration::from_millis(150), "held for its hold time");
+
+    let broker = t.broker.clone();
+    let waiting = tokio::spawn(async move {
+        broker
+            .consume
+            .pull(PullRequest {
+                suspend: Some(Duration::from_secs(20)),
+                ..pull("Held", 0, 1)
+            })
+            .await
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let sent_at = Instant::now();
+    t.send_n("Held", 0, 1).await;
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+    assert_eq!((got.status, got.message_count), (GetStatus::Found, 1));
+    assert!(sent_at.elapsed() < Duration::from_secs(2), "woken by the arrival, not the hold");
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn held_pulls_are_bounded() {
+    let t = TestBroker::start(|c| c.max_long_poll_waiters = 1);
+    t.send_n("Bounded", 0, 1).await;
+    t.wait_dispatched();
+    let broker = t.broker.clone();
+    let first = tokio::spawn(async move {
+        broker
+            .consume
+            .pull(PullRequest {
+                suspend: Some(Duration::from_secs(3)),
+                ..pull("Bounded", 0, 1)
+            })
+            .await
+    });
+    while t.broker.long_poll.waiting() == 0 {
+        tokio::task::yield_now().await;
+    }
+    let second = t
+        .broker
+        .consume
+        .pull(PullRequest {
+            suspend: Some(Duration::from_secs(3)),
+            ..pull("Bounded", 0, 1)
+        })
+        .await;
+    assert!(matches!(second, Err(BrokerError::Busy(r)) if r.contains("LONG_POLL_FULL")));
+    let unheld = t.broker.consume.pull(pull("Bounded", 0, 0)).await.unwrap();
+    assert_eq!(unheld.status, GetStatus::Found, "pulls that need no hold are still served");
+    t.broker.long_poll.close();
+    first.await.unwrap().unwrap();
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn reads_far_behind_the_end_run_on_the_store_pool() {
+    let t = TestBroker::start(|_| {});
+    let n = usize::try_from(HOT_QUEUE_ENTRIES).unwrap() + 10;
+    t.send_n("Cold", 0, n).await;
+    t.wait_dispatched();
+    let hot = t.broker.consume.pull(pull("Cold", 0, i64::try_from(n).unwrap() - 5)).await.unwrap();
+    assert_eq!(hot.message_count, 5);
+    assert_eq!(t.broker.stats.pulls_offloaded.load(Ordering::Relaxed), 0);
+    let cold = t.broker.consume.pull(pull("Cold", 0, 0)).await.unwrap();
+    assert_eq!(cold.message_count, 32);
+    assert_eq!(t.broker.stats.pulls_offloaded.load(Ordering::Relaxed), 1);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn piggy_backed_commits_count_only_for_registered_groups() {
+    let t = TestBroker::start(|_| {});
+    t.send_n("Commits", 0, 3).await;
+    t.wait_dispatched();
+    let with_commit = |group: &str| PullRequest {
+        group: group.into(),
+        commit_offset: Some(2),
+        ..pull("Commits", 0, 0)
+    };
+    t.broker.consume.pull(with_commit("Stranger")).await.unwrap();
+    assert_eq!(t.broker.offsets.query("Stranger", "Commits", 0), None, "no client of it registered");
+    heartbeat_consumer(&t.broker, "Known", "Commits");
+    t.broker.consume.pull(with_commit("Known")).await.unwrap();
+    assert_eq!(t.broker.offsets.query("Known", "Commits", 0), Some(2));
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn sql92_and_oversized_tag_sets_are_refused() {
+    let t = TestBroker::start(|_| {});
+    t.send_n("Filters", 0, 1).await;
+    let sql = PullRequest {
+        subscription: Some(PullSubscription {
+            expression_type: "SQL92".into(),
+            expression: "a > 1".into(),
+            sub_version: 1,
+        }),
+        ..pull("Filters", 0, 0)
+    };
+    assert!(matches!(t.broker.consume.pull(sql).await, Err(BrokerError::NotSupported(_))));
+    let many: Vec<String> = (0..=MAX_SUBSCRIPTION_TAGS).map(|i| format!("t{i}")).collect();
+    let wide = PullRequest {
+        subscription: tags(&many.join(" || ")),
+        ..pull("Filters", 0, 0)
+    };
+    assert!(matches!(t.broker.consume.pull(wide).await, Err(BrokerError::SubscriptionParseFailed(_))));
+    assert_ne!(java_string_hash("t1"), 0);
+    t.stop().await;
+}

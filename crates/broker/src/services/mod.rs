@@ -1,0 +1,66 @@
+//! The broker's services: typed requests in, typed results or one [`BrokerError`] out. They
+//! know RocketMQ's semantics (topics, queues, groups, offsets, the stored-record layout) but
+//! nothing of the wire — no `RemotingCommand`, no header, no response code — so a second front
+//! end could call them as the RocketMQ one does.
+//!
+//! Owns: what each request means. Must never: block the async runtime (store work that can
+//! block goes through the [`crate::StorePool`]), or grow a table without a bound.
+
+pub mod admin;
+pub mod consume;
+pub mod groups;
+pub mod offsets;
+pub mod produce;
+pub mod topics;
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use crate::error::BrokerError;
+
+/// A connected client as the services see it: something to tell that its group changed.
+pub trait ClientHandle: Send + Sync {
+    /// Unique per connection within this process.
+    fn id(&self) -> u64;
+    fn peer(&self) -> SocketAddr;
+    /// Tells the client its consumer group's membership changed; false if it could not be told
+    /// now (the client also rebalances every 20 s on its own).
+    fn notify_consumer_ids_changed(&self, group: &str) -> bool;
+}
+
+/// Tells the name servers what this broker serves, and resolves once they know.
+pub trait RouteAnnouncer: Send + Sync {
+    fn announce(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+}
+
+/// Longest name of a consumer or producer group (`Validators.CHARACTER_MAX_LENGTH`).
+pub const GROUP_MAX_LENGTH: usize = 255;
+
+/// Why a group name is refused: RocketMQ's character set, at most 255 characters.
+///
+/// # Errors
+/// The remark to answer with.
+pub fn validate_group_name(group: &str) -> Result<(), BrokerError> {
+    if group.trim().is_empty() {
+        return Err(BrokerError::InvalidParameter("the specified group is blank".into()));
+    }
+    if group.len() > GROUP_MAX_LENGTH {
+        return Err(BrokerError::InvalidParameter(format!(
+            "the specified group is longer than group max length {GROUP_MAX_LENGTH}"
+        )));
+    }
+    if !group.bytes().all(valid_name_byte) {
+        return Err(BrokerError::InvalidParameter(format!(
+            "the specified group[{group}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+        )));
+    }
+    Ok(())
+}
+
+/// RocketMQ's name characters: `^[%|a-zA-Z0-9_-]+$`.
+pub(crate) fn valid_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-'
+}

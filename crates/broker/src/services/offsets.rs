@@ -1,0 +1,248 @@
+//! `OffsetService`: what each consumer group has committed per queue (persisted to
+//! `config/consumerOffset.json`, RocketMQ's `topic@group` layout), where each group last pulled
+//! to (memory only, for consume statistics), and the queue offset lookups consumers start from
+//! (min, max, earliest store time, offset by time).
+//!
+//! Owns: the offset tables and their file. Must never: let a negative commit (the Go client
+//! sends `-1` for queues it never read) overwrite a real offset, keep offsets for a group no
+//! client registered, or read the commit log on the runtime (time lookups go to the store pool).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use parking_lot::RwLock;
+use petrel_store::{Boundary, MessageStore};
+use serde::{Deserialize, Serialize};
+
+use super::BrokerError;
+use super::groups::GroupService;
+use crate::persist::{read_if_exists, write_atomically};
+use crate::store_pool::StorePool;
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct OffsetFile {
+    /// "topic@group" -> queue id -> offset
+    offset_table: BTreeMap<String, BTreeMap<i32, i64>>,
+}
+
+fn key(topic: &str, group: &str) -> String {
+    format!("{topic}@{group}")
+}
+
+/// The committed offsets file, as it is on disk.
+pub struct OffsetTable {
+    path: PathBuf,
+    committed: RwLock<OffsetFile>,
+    dirty: AtomicBool,
+}
+
+impl OffsetTable {
+    /// Loads `config/consumerOffset.json`.
+    ///
+    /// # Errors
+    /// The file exists but cannot be read or parsed.
+    pub fn open(root: &std::path::Path) -> std::io::Result<OffsetTable> {
+        let path = root.join("config").join("consumerOffset.json");
+        let committed = match read_if_exists(&path)? {
+            Some(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
+            None => OffsetFile::default(),
+        };
+        Ok(OffsetTable {
+            path,
+            committed: RwLock::new(committed),
+            dirty: AtomicBool::new(false),
+        })
+    }
+
+    /// Groups that have committed offsets.
+    #[must_use]
+    pub fn groups(&self) -> Vec<String> {
+        let mut groups: Vec<String> = self
+            .committed
+            .read()
+            .offset_table
+            .keys()
+            .filter_map(|k| k.rsplit_once('@').map(|(_, g)| g.to_owned()))
+            .collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
+    /// Writes the file if anything changed since the last write (off the runtime: the offset
+    /// chore runs it on the blocking pool).
+    ///
+    /// # Errors
+    /// The file cannot be written (it stays dirty, so the next call tries again).
+    pub fn persist(&self) -> std::io::Result<()> {
+        if !self.dirty.swap(false, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let snapshot = serde_json::to_vec(&*self.committed.read()).map_err(std::io::Error::other)?;
+        write_atomically(&self.path, &snapshot).inspect_err(|_| self.dirty.store(true, Ordering::Release))
+    }
+}
+
+pub struct OffsetService {
+    table: Arc<OffsetTable>,
+    pulled: RwLock<HashMap<String, BTreeMap<i32, i64>>>,
+    groups: Arc<GroupService>,
+    store: Arc<MessageStore>,
+    pool: Arc<StorePool>,
+}
+
+impl OffsetService {
+    #[must_use]
+    pub fn new(table: Arc<OffsetTable>, groups: Arc<GroupService>, store: Arc<MessageStore>, pool: Arc<StorePool>) -> OffsetService {
+        OffsetService {
+            table,
+            pulled: RwLock::new(HashMap::new()),
+            groups,
+            store,
+            pool,
+        }
+    }
+
+    #[must_use]
+    pub fn table(&self) -> &Arc<OffsetTable> {
+        &self.table
+    }
+
+    /// Commits `offset` for a group's queue; negative offsets are ignored.
+    ///
+    /// # Errors
+    /// The group is not known (no client of it ever registered).
+    pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> Result<(), BrokerError> {
+        self.groups.require_known(group)?;
+        if offset < 0 {
+            return Ok(());
+        }
+        self.table
+            .committed
+            .write()
+            .offset_table
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, offset);
+        self.table.dirty.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    #[must_use]
+    pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.table
+            .committed
+            .read()
+            .offset_table
+            .get(&key(topic, group))
+            .and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// Where a known group's last pull of the queue ended (unknown groups are not recorded: the
+    /// table stays bounded by the groups' bound).
+    pub fn record_pull(&self, group: &str, topic: &str, queue_id: i32, next_offset: i64) {
+        if !self.groups.is_known(group) {
+            return;
+        }
+        self.pulled
+            .write()
+            .entry(key(topic, group))
+            .or_default()
+            .insert(queue_id, next_offset);
+    }
+
+    #[must_use]
+    pub fn pulled(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        self.pulled.read().get(&key(topic, group)).and_then(|q| q.get(&queue_id).copied())
+    }
+
+    /// Topics `group` has committed offsets for.
+    #[must_use]
+    pub fn topics_of_group(&self, group: &str) -> Vec<String> {
+        let suffix = format!("@{group}");
+        self.table
+            .committed
+            .read()
+            .offset_table
+            .keys()
+            .filter_map(|k| k.strip_suffix(&suffix).map(str::to_owned))
+            .collect()
+    }
+
+    pub fn remove_topic(&self, topic: &str) {
+        let prefix = format!("{topic}@");
+        self.table.committed.write().offset_table.retain(|k, _| !k.starts_with(&prefix));
+        self.pulled.write().retain(|k, _| !k.starts_with(&prefix));
+        self.table.dirty.store(true, Ordering::Release);
+    }
+
+    /// The queue's (min, max) offsets; (0, 0) for a queue that has nothing.
+    #[must_use]
+    pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (i64, i64) {
+        self.store.queue_offsets(topic, queue_id)
+    }
+
+    /// Store time of the queue's oldest message, `-1` if it has none (reads the log: pool).
+    ///
+    /// # Errors
+    /// The store pool is full or shut down.
+    pub async fn earliest_store_time(&self, topic: &str, queue_id: i32) -> Result<i64, BrokerError> {
+        let (store, topic) = (self.store.clone(), topic.to_owned());
+        self.pool.run(move || store.earliest_store_time(&topic, queue_id))?.await
+    }
+
+    /// The queue offset at a time (reads the log: pool).
+    ///
+    /// # Errors
+    /// The store pool is full or shut down.
+    pub async fn search_by_time(&self, topic: &str, queue_id: i32, timestamp_ms: i64, boundary: Boundary) -> Result<i64, BrokerError> {
+        let (store, topic) = (self.store.clone(), topic.to_owned());
+        self.pool
+            .run(move || store.offset_by_time(&topic, queue_id, timestamp_ms, boundary))?
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::services::testing::{TestBroker, heartbeat_consumer};
+
+    #[tokio::test]
+    async fn offsets_persist_negative_commits_are_ignored_and_unknown_groups_refused() {
+        let t = TestBroker::start(|_| {});
+        let offsets = &t.broker.offsets;
+        assert!(matches!(offsets.commit("G", "T", 1, 7), Err(BrokerError::GroupNotExist(_))));
+        heartbeat_consumer(&t.broker, "G", "T");
+        offsets.commit("G", "T", 1, 7).unwrap();
+        offsets.commit("G", "T", 1, -1).unwrap();
+        assert_eq!(offsets.query("G", "T", 1), Some(7));
+        offsets.record_pull("G", "T", 1, 9);
+        offsets.record_pull("Unknown", "T", 1, 9);
+        assert_eq!((offsets.pulled("G", "T", 1), offsets.pulled("Unknown", "T", 1)), (Some(9), None));
+        offsets.table().persist().unwrap();
+        let reopened = OffsetTable::open(t.dir.path()).unwrap();
+        assert_eq!(reopened.groups(), ["G"]);
+        assert_eq!(offsets.topics_of_group("G"), ["T"]);
+        t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn time_lookups_run_on_the_pool() {
+        let t = TestBroker::start(|_| {});
+        t.send_n("TimeTopic", 0, 5).await;
+        t.wait_dispatched();
+        let offsets = &t.broker.offsets;
+        assert_eq!(offsets.queue_bounds("TimeTopic", 0), (0, 5));
+        let earliest = offsets.earliest_store_time("TimeTopic", 0).await.unwrap();
+        assert!(earliest > 0);
+        assert_eq!(offsets.search_by_time("TimeTopic", 0, 0, Boundary::Lower).await.unwrap(), 0);
+        assert_eq!(offsets.search_by_time("TimeTopic", 0, i64::MAX, Boundary::Lower).await.unwrap(), 5);
+        assert_eq!(offsets.earliest_store_time("Nope", 0).await.unwrap(), -1);
+        t.stop().await;
+    }
+}

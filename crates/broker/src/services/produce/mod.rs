@@ -1,0 +1,376 @@
+//! `ProduceService`: a send, from checks to a durable record — topic auto-creation, retry/DLQ
+//! routing, the stored record exactly as RocketMQ lays it out, the append, and under
+//! SYNC_FLUSH the wait for the flushed watermark.
+//!
+//! A send never parks a thread. The append runs inline when the store can take it without
+//! blocking (the segment is prepared and the pages are faulted in), else on the store pool;
+//! the durability wait is a future that the flusher completes. A waiter slot is reserved before
+//! the append, so a full waiter table refuses the send with nothing written.
+//!
+//! Owns: turning a send into commit-log records. Must never: store a message it then reports as
+//! refused, report success before the store does (under SYNC_FLUSH that means durable), or hold
+//! more durability waiters than the watermark's bound.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use petrel_protocol::batch::decode_batch;
+use petrel_protocol::body::perm;
+use petrel_protocol::message::MessageExt;
+use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
+use petrel_protocol::properties::{Properties, decode_properties, keys};
+use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError};
+
+use super::BrokerError;
+use super::topics::{NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, TopicService, validate_topic_name};
+use crate::stats::BrokerStats;
+use crate::store_pool::StorePool;
+
+/// Retries before a message goes to the DLQ when the request does not say (`retryMaxTimes`).
+pub const DEFAULT_MAX_RECONSUME_TIMES: i32 = 16;
+
+/// A send, as any front end hands it over.
+#[derive(Debug, Clone, Default)]
+pub struct SendRequest {
+    pub producer_group: String,
+    pub topic: String,
+    /// The template topic for auto-creation (`TBW102` when empty).
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+    /// Negative: the broker picks a queue.
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    /// Encoded properties (`k\u{1}v\u{2}`).
+    pub properties: Option<String>,
+    pub reconsume_times: i32,
+    pub max_reconsume_times: Option<i32>,
+    /// `body` is a batch of messages, not one body.
+    pub batch: bool,
+    pub body: Bytes,
+    pub born_host: Option<SocketAddr>,
+}
+
+/// How durable the stored record is when the send is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// As the flush mode promises: on disk under SYNC_FLUSH, in the page cache under ASYNC_FLUSH.
+    Stored,
+    /// Stored, but the disk did not confirm within `syncFlushTimeout`; it will later.
+    FlushTimedOut,
+}
+
+#[derive(Debug, Clone)]
+pub struct SendOutcome {
+    pub durability: Durability,
+    /// Offset message ids, comma-separated for a batch.
+    pub msg_id: String,
+    pub queue_id: i32,
+    pub queue_offset: i64,
+    /// The client's unique key (`UNIQ_KEY`), echoed as RocketMQ does.
+    pub transaction_id: Option<String>,
+}
+
+/// What a checked send will append.
+struct Prepared {
+    topic: String,
+    queue_id: i32,
+    records: BytesMut,
+    count: usize,
+    uniq_key: Option<String>,
+    topic_created: bool,
+}
+
+/// What the service needs to know of the broker it runs in.
+pub struct ProduceSettings {
+    pub store_host: SocketAddr,
+    pub cluster: String,
+    pub broker_name: String,
+    pub region_id: String,
+    pub trace_on: bool,
+    pub max_message_size_bytes: usize,
+    pub sync_flush_timeout: Duration,
+}
+
+pub struct ProduceService {
+    store: Arc<MessageStore>,
+    topics: Arc<TopicService>,
+    pool: Arc<StorePool>,
+    stats: Arc<BrokerStats>,
+    settings: ProduceSettings,
+    queue_picker: AtomicI32,
+    uniq_keys: UniqKeyGenerator,
+}
+
+impl ProduceService {
+    #[must_use]
+    pub fn new(
+        store: Arc<MessageStore>,
+        topics: Arc<TopicService>,
+        pool: Arc<StorePool>,
+        stats: Arc<BrokerStats>,
+        settings: ProduceSettings,
+    ) -> ProduceService {
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos() as i32);
+        ProduceService {
+            uniq_keys: UniqKeyGenerator::new(settings.store_host.ip(), std::process::id(), seed),
+            store,
+            topics,
+            pool,
+            stats,
+            settings,
+            queue_picker: AtomicI32::new(0),
+        }
+    }
+
+    fn sync_flush(&self) -> bool {
+        self.store.commit_log().config().flush_mode == FlushMode::Sync
+    }
+
+    /// Stores the message(s) of `req` and answers when the flush mode is satisfied.
+    ///
+    /// # Errors
+    /// Every refusal, before anything is written; a store failure.
+    pub async fn send(&self, req: SendRequest) -> Result<SendOutcome, BrokerError> {
+        let started = Instant::now();
+        let result = self.send_inner(req).await;
+        match &result {
+            Ok(_) => self.stats.send_ns.record(started.elapsed().as_nanos() as u64),
+            Err(e) => {
+                self.stats.put_failures.fetch_add(1, Ordering::Relaxed);
+                if matches!(e, BrokerError::Busy(_)) {
+                    self.stats.busy_refusals.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        result
+    }
+
+    async fn send_inner(&self, req: SendRequest) -> Result<SendOutcome, BrokerError> {
+        let p = self.prepare(&req)?;
+        // Reserved before the append: a full waiter table refuses the send with nothing written.
+        let slot = if self.sync_flush() {
+            Some(self.store.commit_log().flushed_watermark().reserve().map_err(|e| match e {
+                WaitError::Busy { .. } => BrokerError::Busy(format!("[SYNC_FLUSH_WAITERS_FULL] {e}")),
+                other => BrokerError::Unavailable(other.to_string()),
+            })?)
+        } else {
+            None
+        };
+        let (topic, queue_id, count, uniq_key, topic_created) = (p.topic.clone(), p.queue_id, p.count, p.uniq_key.clone(), p.topic_created);
+        let results = self.append(p).await?;
+        let end = results.last().map_or(0, AppendResult::end_offset);
+        let bytes: u64 = results.iter().map(|r| u64::from(r.size_bytes)).sum();
+        self.stats.put_messages.fetch_add(results.len() as u64, Ordering::Relaxed);
+        self.stats.put_bytes.fetch_add(bytes, Ordering::Relaxed);
+        assert_eq!(results.len(), count, "one result per record");
+        if topic_created {
+            // Clients look the new topic's route up next: answer after the name server knows it.
+            self.topics.settle().await?;
+        }
+        let durability = match slot {
+            None => Durability::Stored,
+            Some(slot) => self.wait_durable(slot, end).await?,
+        };
+        let msg_id = results
+            .iter()
+            .map(|r| create_offset_msg_id(self.settings.store_host, r.physical_offset as i64))
+            .collect::<Vec<_>>()
+            .join(",");
+        tracing::trace!(%topic, queue_id, end, "stored");
+        Ok(SendOutcome {
+            durability,
+            msg_id,
+            queue_id,
+            queue_offset: results[0].queue_offset,
+            transaction_id: uniq_key,
+        })
+    }
+
+    async fn wait_durable(&self, slot: petrel_store::Slot, end: u64) -> Result<Durability, BrokerError> {
+        let started = Instant::now();
+        let waited = tokio::time::timeout(self.settings.sync_flush_timeout, slot.wait(end)).await;
+        self.stats.flush_wait_ns.record(started.elapsed().as_nanos() as u64);
+        match waited {
+            Ok(Ok(())) => Ok(Durability::Stored),
+            Ok(Err(e)) => Err(BrokerError::Unavailable(e.to_string())),
+            Err(_) => {
+                self.stats.flush_timeouts.fetch_add(1, Ordering::Relaxed);
+                Ok(Durability::FlushTimedOut)
+            }
+        }
+    }
+
+    /// Appends inline when the store can without blocking, else on the store pool.
+    async fn append(&self, mut p: Prepared) -> Result<Vec<AppendResult>, BrokerError> {
+        let batch = p.count > 1;
+        let now = if batch {
+            self.store.try_append_batch(&mut p.records, &p.topic, p.queue_id)
+        } else {
+            self.store.try_append(&mut p.records, &p.topic, p.queue_id).map(|r| vec![r])
+        };
+        match now {
+            Err(StoreError::WouldBlock(_)) => {}
+            other => return other.map_err(BrokerError::from),
+        }
+        self.stats.appends_offloaded.fetch_add(1, Ordering::Relaxed);
+        let store = self.store.clone();
+        let appended = self.pool.run(move || {
+            if batch {
+                store.append_batch(&mut p.records, &p.topic, p.queue_id)
+            } else {
+                store.append(&mut p.records, &p.topic, p.queue_id).map(|r| vec![r])
+            }
+        })?;
+        appended.await?.map_err(BrokerError::from)
+    }
+
+    /// A queue for a send that did not name one (`queueId < 0`).
+    fn pick_queue(&self, write_queue_nums: i32) -> i32 {
+        self.queue_picker
+            .fetch_add(1, Ordering::Relaxed)
+            .rem_euclid(write_queue_nums.max(1))
+    }
+
+    /// Checks the request and encodes its records.
+    fn prepare(&self, req: &SendRequest) -> Result<Prepared, BrokerError> {
+        validate_topic_name(&req.topic)?;
+        if NOT_ALLOWED_SEND_TOPICS.contains(&req.topic.as_str()) {
+            return Err(BrokerError::NoPermission(format!(
+                "Sending message to topic[{}] is forbidden.",
+                req.topic
+            )));
+        }
+        let (topic_config, topic_created) = self.topics.for_send(&req.topic, &req.default_topic, req.default_topic_queue_nums)?;
+        if topic_config.perm & perm::WRITE == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{}] sending message is forbidden",
+                req.topic
+            )));
+        }
+        let queue_nums = topic_config.write_queue_nums.max(topic_config.read_queue_nums);
+        if req.queue_id >= queue_nums {
+            let peer = req.born_host.map(|h| h.to_string()).unwrap_or_default();
+            return Err(BrokerError::InvalidParameter(format!(
+                "request queueId[{}] is illegal, {} producer: {peer}",
+                req.queue_id, req.topic
+            )));
+        }
+        let queue_id = if req.queue_id < 0 {
+            self.pick_queue(topic_config.write_queue_nums)
+        } else {
+            req.queue_id
+        };
+        if req.batch && req.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
+            return Err(BrokerError::MessageIllegal("batch request does not support retry group".into()));
+        }
+        let (topic, queue_id, reconsume_times) = self.route_retry(req, queue_id)?;
+        let base = MessageExt {
+            topic: topic.clone(),
+            queue_id,
+            sys_flag: req.sys_flag,
+            born_timestamp: req.born_timestamp,
+            born_host: req.born_host.unwrap_or(self.settings.store_host),
+            store_host: self.settings.store_host,
+            reconsume_times,
+            ..MessageExt::default()
+        };
+        let (records, count, uniq_key) = if req.batch {
+            self.encode_batch(req, &base)?
+        } else {
+            self.encode_single(req, base)?
+        };
+        Ok(Prepared {
+            topic,
+            queue_id,
+            records,
+            count,
+            uniq_key,
+            topic_created,
+        })
+    }
+
+    /// Retry topics: past the retry limit the message goes to the group's DLQ.
+    fn route_retry(&self, req: &SendRequest, queue_id: i32) -> Result<(String, i32, i32), BrokerError> {
+        let reconsume_times = req.reconsume_times;
+        if let Some(group) = req.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
+            let max = req.max_reconsume_times.unwrap_or(DEFAULT_MAX_RECONSUME_TIMES);
+            if reconsume_times > max {
+                let (dlq, _) = self.topics.ensure_dlq(group)?;
+                return Ok((dlq.topic_name, 0, reconsume_times.max(0)));
+            }
+        }
+        Ok((req.topic.clone(), queue_id, reconsume_times))
+    }
+
+    fn encode(&self, m: &MessageExt, out: &mut BytesMut) -> Result<(), BrokerError> {
+        if m.body.len() > self.settings.max_message_size_bytes {
+            return Err(BrokerError::MessageIllegal(format!(
+                "the message body size {} is over the limit {}",
+                m.body.len(),
+                self.settings.max_message_size_bytes
+            )));
+        }
+        // `encode` refuses properties over 32767 bytes.
+        m.encode(out).map_err(|e| BrokerError::MessageIllegal(e.to_string()))
+    }
+
+    fn encode_batch(&self, req: &SendRequest, base: &MessageExt) -> Result<(BytesMut, usize, Option<String>), BrokerError> {
+        let items = decode_batch(&req.body).map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
+        if items.is_empty() {
+            return Err(BrokerError::MessageIllegal("empty batch".into()));
+        }
+        let mut records = BytesMut::new();
+        let count = items.len();
+        for item in items {
+            let m = MessageExt {
+                flag: item.flag,
+                body: item.body,
+                properties: item.properties,
+                ..base.clone()
+            };
+            self.encode(&m, &mut records)?;
+        }
+        let uniq_key = req
+            .properties
+            .as_deref()
+            .map(decode_properties)
+            .and_then(|p| p.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).cloned());
+        Ok((records, count, uniq_key))
+    }
+
+    fn encode_single(&self, req: &SendRequest, base: MessageExt) -> Result<(BytesMut, usize, Option<String>), BrokerError> {
+        let mut properties: Properties = req.properties.as_deref().map(decode_properties).unwrap_or_default();
+        if properties.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v == "true") {
+            return Err(BrokerError::NoPermission(format!(
+                "the broker[{}] sending transaction message is forbidden: transactions are not supported yet",
+                self.settings.broker_name
+            )));
+        }
+        if !properties.contains_key(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX) {
+            properties.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX.to_owned(), self.uniq_keys.next());
+        }
+        properties.insert(keys::MSG_REGION.to_owned(), self.settings.region_id.clone());
+        properties.insert(keys::CLUSTER.to_owned(), self.settings.cluster.clone());
+        properties.insert(keys::TRACE_SWITCH.to_owned(), self.settings.trace_on.to_string());
+        let uniq_key = properties.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).cloned();
+        let m = MessageExt {
+            flag: req.flag,
+            body: req.body.clone(),
+            properties,
+            ..base
+        };
+        let mut records = BytesMut::with_capacity(m.body.len() + 256);
+        self.encode(&m, &mut records)?;
+        Ok((records, 1, uniq_key))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,27 @@
+//! The broker's counters and stage timers, read by runtime info and the metrics endpoint.
+//!
+//! Owns: the numbers. Must never: take a lock on the send or pull path to count.
+
+use std::sync::atomic::AtomicU64;
+
+use petrel_store::Log2Histogram;
+
+#[derive(Default)]
+pub struct BrokerStats {
+    pub put_messages: AtomicU64,
+    pub put_bytes: AtomicU64,
+    pub put_failures: AtomicU64,
+    pub got_messages: AtomicU64,
+    /// Sends whose durability wait passed `syncFlushTimeout`.
+    pub flush_timeouts: AtomicU64,
+    /// Appends that went to the store pool because the non-blocking path would have blocked.
+    pub appends_offloaded: AtomicU64,
+    /// Pulls read on the store pool (cold data).
+    pub pulls_offloaded: AtomicU64,
+    /// Requests refused because a bound was reached (waiters, pool, long polls).
+    pub busy_refusals: AtomicU64,
+    /// A send from its arrival to its answer being ready, ns.
+    pub send_ns: Log2Histogram,
+    /// A SYNC_FLUSH send from its append to the flushed watermark passing it, ns.
+    pub flush_wait_ns: Log2Histogram,
+}

@@ -1,0 +1,64 @@
+//! PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and
+//! GET_KVLIST_BY_NAMESPACE (219).
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{KvTable, to_json};
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, GetKvConfigRequestHeader, PutKvConfigRequestHeader};
+use petrel_remoting::{answer, error};
+
+use super::Origin;
+use crate::state::NameServer;
+
+pub(super) fn put(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    let h = match PutKvConfigRequestHeader::from_command(request) {
+        Ok(h) => h,
+        Err(e) => return error(request, resp::SYSTEM_ERROR, e.to_string()),
+    };
+    match ns.routes.write().kv.put(h.namespace, h.key, h.value) {
+        Ok(()) => answer(request, resp::SUCCESS),
+        Err(full) => error(request, resp::SYSTEM_ERROR, full),
+    }
+}
+
+pub(super) fn get(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    let h = match GetKvConfigRequestHeader::from_command(request) {
+        Ok(h) => h,
+        Err(e) => return error(request, resp::SYSTEM_ERROR, e.to_string()),
+    };
+    match ns.routes.read().kv.get(&h.namespace, &h.key) {
+        Some(v) => {
+            let mut a = answer(request, resp::SUCCESS);
+            a.put_ext("value", v.clone());
+            a
+        }
+        None => error(
+            request,
+            resp::QUERY_NOT_FOUND,
+            format!("No config item, Namespace: {} Key: {}", h.namespace, h.key),
+        ),
+    }
+}
+
+pub(super) fn delete(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    match GetKvConfigRequestHeader::from_command(request) {
+        Ok(h) => {
+            ns.routes.write().kv.delete(&h.namespace, &h.key);
+            answer(request, resp::SUCCESS)
+        }
+        Err(e) => error(request, resp::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+pub(super) fn list(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    let r = ns.routes.read();
+    match request.ext("namespace").and_then(|n| r.kv.tables.get(n)) {
+        Some(table) => {
+            let body = KvTable {
+                table: table.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            };
+            answer(request, resp::SUCCESS).with_body(to_json(&body).into_bytes())
+        }
+        None => error(request, resp::QUERY_NOT_FOUND, "No config item"),
+    }
+}

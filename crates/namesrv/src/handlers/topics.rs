@@ -1,0 +1,58 @@
+//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224) and
+//! DELETE_TOPIC_IN_NAMESRV (216).
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{TopicList, to_json};
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, DeleteTopicFromNamesrvRequestHeader, GetTopicsByClusterRequestHeader};
+use petrel_remoting::{answer, error};
+
+use super::Origin;
+use crate::state::NameServer;
+
+fn list(ns: &NameServer, request: &RemotingCommand, cluster: Option<&str>) -> RemotingCommand {
+    let r = ns.routes.read();
+    let topic_list = r
+        .topics
+        .iter()
+        .filter(|(_, queues)| cluster.is_none_or(|c| r.clusters.get(c).is_some_and(|names| queues.keys().any(|b| names.contains(b)))))
+        .map(|(t, _)| t.clone())
+        .collect();
+    let body = TopicList {
+        broker_addr: None,
+        topic_list,
+    };
+    answer(request, resp::SUCCESS).with_body(to_json(&body).into_bytes())
+}
+
+pub(super) fn all(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    list(ns, request, None)
+}
+
+pub(super) fn by_cluster(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    match GetTopicsByClusterRequestHeader::from_command(request) {
+        Ok(h) => list(ns, request, Some(&h.cluster)),
+        Err(e) => error(request, resp::SYSTEM_ERROR, e.to_string()),
+    }
+}
+
+pub(super) fn delete(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    let h = match DeleteTopicFromNamesrvRequestHeader::from_command(request) {
+        Ok(h) => h,
+        Err(e) => return error(request, resp::SYSTEM_ERROR, e.to_string()),
+    };
+    let mut r = ns.routes.write();
+    match &h.cluster_name {
+        Some(cluster) => {
+            let names = r.clusters.get(cluster).cloned().unwrap_or_default();
+            if let Some(queues) = r.topics.get_mut(&h.topic) {
+                queues.retain(|b, _| !names.contains(b));
+            }
+            r.topics.retain(|_, q| !q.is_empty());
+        }
+        None => {
+            r.topics.remove(&h.topic);
+        }
+    }
+    answer(request, resp::SUCCESS)
+}

@@ -1,0 +1,283 @@
+//! The one framed read/write loop, for both sides: a server's accepted connections and a
+//! client's outbound ones. One task per connection reads frames, hands requests to the handler
+//! and answers to waiting calls, polls the handler's deferred answers, and writes.
+//!
+//! Owns: the socket, the read buffer (only the unfinished frame), the write buffer, and the
+//! deferred answers. Must never: read a new request while the connection is at its bound on
+//! requests in flight or on queued bytes (the peer then feels TCP back-pressure instead of the
+//! broker growing), keep buffers on an idle connection (an idle connection holds no buffer at
+//! all, so tens of thousands of them cost little), or let a bad frame touch another connection.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use petrel_protocol::{RemotingCommand, encode_frame, split_frame};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::connection::Connection;
+use crate::handler::{Deferred, Handler, Reply};
+use crate::limits::ConnectionLimits;
+
+/// Bytes read per wake-up at most, so one busy peer cannot starve the others on its worker.
+const MAX_READ_PER_WAKE_BYTES: usize = 256 * 1024;
+/// Smallest read-buffer reservation.
+const READ_CHUNK_BYTES: usize = 16 * 1024;
+
+/// Why a connection's loop ended.
+#[derive(Debug)]
+pub enum CloseReason {
+    /// The peer closed and everything owed was written.
+    PeerClosed,
+    /// Nothing either way for the idle timeout.
+    Idle,
+    /// The peer sent bytes that are not a frame.
+    BadFrame(String),
+    /// The socket failed.
+    Io(std::io::Error),
+    /// The server drained the connection.
+    Drained,
+    /// `Connection::shutdown` was called.
+    Shutdown,
+}
+
+struct State {
+    rbuf: BytesMut,
+    wbuf: BytesMut,
+    pending: FuturesUnordered<Deferred>,
+    /// The socket may still give bytes.
+    socket_readable: bool,
+    /// New requests are still served (false once draining).
+    accepting: bool,
+    /// A complete frame may still be in `rbuf` (processing stopped at a bound).
+    frames_waiting: bool,
+    last_activity: Instant,
+    drain_deadline: Option<Instant>,
+}
+
+fn encode(cmd: &RemotingCommand, wbuf: &mut BytesMut) {
+    if let Err(e) = encode_frame(cmd, wbuf) {
+        // Only a header over 16 MiB fails; the peer gets nothing rather than a torn frame.
+        tracing::error!(code = cmd.code, error = %e, "cannot encode a command; dropped");
+    }
+}
+
+/// Writes what the socket takes now; releases the buffer once it is empty.
+fn write_now(stream: &TcpStream, wbuf: &mut BytesMut) -> std::io::Result<usize> {
+    let mut written = 0;
+    while !wbuf.is_empty() {
+        match stream.try_write(wbuf) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                wbuf.advance(n);
+                written += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    if wbuf.is_empty() && wbuf.capacity() > 0 {
+        *wbuf = BytesMut::new();
+    }
+    Ok(written)
+}
+
+enum ReadOutcome {
+    Data,
+    Nothing,
+    Eof,
+}
+
+/// Reads what the socket has now, up to [`MAX_READ_PER_WAKE_BYTES`].
+fn read_now(stream: &TcpStream, rbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+    let mut got = 0;
+    while got < MAX_READ_PER_WAKE_BYTES {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK_BYTES / 4 {
+            rbuf.reserve(READ_CHUNK_BYTES);
+        }
+        match stream.try_read_buf(rbuf) {
+            Ok(0) => return Ok(ReadOutcome::Eof),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(if got > 0 { ReadOutcome::Data } else { ReadOutcome::Nothing })
+}
+
+/// Resolves when the server starts draining; never without a drain signal.
+async fn drain_started(drain: &mut Option<watch::Receiver<bool>>) {
+    let Some(rx) = drain else {
+        return std::future::pending().await;
+    };
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+impl State {
+    fn room(&self, limits: &ConnectionLimits) -> bool {
+        self.wbuf.len() < limits.max_queued_bytes
+    }
+
+    /// Hands buffered frames to the handler (requests) or to waiting calls (answers) while the
+    /// bounds allow; a bad frame ends the connection.
+    fn process_frames(
+        &mut self,
+        conn: &Arc<Connection>,
+        handler: &dyn Handler,
+        limits: &ConnectionLimits,
+    ) -> Result<(), CloseReason> {
+        self.frames_waiting = false;
+        if !self.accepting {
+            self.rbuf.clear();
+            return Ok(());
+        }
+        loop {
+            if !self.room(limits) || self.pending.len() >= limits.max_in_flight {
+                self.frames_waiting = !self.rbuf.is_empty();
+                return Ok(());
+            }
+            let raw = match split_frame(&mut self.rbuf, limits.max_frame_bytes) {
+                Ok(Some(raw)) => raw,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(CloseReason::BadFrame(e.to_string())),
+            };
+            let command = raw.into_command().map_err(|e| CloseReason::BadFrame(e.to_string()))?;
+            if command.is_response() {
+                conn.complete(command);
+                continue;
+            }
+            match handler.handle(conn, command) {
+                Reply::None => {}
+                Reply::Now(answer) => encode(&answer, &mut self.wbuf),
+                Reply::Later(deferred) => self.pending.push(deferred),
+            }
+        }
+    }
+
+    fn take_queued(&mut self, conn: &Connection, limits: &ConnectionLimits) {
+        if !self.room(limits) {
+            return;
+        }
+        let mut batch = Vec::new();
+        conn.take_queued(limits.max_queued_bytes - self.wbuf.len(), &mut batch);
+        for cmd in &batch {
+            encode(cmd, &mut self.wbuf);
+        }
+    }
+
+    fn finished(&self, conn: &Connection) -> bool {
+        (!self.socket_readable || !self.accepting)
+            && !self.frames_waiting
+            && self.pending.is_empty()
+            && self.wbuf.is_empty()
+            && !conn.has_queued()
+    }
+
+    /// Whether nothing has moved for the idle timeout and nothing is owed either way.
+    fn idle(&self, conn: &Connection, idle_timeout: Duration) -> bool {
+        self.pending.is_empty() && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
+    }
+}
+
+/// Serves one connection until it closes; then fails its waiting calls and tells the handler.
+pub(crate) async fn run(
+    stream: TcpStream,
+    conn: Arc<Connection>,
+    handler: Arc<dyn Handler>,
+    limits: ConnectionLimits,
+    mut drain: Option<watch::Receiver<bool>>,
+) -> CloseReason {
+    let mut st = State {
+        rbuf: BytesMut::new(),
+        wbuf: BytesMut::new(),
+        pending: FuturesUnordered::new(),
+        socket_readable: true,
+        accepting: true,
+        frames_waiting: false,
+        last_activity: Instant::now(),
+        drain_deadline: None,
+    };
+    let idle = tokio::time::sleep(limits.idle_timeout);
+    tokio::pin!(idle);
+    let reason = loop {
+        if conn.is_closed() {
+            break CloseReason::Shutdown;
+        }
+        st.take_queued(&conn, &limits);
+        if let Err(reason) = st.process_frames(&conn, handler.as_ref(), &limits) {
+            break reason;
+        }
+        if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
+            st.rbuf = BytesMut::new();
+        }
+        match write_now(&stream, &mut st.wbuf) {
+            Ok(0) => {}
+            Ok(_) => st.last_activity = Instant::now(),
+            Err(e) => break CloseReason::Io(e),
+        }
+        if st.finished(&conn) {
+            break if st.accepting { CloseReason::PeerClosed } else { CloseReason::Drained };
+        }
+        let room = st.room(&limits);
+        let can_read = st.socket_readable && st.accepting && !st.frames_waiting && room && st.pending.len() < limits.max_in_flight;
+        tokio::select! {
+            biased;
+            ready = stream.writable(), if !st.wbuf.is_empty() => {
+                if let Err(e) = ready {
+                    break CloseReason::Io(e);
+                }
+            }
+            Some(answer) = st.pending.next(), if room && !st.pending.is_empty() => {
+                if let Some(answer) = answer {
+                    encode(&answer, &mut st.wbuf);
+                }
+            }
+            ready = stream.readable(), if can_read => {
+                if let Err(e) = ready {
+                    break CloseReason::Io(e);
+                }
+                match read_now(&stream, &mut st.rbuf) {
+                    Ok(ReadOutcome::Data) => st.last_activity = Instant::now(),
+                    Ok(ReadOutcome::Nothing) => {}
+                    Ok(ReadOutcome::Eof) => st.socket_readable = false,
+                    Err(e) => break CloseReason::Io(e),
+                }
+            }
+            () = conn.wake.notified() => {}
+            () = &mut idle => {
+                if st.idle(&conn, limits.idle_timeout) {
+                    break CloseReason::Idle;
+                }
+                let from = if st.pending.is_empty() { st.last_activity } else { Instant::now() };
+                idle.as_mut().reset(from + limits.idle_timeout);
+            }
+            () = drain_started(&mut drain), if st.accepting => {
+                st.accepting = false;
+                st.drain_deadline = Some(Instant::now() + limits.drain_timeout);
+                drain = None;
+            }
+            () = sleep_until_some(st.drain_deadline) => break CloseReason::Drained,
+        }
+    };
+    conn.close();
+    handler.on_close(&conn);
+    reason
+}

@@ -1,0 +1,26 @@
+//! RocketMQ's remoting transport for every Petrel process: the server loop and the multiplexed
+//! client connection, over one framed read/write loop.
+//!
+//! Owns: sockets, framing, the bounds of a connection (frame size, requests in flight, queued
+//! bytes, idle time) and of a server (connection count, drain). Must never: interpret a request
+//! code — handlers (the name server, the broker) do that — or let one connection's input or
+//! slowness cost another connection anything but its share of CPU.
+
+mod client;
+mod connection;
+mod error;
+mod handler;
+mod io;
+mod limits;
+mod server;
+
+pub use client::connect;
+pub use connection::Connection;
+pub use error::CallError;
+pub use handler::{Deferred, Handler, IgnoreRequests, Reply, answer, error};
+pub use io::CloseReason;
+pub use limits::{
+    ConnectionLimits, DEFAULT_DRAIN_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_IN_FLIGHT,
+    DEFAULT_MAX_QUEUED_BYTES, ServerLimits,
+};
+pub use server::{Server, ServerStats};

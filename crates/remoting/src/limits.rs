@@ -1,0 +1,106 @@
+//! The bounds of a remoting endpoint, named once so that every connection honours the same ones.
+//!
+//! Owns: the numbers. Must never: offer an unbounded default — every field here has a finite
+//! value, and `validate` refuses the ones that would make a connection unable to work.
+
+use std::time::Duration;
+
+/// RocketMQ closes a connection that carried nothing for this long
+/// (`serverChannelMaxIdleTimeSeconds`, 120 s).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Requests of one connection whose answers are still being worked on (long polls, durability
+/// waits); at the bound the connection stops reading until one completes.
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 4096;
+/// Encoded answers and pushes waiting for one connection's socket; at the bound the connection
+/// stops reading and stops producing answers until the peer reads.
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 16 << 20;
+/// How long a draining connection may take to finish the answers it owes.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections a server keeps at once; more are closed as they arrive.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 50_000;
+
+/// Bounds of one connection, either side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Largest frame accepted from the peer, length prefix included.
+    pub max_frame_bytes: usize,
+    /// Close after this long without a frame either way and with nothing in flight.
+    pub idle_timeout: Duration,
+    /// Requests in flight: deferred answers on a server connection, calls awaiting an answer on
+    /// a client connection.
+    pub max_in_flight: usize,
+    /// Bytes of encoded frames waiting for the socket.
+    pub max_queued_bytes: usize,
+    /// How long a draining connection keeps finishing what it owes.
+    pub drain_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        ConnectionLimits {
+            max_frame_bytes: petrel_protocol::DEFAULT_MAX_FRAME_BYTES,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
+            max_queued_bytes: DEFAULT_MAX_QUEUED_BYTES,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
+        }
+    }
+}
+
+/// Bounds of a server: its connections, and each connection's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLimits {
+    pub max_connections: usize,
+    pub connection: ConnectionLimits,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            connection: ConnectionLimits::default(),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Why these limits cannot work, if they cannot.
+    ///
+    /// # Errors
+    /// A message naming the first field that is zero or too small.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_frame_bytes < 16 {
+            return Err(format!("max_frame_bytes {} cannot hold a frame header", self.max_frame_bytes));
+        }
+        if self.idle_timeout.is_zero() {
+            return Err("idle_timeout must be positive".into());
+        }
+        if self.max_in_flight == 0 {
+            return Err("max_in_flight must be at least 1".into());
+        }
+        if self.max_queued_bytes == 0 {
+            return Err("max_queued_bytes must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_zeroes_are_refused() {
+        assert_eq!(ConnectionLimits::default().validate(), Ok(()));
+        let zero_in_flight = ConnectionLimits {
+            max_in_flight: 0,
+            ..ConnectionLimits::default()
+        };
+        assert!(zero_in_flight.validate().unwrap_err().contains("max_in_flight"));
+        let tiny_frame = ConnectionLimits {
+            max_frame_bytes: 8,
+            ..ConnectionLimits::default()
+        };
+        assert!(tiny_frame.validate().unwrap_err().contains("max_frame_bytes"));
+    }
+}

@@ -1,0 +1,178 @@
+//! The commit log's background threads: the flusher (group commit), the checkpointer and the
+//! segment allocator (in `allocator.rs`).
+//!
+//! The flusher makes `[flushed, published)` durable in one `msync` of just that range, then
+//! advances the flushed watermark, which completes every SYNC_FLUSH waiter it passes. Each flush
+//! covers everything published before it started; under SYNC_FLUSH it starts again at once if
+//! more was published meanwhile and sleeps (woken by the next append) only when there is none —
+//! no fixed sleeps on the sync path.
+//!
+//! Owns: the flushed watermark's progress, the flush statistics and the checkpoint cadence.
+//! Must never: advance the watermark past bytes that are not durable, keep trying after a flush
+//! failed (the failure is final until restart: every waiter fails, appends are refused), or
+//! write a checkpoint that claims more than is durable.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crate::checkpoint::Checkpoint;
+use crate::commit_log::{FlushMode, Shared};
+use crate::error::{Result, StoreError};
+use crate::mapped_file::MappedFile;
+
+/// Longest sleep of an idle SYNC_FLUSH flusher; appends wake it sooner (a safety net only).
+const SYNC_IDLE_SLEEP: Duration = Duration::from_secs(1);
+
+/// Makes everything published durable (on the calling thread); returns the new flushed offset.
+pub(crate) fn flush_published(s: &Shared) -> Result<u64> {
+    let from = s.flushed.get();
+    let to = s.published.load(Ordering::Acquire);
+    if to > from {
+        flush_range(s, from, to)?;
+        s.flushed.advance(to);
+    }
+    Ok(to)
+}
+
+fn flush_range(s: &Shared, from: u64, to: u64) -> Result<()> {
+    if let Some(delay) = &s.config.inject_flush_delay_ms {
+        std::thread::sleep(Duration::from_millis(delay.load(Ordering::Acquire)));
+    }
+    if s.config.inject_flush_failure.as_ref().is_some_and(|f| f.load(Ordering::Acquire)) {
+        return Err(StoreError::io(&s.config.dir, std::io::Error::from_raw_os_error(libc::EIO)));
+    }
+    let size = s.config.segment_size_bytes;
+    let segs: Vec<Arc<MappedFile>> = s
+        .segments
+        .read()
+        .iter()
+        .filter(|seg| seg.start_offset() + size > from && seg.start_offset() < to)
+        .cloned()
+        .collect();
+    for seg in segs {
+        let lo = from.saturating_sub(seg.start_offset()) as usize;
+        let hi = (to - seg.start_offset()).min(size) as usize;
+        seg.flush_range(lo, hi)?;
+    }
+    Ok(())
+}
+
+fn fail_flush(s: &Shared, err: &StoreError) {
+    tracing::error!(error = %err, "flush failed; refusing further appends until restart");
+    s.writable.store(false, Ordering::Release);
+    s.flushed.fail(&format!("flush failed: {err}"));
+}
+
+/// One flush of `[flushed, published)`, counted; false when nothing was there.
+fn flush_once(s: &Shared) -> bool {
+    let from = s.flushed.get();
+    let records_before = s.stats.appended_records.load(Ordering::Acquire);
+    let to = s.published.load(Ordering::Acquire);
+    if to <= from {
+        return false;
+    }
+    let started = Instant::now();
+    if let Err(e) = flush_range(s, from, to) {
+        fail_flush(s, &e);
+        return false;
+    }
+    s.flushed.advance(to);
+    s.stats.flush_ns.record(started.elapsed().as_nanos() as u64);
+    s.stats.flushes.fetch_add(1, Ordering::Relaxed);
+    s.stats.flushed_bytes.fetch_add(to - from, Ordering::Relaxed);
+    let previous = s.stats.records_at_last_flush.swap(records_before, Ordering::AcqRel);
+    s.stats.records_per_flush.record(records_before.saturating_sub(previous));
+    if s.config.flush_mode == FlushMode::Sync {
+        s.notify_readable();
+    }
+    true
+}
+
+fn flush_loop(s: &Shared) {
+    s.flusher_wakeup.register_current();
+    let mut last_flush = Instant::now();
+    loop {
+        if s.abandon.load(Ordering::Acquire) {
+            return;
+        }
+        let failed = s.flushed.failure().is_some();
+        let shutting_down = s.shutdown.load(Ordering::Acquire);
+        let due = match s.config.flush_mode {
+            FlushMode::Sync => true,
+            FlushMode::Async => shutting_down || last_flush.elapsed() >= s.config.async_flush_interval,
+        };
+        if due && !failed && flush_once(s) {
+            last_flush = Instant::now();
+            continue;
+        }
+        if due {
+            last_flush = Instant::now();
+        }
+        if shutting_down {
+            return;
+        }
+        match s.config.flush_mode {
+            FlushMode::Sync if !failed => s.flusher_wakeup.sleep_unless(SYNC_IDLE_SLEEP, || {
+                s.shutdown.load(Ordering::Acquire) || s.published.load(Ordering::SeqCst) > s.flushed.get()
+            }),
+            _ => {
+                let wait = s.config.async_flush_interval.saturating_sub(last_flush.elapsed());
+                s.flusher_wakeup
+                    .sleep_unless(wait.max(Duration::from_millis(1)), || s.shutdown.load(Ordering::Acquire));
+            }
+        }
+    }
+}
+
+/// Rewrites the checkpoint every `checkpoint_interval`, off the flusher so that its fsyncs
+/// never delay a group commit: takes `(end, queue offsets)`, waits until `end` is durable,
+/// writes.
+fn checkpoint_loop(s: &Shared) {
+    s.checkpoint_wakeup.register_current();
+    let patience = s.config.async_flush_interval * 4 + Duration::from_secs(5);
+    loop {
+        let started = Instant::now();
+        while started.elapsed() < s.config.checkpoint_interval {
+            if s.shutdown.load(Ordering::Acquire) {
+                return;
+            }
+            let left = s.config.checkpoint_interval.saturating_sub(started.elapsed());
+            s.checkpoint_wakeup
+                .sleep_unless(left.max(Duration::from_millis(1)), || s.shutdown.load(Ordering::Acquire));
+        }
+        let (end, queue_offsets) = s.checkpoint_snapshot();
+        match s.flushed.wait_blocking(end, patience) {
+            Ok(()) => {
+                let cp = Checkpoint {
+                    flushed_offset: end,
+                    queue_offsets,
+                };
+                // A checkpoint that cannot be written (a full disk, say) only makes the next
+                // recovery scan further back; it is no reason to stop taking messages.
+                if let Err(e) = cp.store(&s.config.dir) {
+                    tracing::warn!(error = %e, "checkpoint not written; recovery would start at the previous one");
+                }
+            }
+            Err(crate::watermark::WaitError::Failed(_)) => return,
+            Err(_) => {}
+        }
+    }
+}
+
+/// Starts the flusher, the checkpointer and the allocator.
+pub(crate) fn spawn_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+    let spawn = |name: &str, f: fn(&Shared)| {
+        let s = shared.clone();
+        std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || f(&s))
+            .map_err(|e| StoreError::io(&shared.config.dir, e))
+    };
+    Ok(vec![
+        spawn("commitlog-flush", flush_loop)?,
+        spawn("commitlog-ckpt", checkpoint_loop)?,
+        spawn("commitlog-alloc", crate::allocator::allocator_loop)?,
+    ])
+}
