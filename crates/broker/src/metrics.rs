@@ -274,11 +274,10 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
         &log.records_per_flush.snapshot(),
         1.0,
     );
-    let counters: [(&str, &str, f64); 10] = [
+    let counters: [(&str, &str, f64); 9] = [
         ("petrel_commitlog_flushes_total", "Flushes done.", load(&log.flushes)),
         ("petrel_commitlog_flushed_bytes_total", "Bytes made durable.", load(&log.flushed_bytes)),
         ("petrel_commitlog_segments_prepared_total", "Segments created ahead of the writer.", load(&log.segments_prepared)),
-        ("petrel_commitlog_prefaulted_bytes_total", "Bytes faulted in ahead of the writer.", load(&log.prefaulted_bytes)),
         ("petrel_commitlog_appends_would_block_total", "Appends the non-blocking path handed back.", load(&log.appends_would_block)),
         ("petrel_commitlog_roll_waits_total", "Rolls that waited for the next segment.", load(&log.roll_waits)),
         ("petrel_appends_offloaded_total", "Appends run on the store pool.", load(&s.appends_offloaded)),

@@ -3,12 +3,18 @@
 //! interval under ASYNC_FLUSH) that publishes the flushed offset as a [`Watermark`], and
 //! recovered after a crash by checking each record after the checkpoint.
 //!
+//! Records are written with `pwrite` into the page cache and made durable with `fdatasync`;
+//! the mapping of each segment serves reads only. (Writing through the mapping and syncing with
+//! `msync` cost 2.7× as much per sync on the reference disk: every sync must write-protect each
+//! page the writer dirtied, with TLB shootdowns, and the writer then faults on it again —
+//! `group_commit` in examples/ measures both.)
+//!
 //! Owns: offset assignment (physical and per-queue), segment rolling, and the three threads
 //! that keep blocking work off the append path — the flusher, the checkpointer and the segment
-//! allocator (which creates the next segment and faults pages in ahead of the writer). Must
-//! never: do more under the put-message lock than assign offsets, patch them into the
-//! pre-encoded record and copy it (no file creation, no fsync, and — on the non-blocking path —
-//! no page fault), or publish a flushed offset past bytes that are not durable.
+//! allocator (which creates the next segment before it is needed). Must never: do more under
+//! the put-message lock than assign offsets, patch them into the pre-encoded record and copy it
+//! into the page cache (no file creation, no fsync, and on the non-blocking path no wait for a
+//! segment), or publish a flushed offset past bytes that are not durable.
 
 use std::cell::UnsafeCell;
 use std::collections::{BTreeMap, HashMap};
@@ -61,8 +67,6 @@ pub struct CommitLogConfig {
     /// When the disk holding the log is fuller than this ratio, the oldest segments are deleted
     /// whatever their age (RocketMQ `diskMaxUsedSpaceRatio`, 0.75).
     pub disk_max_used_ratio: f64,
-    /// Bytes ahead of the writer that the allocator keeps faulted in; 0 turns pre-faulting off.
-    pub prefault_bytes: u64,
     /// Waiters the flushed watermark holds at most (SYNC_FLUSH sends waiting for the disk).
     pub max_flush_waiters: usize,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
@@ -88,7 +92,6 @@ impl CommitLogConfig {
             lock: LockKind::Mutex,
             file_reserved_time: Duration::from_secs(72 * 3600),
             disk_max_used_ratio: 0.75,
-            prefault_bytes: 16 << 20,
             max_flush_waiters: 65_536,
             inject_flush_failure: None,
             inject_flush_delay_ms: None,
@@ -163,8 +166,6 @@ pub(crate) struct NextSegment {
     /// Start offset of the segment the writer needs next.
     pub(crate) wanted: u64,
     pub(crate) ready: Option<Arc<MappedFile>>,
-    /// Bytes of `ready` already faulted in.
-    pub(crate) ready_populated: u64,
     /// Why the last attempt failed (a full disk, say); cleared by a success.
     pub(crate) error: Option<String>,
     pub(crate) error_was_disk_full: bool,
@@ -197,8 +198,6 @@ pub(crate) struct Shared {
     pub(crate) stats: CommitLogStats,
     pub(crate) next: Mutex<NextSegment>,
     pub(crate) next_changed: Condvar,
-    /// Offset up to which the current segment's pages are faulted in.
-    pub(crate) populated_to: AtomicU64,
     pub(crate) allocator_wakeup: Wakeup,
     pub(crate) flusher_wakeup: Wakeup,
     pub(crate) checkpoint_wakeup: Wakeup,
@@ -283,7 +282,6 @@ impl Shared {
         if let Some(cur) = &w.current {
             let pos = w.write_offset - cur.start_offset();
             if pos + size + BLANK_BYTES <= seg_size {
-                self.check_faulted_in(w.write_offset + size, blocking)?;
                 return Ok((cur.clone(), pos as usize));
             }
         }
@@ -294,16 +292,19 @@ impl Shared {
                 w.write_offset
             }
         };
-        let next = self.take_next_segment(next_start, blocking)?;
-        if let Some(cur) = w.current.take() {
+        // The filler goes in first, unpublished: if the next segment is not ready, nothing a
+        // reader can see has changed, and a later append overwrites or repeats the filler.
+        if let Some(cur) = &w.current {
             let pos = w.write_offset - cur.start_offset();
             let remaining = seg_size - pos;
             assert!(remaining >= BLANK_BYTES, "every append leaves room for the filler");
             let mut filler = [0u8; 8];
             filler[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
             filler[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
-            // SAFETY: under the put-message lock, past the published offset.
-            unsafe { cur.write_at(pos as usize, &filler) };
+            cur.pwrite(pos as usize, &filler)?;
+        }
+        let next = self.take_next_segment(next_start, blocking)?;
+        if let Some(cur) = w.current.take() {
             w.write_offset = cur.start_offset() + seg_size;
             self.publish(w.write_offset);
         }
@@ -314,22 +315,6 @@ impl Shared {
         Ok((next, 0))
     }
 
-    /// On the non-blocking path, refuses a write that would touch pages not yet faulted in.
-    fn check_faulted_in(&self, end: u64, blocking: Blocking) -> Result<()> {
-        if self.config.prefault_bytes == 0 {
-            return Ok(());
-        }
-        let populated = self.populated_to.load(Ordering::Acquire);
-        if end + self.config.prefault_bytes / 2 > populated {
-            self.allocator_wakeup.wake();
-        }
-        if end > populated && blocking == Blocking::No {
-            self.stats.appends_would_block.fetch_add(1, Ordering::Relaxed);
-            return Err(StoreError::WouldBlock("pages ahead of the writer are not faulted in yet"));
-        }
-        Ok(())
-    }
-
     /// The prepared segment starting at `start`; waits for the allocator when blocking.
     fn take_next_segment(&self, start: u64, blocking: Blocking) -> Result<Arc<MappedFile>> {
         let mut next = self.next.lock();
@@ -337,10 +322,7 @@ impl Shared {
         let mut waited = false;
         loop {
             if let Some(seg) = next.ready.take_if(|s| s.start_offset() == start) {
-                let populated = start + next.ready_populated;
                 next.wanted = start + self.config.segment_size_bytes;
-                next.ready_populated = 0;
-                self.populated_to.store(populated, Ordering::Release);
                 return Ok(seg);
             }
             if blocking == Blocking::No {
@@ -396,8 +378,8 @@ impl Shared {
                     store_timestamp_ms,
                 });
             }
-            // SAFETY: under the put-message lock, past the published offset.
-            unsafe { seg.write_at(pos, records) };
+            // A failed write publishes nothing: the next append writes the same place again.
+            seg.pwrite(pos, records)?;
             *next += spans.len() as i64;
             w.write_offset += total as u64;
             self.stats.appended_records.fetch_add(spans.len() as u64, Ordering::Relaxed);
@@ -476,9 +458,6 @@ impl CommitLog {
             .find(|s| s.start_offset() <= end && end < s.start_offset() + size)
             .cloned();
         let wanted = current.as_ref().map_or(end - end % size, |c| c.start_offset() + size);
-        // Pages before the end are the recovered data; treat the rest of the current segment as
-        // not faulted in until the allocator has done it.
-        let populated = end;
         Ok(Shared {
             lock: new_lock(config.lock, DEFAULT_BACKOFF_K, AdaptiveConfig::default()),
             write: UnsafeCell::new(WriteState {
@@ -496,7 +475,6 @@ impl CommitLog {
                 ..NextSegment::default()
             }),
             next_changed: Condvar::new(),
-            populated_to: AtomicU64::new(populated),
             allocator_wakeup: Wakeup::default(),
             flusher_wakeup: Wakeup::default(),
             checkpoint_wakeup: Wakeup::default(),

@@ -1,7 +1,7 @@
 //! The commit log's background threads: the flusher (group commit), the checkpointer and the
 //! segment allocator (in `allocator.rs`).
 //!
-//! The flusher makes `[flushed, published)` durable in one `msync` of just that range, then
+//! The flusher makes `[flushed, published)` durable with one `fdatasync` per segment it spans, then
 //! advances the flushed watermark, which completes every SYNC_FLUSH waiter it passes. Each flush
 //! covers everything published before it started; under SYNC_FLUSH it starts again at once if
 //! more was published meanwhile and sleeps (woken by the next append) only when there is none —
@@ -51,10 +51,10 @@ fn flush_range(s: &Shared, from: u64, to: u64) -> Result<()> {
         .filter(|seg| seg.start_offset() + size > from && seg.start_offset() < to)
         .cloned()
         .collect();
+    // `fdatasync` of each segment the range touches: its dirty pages are exactly what was
+    // written since the last flush (and perhaps a little more, which is harmless).
     for seg in segs {
-        let lo = from.saturating_sub(seg.start_offset()) as usize;
-        let hi = (to - seg.start_offset()).min(size) as usize;
-        seg.flush_range(lo, hi)?;
+        seg.sync_data()?;
     }
     Ok(())
 }
@@ -68,8 +68,9 @@ fn fail_flush(s: &Shared, err: &StoreError) {
 /// One flush of `[flushed, published)`, counted; false when nothing was there.
 fn flush_once(s: &Shared) -> bool {
     let from = s.flushed.get();
-    let records_before = s.stats.appended_records.load(Ordering::Acquire);
     let to = s.published.load(Ordering::Acquire);
+    // Read after `published`: every record below `to` is counted now or was counted before.
+    let records_before = s.stats.appended_records.load(Ordering::Acquire);
     if to <= from {
         return false;
     }

@@ -40,6 +40,8 @@ pub fn segment_name(offset: u64) -> String {
 pub struct MappedFile {
     path: PathBuf,
     start_offset: u64,
+    /// Kept open: the commit log writes and syncs through it.
+    file: File,
     map: MmapMut,
     /// Base of `map`, for writes through `&self` (see [`MappedFile::write_at`]).
     base: *mut u8,
@@ -83,7 +85,7 @@ impl MappedFile {
         }
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         crate::checkpoint::sync_dir(dir)?;
-        Self::map(path, &file, start_offset)
+        Self::map(path, file, start_offset)
     }
 
     /// Opens an existing segment, which must have exactly `size_bytes`.
@@ -100,17 +102,18 @@ impl MappedFile {
                 reason: format!("segment has {len} bytes, expected {size_bytes}"),
             });
         }
-        Self::map(path.to_path_buf(), &file, start_offset)
+        Self::map(path.to_path_buf(), file, start_offset)
     }
 
-    fn map(path: PathBuf, file: &File, start_offset: u64) -> Result<MappedFile> {
-        // SAFETY: the file is ours (the store holds its directory); the mapping outlives the
-        // descriptor, and nothing truncates the file while the map lives.
-        let mut map = unsafe { MmapMut::map_mut(file) }.map_err(|e| StoreError::io(&path, e))?;
+    fn map(path: PathBuf, file: File, start_offset: u64) -> Result<MappedFile> {
+        // SAFETY: the file is ours (the store holds its directory) and stays open while mapped;
+        // nothing truncates it while the map lives.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| StoreError::io(&path, e))?;
         let base = map.as_mut_ptr();
         Ok(MappedFile {
             path,
             start_offset,
+            file,
             map,
             base,
         })
@@ -163,30 +166,16 @@ impl MappedFile {
         self.flush_range(from, to)
     }
 
-    /// Faults `[from, to)` in for writing (page-aligned outward), so that the appender's copy
-    /// into it takes no page fault: `MADV_POPULATE_WRITE` where the kernel has it (5.14+), else a
-    /// read of each page, which at least brings the page into the cache. The contents are not
-    /// changed, so this may run while the appender writes elsewhere in the segment.
-    pub fn populate(&self, from: usize, to: usize) -> Result<()> {
-        const PAGE: usize = 4096;
-        let to = to.min(self.map.len());
-        let from = from - from % PAGE;
-        if from >= to {
-            return Ok(());
-        }
-        // SAFETY: the range lies inside our live mapping (bounded above) and starts on a page.
-        let rc = unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_POPULATE_WRITE) };
-        if rc == 0 {
-            return Ok(());
-        }
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::EINVAL) {
-            return Err(StoreError::io(&self.path, err));
-        }
-        for page in (from..to).step_by(PAGE) {
-            // SAFETY: in bounds; a volatile read of a mapped byte has no side effect but the fault.
-            unsafe { std::ptr::read_volatile(self.base.add(page)) };
-        }
-        Ok(())
+    /// Writes `bytes` at position `pos` through the file (into the page cache, no page fault in
+    /// this process). Readers see them through the mapping once the caller publishes them.
+    pub fn pwrite(&self, pos: usize, bytes: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        assert!(pos + bytes.len() <= self.map.len(), "write past the end of {}", self.path.display());
+        self.file.write_all_at(bytes, pos as u64).map_err(|e| StoreError::io(&self.path, e))
+    }
+
+    /// Makes every byte written through the file durable (`fdatasync`).
+    pub fn sync_data(&self) -> Result<()> {
+        self.file.sync_data().map_err(|e| StoreError::io(&self.path, e))
     }
 }

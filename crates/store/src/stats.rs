@@ -83,8 +83,7 @@ pub struct CommitLogStats {
     pub appended_records: AtomicU64,
     /// Time inside `append` once the put-message lock is held (offsets, patch, copy), ns.
     pub append_ns: Log2Histogram,
-    /// Appends the non-blocking path handed back because they could block (a segment not yet
-    /// prepared, pages not yet faulted in).
+    /// Appends the non-blocking path handed back because the next segment was not prepared yet.
     pub appends_would_block: AtomicU64,
     /// Rolls that had to wait for the next segment to be prepared.
     pub roll_waits: AtomicU64,
@@ -96,9 +95,8 @@ pub struct CommitLogStats {
     /// `appended_records` when the last flush started.
     pub(crate) records_at_last_flush: AtomicU64,
     pub flushed_bytes: AtomicU64,
-    /// Segments created ahead of need, and bytes pre-faulted ahead of the writer.
+    /// Segments created ahead of need.
     pub segments_prepared: AtomicU64,
-    pub prefaulted_bytes: AtomicU64,
 }
 
 #[cfg(test)]

@@ -146,8 +146,6 @@ config_table! {
             "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
         "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
             "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
-        "commitLogPrefaultBytes" => commit_log_prefault_bytes: u64 = 16 << 20;
-            "Petrel: bytes of the commit log kept faulted in ahead of the writer by a background thread, so that appends never take a page fault; `0` turns this off."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
             "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
         "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
@@ -286,7 +284,6 @@ impl BrokerConfig {
         log.lock = self.put_message_lock;
         log.file_reserved_time = Duration::from_secs(self.file_reserved_time_hours * 3600);
         log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
-        log.prefault_bytes = self.commit_log_prefault_bytes;
         log.max_flush_waiters = self.max_durability_waiters;
         store.commit_log = log;
         store
