@@ -18,7 +18,9 @@ const IDLE_SLEEP: Duration = Duration::from_secs(1);
 /// Pause before retrying a creation that failed, unless an appender asks sooner.
 const RETRY_AFTER: Duration = Duration::from_secs(1);
 
-/// The segment start to prepare now, if any.
+/// The segment start to prepare now, if any: once the writer is half way through its segment
+/// (at once when it has none), so that an idle broker does not prepare (and zero-fill) a
+/// segment it may never use.
 fn wanted_now(s: &Shared) -> Option<u64> {
     if s.config.inject_allocator_pause.as_ref().is_some_and(|p| p.load(Ordering::Acquire)) {
         return None;
@@ -27,13 +29,23 @@ fn wanted_now(s: &Shared) -> Option<u64> {
     if next.ready.as_ref().is_some_and(|r| r.start_offset() == next.wanted) {
         return None;
     }
+    let size = s.config.segment_size_bytes;
+    let current_start = next.wanted.saturating_sub(size);
+    let written = s.published.load(Ordering::Acquire);
+    let half_way = written >= current_start + size / 2 || written < current_start || next.wanted == written;
+    if !half_way && !next.retry_requested {
+        return None;
+    }
     let retry_due = next.error_at.is_none_or(|t| t.elapsed() >= RETRY_AFTER);
     (next.retry_requested || retry_due).then_some(next.wanted)
 }
 
 fn prepare_next(s: &Shared) {
     let Some(wanted) = wanted_now(s) else { return };
-    let created = MappedFile::create(&s.config.dir, wanted, s.config.segment_size_bytes);
+    // The first segment of an empty log is wanted at once: no zero-fill for it.
+    let zero_fill = s.config.zero_fill_segments && wanted != s.published.load(Ordering::Acquire);
+    let cancelled = || s.shutdown.load(Ordering::Acquire);
+    let created = MappedFile::create_with(&s.config.dir, wanted, s.config.segment_size_bytes, cancelled, zero_fill);
     let mut next = s.next.lock();
     next.attempts += 1;
     next.retry_requested = false;

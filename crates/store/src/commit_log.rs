@@ -69,6 +69,9 @@ pub struct CommitLogConfig {
     pub disk_max_used_ratio: f64,
     /// Waiters the flushed watermark holds at most (SYNC_FLUSH sends waiting for the disk).
     pub max_flush_waiters: usize,
+    /// Write zeros over each new segment before it is used (RocketMQ `warmMapedFileEnable`):
+    /// its blocks are then written extents, and a flush carries no extent conversion.
+    pub zero_fill_segments: bool,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
     #[doc(hidden)]
     pub inject_flush_failure: Option<Arc<AtomicBool>>,
@@ -93,6 +96,7 @@ impl CommitLogConfig {
             file_reserved_time: Duration::from_secs(72 * 3600),
             disk_max_used_ratio: 0.75,
             max_flush_waiters: 65_536,
+            zero_fill_segments: false,
             inject_flush_failure: None,
             inject_flush_delay_ms: None,
             inject_allocator_pause: None,
@@ -382,6 +386,11 @@ impl Shared {
             seg.pwrite(pos, records)?;
             *next += spans.len() as i64;
             w.write_offset += total as u64;
+            let half = self.config.segment_size_bytes / 2;
+            if (pos as u64) < half && pos as u64 + total as u64 >= half {
+                // Half way through: time to prepare the next segment.
+                self.allocator_wakeup.wake();
+            }
             self.stats.appended_records.fetch_add(spans.len() as u64, Ordering::Relaxed);
             self.publish(w.write_offset);
             self.stats.append_ns.record(started.elapsed().as_nanos() as u64);

@@ -146,6 +146,8 @@ config_table! {
             "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
         "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
             "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
+        "warmMapedFileEnable" => warm_maped_file_enable: bool = true;
+            "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). RocketMQ's key (its spelling); RocketMQ's default is `false`."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
             "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
         "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
@@ -285,6 +287,7 @@ impl BrokerConfig {
         log.file_reserved_time = Duration::from_secs(self.file_reserved_time_hours * 3600);
         log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
         log.max_flush_waiters = self.max_durability_waiters;
+        log.zero_fill_segments = self.warm_maped_file_enable;
         store.commit_log = log;
         store
     }
