@@ -3,8 +3,11 @@
 //! interval under ASYNC_FLUSH) that publishes the flushed offset as a [`Watermark`], and
 //! recovered after a crash by checking each record after the checkpoint.
 //!
-//! Records are written with `pwrite` into the page cache and made durable with `fdatasync`;
-//! the mapping of each segment serves reads only. (Writing through the mapping and syncing with
+//! An append assigns offsets and hands the record's own buffer to the writer thread, all under
+//! the put-message lock — no copy and no system call there. The writer thread writes batches
+//! with `pwritev` into the page cache and publishes the written end (readers and ASYNC_FLUSH
+//! sends follow it); the flusher makes them durable with `fdatasync` and publishes the flushed
+//! end (SYNC_FLUSH sends follow it). The mapping of each segment serves reads only. (Writing through the mapping and syncing with
 //! `msync` cost 2.7× as much per sync on the reference disk: every sync must write-protect each
 //! page the writer dirtied, with TLB shootdowns, and the writer then faults on it again —
 //! `group_commit` in examples/ measures both.)
@@ -24,6 +27,7 @@ use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use bytes::{Bytes, BytesMut};
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_lock::{AdaptiveConfig, DEFAULT_BACKOFF_K, LockKind, PutMessageLock, acquire, new_lock};
 use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos};
@@ -69,6 +73,9 @@ pub struct CommitLogConfig {
     pub disk_max_used_ratio: f64,
     /// Waiters the flushed watermark holds at most (SYNC_FLUSH sends waiting for the disk).
     pub max_flush_waiters: usize,
+    /// Bytes handed to the writer thread and not yet written, at most; beyond it an append
+    /// waits (or, on the non-blocking path, is handed back).
+    pub max_staged_bytes: usize,
     /// Write zeros over each new segment before it is used (RocketMQ `warmMapedFileEnable`):
     /// its blocks are then written extents, and a flush carries no extent conversion.
     pub zero_fill_segments: bool,
@@ -81,6 +88,9 @@ pub struct CommitLogConfig {
     /// Fault injection for tests: while set, the allocator prepares no segment.
     #[doc(hidden)]
     pub inject_allocator_pause: Option<Arc<AtomicBool>>,
+    /// Fault injection for tests: while set, the writer thread writes nothing.
+    #[doc(hidden)]
+    pub inject_writer_pause: Option<Arc<AtomicBool>>,
 }
 
 impl CommitLogConfig {
@@ -97,9 +107,11 @@ impl CommitLogConfig {
             disk_max_used_ratio: 0.75,
             max_flush_waiters: 65_536,
             zero_fill_segments: false,
+            max_staged_bytes: 64 << 20,
             inject_flush_failure: None,
             inject_flush_delay_ms: None,
             inject_allocator_pause: None,
+            inject_writer_pause: None,
         }
     }
 }
@@ -180,6 +192,21 @@ pub(crate) struct NextSegment {
     pub(crate) retry_requested: bool,
 }
 
+/// A run of log bytes waiting for the writer thread: a record (or a batch), or a segment's
+/// filler, whose logical end is the segment's end.
+pub(crate) struct Staged {
+    pub(crate) offset: u64,
+    pub(crate) bytes: Bytes,
+    pub(crate) end: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct Stage {
+    pub(crate) items: std::collections::VecDeque<Staged>,
+    /// Bytes staged and not yet written.
+    pub(crate) bytes: usize,
+}
+
 /// How an append may wait.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Blocking {
@@ -194,10 +221,19 @@ pub(crate) struct Shared {
     lock: Box<dyn PutMessageLock>,
     write: UnsafeCell<WriteState>,
     pub(crate) segments: RwLock<Vec<Arc<MappedFile>>>,
-    /// End of the last complete record (or filler) written.
+    /// End of what the writer thread has written into the page cache: what readers may see.
     pub(crate) published: AtomicU64,
+    /// The same end, for tasks waiting for it (ASYNC_FLUSH sends).
+    pub(crate) written: Arc<Watermark>,
     /// End of what is durable.
     pub(crate) flushed: Arc<Watermark>,
+    /// Records handed to the writer thread, in log order.
+    pub(crate) stage: Mutex<Stage>,
+    /// Signalled when the writer made room in the stage.
+    pub(crate) stage_space: Condvar,
+    pub(crate) writer_wakeup: Wakeup,
+    /// A thread is writing staged records (see `writer.rs`).
+    pub(crate) writing: AtomicBool,
     pub(crate) writable: AtomicBool,
     pub(crate) stats: CommitLogStats,
     pub(crate) next: Mutex<NextSegment>,
@@ -248,9 +284,10 @@ impl Shared {
         self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()))
     }
 
-    /// Publishes a new end and wakes whoever follows it.
-    fn publish(&self, end: u64) {
+    /// Publishes a new written end (the writer thread) and wakes whoever follows it.
+    pub(crate) fn publish(&self, end: u64) {
         self.published.store(end, Ordering::SeqCst);
+        self.written.advance(end);
         match self.config.flush_mode {
             FlushMode::Sync => self.flusher_wakeup.wake(),
             FlushMode::Async => self.notify_readable(),
@@ -266,16 +303,17 @@ impl Shared {
     fn check_writable(&self) -> Result<()> {
         if self.writable.load(Ordering::Acquire) {
             Ok(())
-        } else if let Some(reason) = self.flushed.failure() {
-            Err(StoreError::NotWritable(format!("an earlier flush failed: {reason}")))
+        } else if let Some(reason) = self.flushed.failure().or_else(|| self.written.failure()) {
+            Err(StoreError::NotWritable(format!("an earlier write or flush failed: {reason}")))
         } else {
             Err(StoreError::NotWritable("the commit log is closed".into()))
         }
     }
 
-    /// The segment and position for `size` bytes, rolling to the prepared segment (with a
-    /// filler) if the current one cannot hold them plus a filler. Nothing changes when it fails.
-    fn room_for(&self, w: &mut WriteState, size: u64, blocking: Blocking) -> Result<(Arc<MappedFile>, usize)> {
+    /// Makes room for `size` bytes at the write offset, rolling to the prepared segment (with a
+    /// filler handed to the writer) if the current one cannot hold them plus a filler. Nothing
+    /// changes when it fails.
+    fn room_for(&self, w: &mut WriteState, size: u64, blocking: Blocking) -> Result<()> {
         let seg_size = self.config.segment_size_bytes;
         if size + BLANK_BYTES > seg_size {
             return Err(StoreError::RecordTooLarge {
@@ -286,7 +324,7 @@ impl Shared {
         if let Some(cur) = &w.current {
             let pos = w.write_offset - cur.start_offset();
             if pos + size + BLANK_BYTES <= seg_size {
-                return Ok((cur.clone(), pos as usize));
+                return Ok(());
             }
         }
         let next_start = match &w.current {
@@ -296,27 +334,51 @@ impl Shared {
                 w.write_offset
             }
         };
-        // The filler goes in first, unpublished: if the next segment is not ready, nothing a
-        // reader can see has changed, and a later append overwrites or repeats the filler.
-        if let Some(cur) = &w.current {
+        let next = self.take_next_segment(next_start, blocking)?;
+        if let Some(cur) = w.current.take() {
             let pos = w.write_offset - cur.start_offset();
             let remaining = seg_size - pos;
             assert!(remaining >= BLANK_BYTES, "every append leaves room for the filler");
-            let mut filler = [0u8; 8];
-            filler[0..4].copy_from_slice(&(remaining as i32).to_be_bytes());
-            filler[4..8].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
-            cur.pwrite(pos as usize, &filler)?;
-        }
-        let next = self.take_next_segment(next_start, blocking)?;
-        if let Some(cur) = w.current.take() {
-            w.write_offset = cur.start_offset() + seg_size;
-            self.publish(w.write_offset);
+            let mut filler = Vec::with_capacity(8);
+            filler.extend_from_slice(&(remaining as i32).to_be_bytes());
+            filler.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+            let end = cur.start_offset() + seg_size;
+            self.stage_one(Staged {
+                offset: w.write_offset,
+                bytes: Bytes::from(filler),
+                end,
+            });
+            w.write_offset = end;
         }
         assert_eq!(next.start_offset(), w.write_offset, "the prepared segment starts where the log ends");
         self.segments.write().push(next.clone());
-        w.current = Some(next.clone());
+        w.current = Some(next);
         self.allocator_wakeup.wake();
-        Ok((next, 0))
+        Ok(())
+    }
+
+    /// Hands a run of bytes to the writer thread (under the put-message lock, in log order).
+    fn stage_one(&self, item: Staged) {
+        let mut stage = self.stage.lock();
+        stage.bytes += item.bytes.len();
+        stage.items.push_back(item);
+    }
+
+    /// Waits (blocking) or refuses (non-blocking) while the stage has no room for `size` more.
+    fn wait_for_stage_room(&self, size: usize, blocking: Blocking) -> Result<()> {
+        let mut stage = self.stage.lock();
+        // An empty stage takes a run of any size, so one larger than the bound still goes.
+        while stage.bytes > 0 && stage.bytes + size > self.config.max_staged_bytes {
+            if blocking == Blocking::No {
+                self.stats.appends_would_block.fetch_add(1, Ordering::Relaxed);
+                return Err(StoreError::WouldBlock("the writer is behind by maxStagedBytes"));
+            }
+            if self.written.failure().is_some() || self.abandon.load(Ordering::Acquire) {
+                return Err(StoreError::NotWritable("the writer stopped".into()));
+            }
+            self.stage_space.wait_for(&mut stage, Duration::from_millis(100));
+        }
+        Ok(())
     }
 
     /// The prepared segment starting at `start`; waits for the allocator when blocking.
@@ -360,13 +422,15 @@ impl Shared {
         }
     }
 
-    /// Copies pre-encoded records into the log under the put-message lock.
-    fn append_records(&self, records: &mut [u8], spans: &[(usize, usize, usize)], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
+    /// Assigns offsets to pre-encoded records, patches them in, and hands the buffer to the
+    /// writer thread — all under the put-message lock, with no copy and no system call.
+    fn stage_records(&self, records: &mut BytesMut, spans: &[(usize, usize, usize)], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
         self.check_writable()?;
         let total = records.len();
-        self.with_write_state(|w| -> Result<Vec<AppendResult>> {
+        self.wait_for_stage_room(total, blocking)?;
+        let results = self.with_write_state(|w| -> Result<Vec<AppendResult>> {
             let started = Instant::now();
-            let (seg, pos) = self.room_for(w, total as u64, blocking)?;
+            self.room_for(w, total as u64, blocking)?;
             let base = w.write_offset;
             let next = w.next_queue_offset(topic, queue_id);
             let store_timestamp_ms = now_ms();
@@ -382,20 +446,30 @@ impl Shared {
                     store_timestamp_ms,
                 });
             }
-            // A failed write publishes nothing: the next append writes the same place again.
-            seg.pwrite(pos, records)?;
             *next += spans.len() as i64;
-            w.write_offset += total as u64;
-            let half = self.config.segment_size_bytes / 2;
-            if (pos as u64) < half && pos as u64 + total as u64 >= half {
-                // Half way through: time to prepare the next segment.
+            let seg_start = base - base % self.config.segment_size_bytes;
+            let half = seg_start + self.config.segment_size_bytes / 2;
+            if base < half && base + total as u64 >= half {
+                // Half way through the segment: time to prepare the next one.
                 self.allocator_wakeup.wake();
             }
-            self.stats.appended_records.fetch_add(spans.len() as u64, Ordering::Relaxed);
-            self.publish(w.write_offset);
+            w.write_offset += total as u64;
+            // Counted before the writer can see them: a flush that covers them counts them.
+            self.stats.appended_records.fetch_add(spans.len() as u64, Ordering::Release);
+            self.stage_one(Staged {
+                offset: base,
+                bytes: std::mem::take(records).freeze(),
+                end: w.write_offset,
+            });
             self.stats.append_ns.record(started.elapsed().as_nanos() as u64);
             Ok(out)
-        })
+        })?;
+        // Outside the lock: write what is staged now, ours included, unless a write is under
+        // way (its writer takes ours too).
+        if !crate::writer::write_staged(self) {
+            return Err(StoreError::NotWritable("writing the commit log failed".into()));
+        }
+        Ok(results)
     }
 }
 
@@ -476,7 +550,12 @@ impl CommitLog {
             }),
             segments: RwLock::new(kept),
             published: AtomicU64::new(end),
+            written: Watermark::new("written", end, config.max_flush_waiters.max(1)),
             flushed: Watermark::new("flushed", end, config.max_flush_waiters.max(1)),
+            stage: Mutex::new(Stage::default()),
+            stage_space: Condvar::new(),
+            writer_wakeup: Wakeup::default(),
+            writing: AtomicBool::new(false),
             writable: AtomicBool::new(true),
             stats: CommitLogStats::default(),
             next: Mutex::new(NextSegment {
@@ -535,20 +614,57 @@ impl CommitLog {
         let _ = self.shared.on_readable.set(f);
     }
 
-    /// Appends one pre-encoded record of `topic`/`queue_id` without blocking: when the next
-    /// segment is not prepared yet or the pages are not faulted in, nothing is written and
-    /// [`StoreError::WouldBlock`] says to call [`CommitLog::append`] off the async runtime.
-    /// The record's size, magic and CRC are the caller's (encoded before any lock); this assigns
-    /// the queue offset, the physical offset and the store timestamp, patches them in and copies
-    /// the record. It does not wait for the flush: see [`CommitLog::flushed_watermark`].
-    pub fn try_append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
-        self.append_one(record, topic, queue_id, Blocking::No)
+    /// The end of what is written into the page cache (readable, and what ASYNC_FLUSH sends
+    /// wait for).
+    pub fn written_watermark(&self) -> &Arc<Watermark> {
+        &self.shared.written
     }
 
-    /// [`CommitLog::try_append`] that may block: it waits for the next segment and takes page
-    /// faults. Call it from a thread that may block.
+    /// Appends pre-encoded records of `topic`/`queue_id` (one, or a batch back to back) without
+    /// blocking and without copying them: assigns the queue offsets, the physical offsets and
+    /// the store timestamp, patches them in, and hands the buffer to the writer thread. The
+    /// records are readable once [`CommitLog::written_watermark`] passes their end, durable once
+    /// [`CommitLog::flushed_watermark`] does. The records' size, magic and CRC are the
+    /// caller's (encoded before any lock). A batch gets consecutive queue offsets and lands
+    /// contiguously in one segment (all or none). When the next segment is not prepared yet or
+    /// the writer is behind by `max_staged_bytes`, nothing changes and
+    /// [`StoreError::WouldBlock`] says to call [`CommitLog::append_owned`] off the async runtime.
+    pub fn try_append_owned(&self, records: &mut BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.stage(records, topic, queue_id, Blocking::No)
+    }
+
+    /// [`CommitLog::try_append_owned`] that may block for the next segment or for room.
+    pub fn append_owned(&self, records: &mut BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.stage(records, topic, queue_id, Blocking::Yes)
+    }
+
+    fn stage(&self, records: &mut BytesMut, topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
+        // Split and check every record before taking the lock.
+        let spans = split_records(records)?;
+        if spans.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.shared.stage_records(records, &spans, topic, queue_id, blocking)
+    }
+
+    /// Appends one record (a copy of `record`, which is patched in place too) and waits,
+    /// blocking this thread, until it is written (readable). For threads and tools.
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
-        self.append_one(record, topic, queue_id, Blocking::Yes)
+        let mut results = self.append_batch(record, topic, queue_id)?;
+        Ok(results.remove(0))
+    }
+
+    /// [`CommitLog::append`] for a batch of records back to back.
+    pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        let results = self.append_owned(&mut BytesMut::from(&records[..]), topic, queue_id)?;
+        let spans = split_records(records)?;
+        for (r, &(at, size, ts_pos)) in results.iter().zip(&spans) {
+            patch_record(&mut records[at..at + size], r.queue_offset, r.physical_offset, r.store_timestamp_ms, ts_pos);
+        }
+        if let Some(last) = results.last() {
+            self.wait_written(last.end_offset())?;
+        }
+        Ok(results)
     }
 
     /// [`CommitLog::append`], then waits (blocking this thread) until the record is durable.
@@ -558,34 +674,13 @@ impl CommitLog {
         Ok(result)
     }
 
-    fn append_one(&self, record: &mut [u8], topic: &str, queue_id: i32, blocking: Blocking) -> Result<AppendResult> {
-        check_record_frame(record)?;
-        let sys_flag = i32::from_be_bytes(record[36..40].try_into().expect("4 bytes"));
-        let span = [(0, record.len(), store_timestamp_pos(sys_flag))];
-        let mut results = self.shared.append_records(record, &span, topic, queue_id, blocking)?;
-        Ok(results.remove(0))
-    }
-
-    /// Appends a batch without blocking: `records` holds pre-encoded records back to back, all
-    /// of `topic` / `queue_id`. They get consecutive queue offsets and land contiguously in one
-    /// segment under one acquisition of the put-message lock (all or none). Returns one result
-    /// per record.
-    pub fn try_append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        self.append_many(records, topic, queue_id, Blocking::No)
-    }
-
-    /// [`CommitLog::try_append_batch`] that may block.
-    pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        self.append_many(records, topic, queue_id, Blocking::Yes)
-    }
-
-    fn append_many(&self, records: &mut [u8], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
-        // Split and check every record before taking the lock.
-        let spans = split_records(records)?;
-        if spans.is_empty() {
-            return Ok(Vec::new());
-        }
-        self.shared.append_records(records, &spans, topic, queue_id, blocking)
+    /// Blocks until everything below `end` is written (readable).
+    pub fn wait_written(&self, end: u64) -> Result<()> {
+        let timeout = self.shared.config.sync_flush_timeout.max(Duration::from_secs(30));
+        self.shared.written.wait_blocking(end, timeout).map_err(|e| match e {
+            WaitError::Failed(reason) => StoreError::NotWritable(reason.to_string()),
+            other => StoreError::NotWritable(other.to_string()),
+        })
     }
 
     /// Blocks until everything below `end` is durable, or the SYNC_FLUSH timeout passes.
@@ -737,10 +832,11 @@ impl CommitLog {
             s.abandon.store(true, Ordering::Release);
         }
         s.shutdown.store(true, Ordering::Release);
-        for w in [&s.flusher_wakeup, &s.allocator_wakeup, &s.checkpoint_wakeup] {
+        for w in [&s.writer_wakeup, &s.flusher_wakeup, &s.allocator_wakeup, &s.checkpoint_wakeup] {
             w.wake_always();
         }
         s.next_changed.notify_all();
+        s.stage_space.notify_all();
         for h in self.threads.lock().drain(..) {
             let _ = h.join();
         }

@@ -1,5 +1,5 @@
-//! The commit log's background threads: the flusher (group commit), the checkpointer and the
-//! segment allocator (in `allocator.rs`).
+//! The commit log's background threads: the flusher (group commit), the checkpointer, the
+//! writer (in `writer.rs`) and the segment allocator (in `allocator.rs`).
 //!
 //! The flusher makes `[flushed, published)` durable with one `fdatasync` per segment it spans, then
 //! advances the flushed watermark, which completes every SYNC_FLUSH waiter it passes. Each flush
@@ -79,12 +79,13 @@ fn flush_once(s: &Shared) -> bool {
         fail_flush(s, &e);
         return false;
     }
-    s.flushed.advance(to);
+    // Counted before the waiters are released, so that what they see includes this flush.
     s.stats.flush_ns.record(started.elapsed().as_nanos() as u64);
     s.stats.flushes.fetch_add(1, Ordering::Relaxed);
     s.stats.flushed_bytes.fetch_add(to - from, Ordering::Relaxed);
     let previous = s.stats.records_at_last_flush.swap(records_before, Ordering::AcqRel);
     s.stats.records_per_flush.record(records_before.saturating_sub(previous));
+    s.flushed.advance(to);
     if s.config.flush_mode == FlushMode::Sync {
         s.notify_readable();
     }
@@ -172,6 +173,7 @@ pub(crate) fn spawn_threads(shared: &Arc<Shared>) -> Result<Vec<JoinHandle<()>>>
             .map_err(|e| StoreError::io(&shared.config.dir, e))
     };
     Ok(vec![
+        spawn("commitlog-write", crate::writer::writer_loop)?,
         spawn("commitlog-flush", flush_loop)?,
         spawn("commitlog-ckpt", checkpoint_loop)?,
         spawn("commitlog-alloc", crate::allocator::allocator_loop)?,

@@ -17,6 +17,7 @@ mod recovery;
 mod stats;
 mod wakeup;
 mod watermark;
+mod writer;
 
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};

@@ -341,12 +341,18 @@ impl MessageStore {
         &self.inner.log
     }
 
-    /// Appends one pre-encoded record without blocking (see [`CommitLog::try_append`]).
-    pub fn try_append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
-        self.inner.log.try_append(record, topic, queue_id)
+    /// Appends pre-encoded records without blocking or copying (see
+    /// [`CommitLog::try_append_owned`]).
+    pub fn try_append_owned(&self, records: &mut bytes::BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.inner.log.try_append_owned(records, topic, queue_id)
     }
 
-    /// Appends one pre-encoded record; may block (see [`CommitLog::append`]).
+    /// [`MessageStore::try_append_owned`] that may block (see [`CommitLog::append_owned`]).
+    pub fn append_owned(&self, records: &mut bytes::BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.inner.log.append_owned(records, topic, queue_id)
+    }
+
+    /// Appends one record and waits until it is written (see [`CommitLog::append`]).
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
         self.inner.log.append(record, topic, queue_id)
     }
@@ -356,14 +362,7 @@ impl MessageStore {
         self.inner.log.append_durable(record, topic, queue_id)
     }
 
-    /// Appends a batch of pre-encoded records of one queue without blocking (see
-    /// [`CommitLog::try_append_batch`]).
-    pub fn try_append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        self.inner.log.try_append_batch(records, topic, queue_id)
-    }
-
-    /// Appends a batch of pre-encoded records of one queue; may block (see
-    /// [`CommitLog::append_batch`]).
+    /// Appends a batch and waits until it is written (see [`CommitLog::append_batch`]).
     pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
         self.inner.log.append_batch(records, topic, queue_id)
     }

@@ -155,29 +155,24 @@ impl ProduceService {
     async fn send_inner(&self, req: SendRequest) -> Result<SendOutcome, BrokerError> {
         let p = self.prepare(&req)?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
-        let slot = if self.sync_flush() {
-            Some(self.store.commit_log().flushed_watermark().reserve().map_err(|e| match e {
-                WaitError::Busy { .. } => BrokerError::Busy(format!("[SYNC_FLUSH_WAITERS_FULL] {e}")),
-                other => BrokerError::Unavailable(other.to_string()),
-            })?)
-        } else {
-            None
-        };
+        let log = self.store.commit_log();
+        let mark = if self.sync_flush() { log.flushed_watermark() } else { log.written_watermark() };
+        let slot = mark.reserve().map_err(|e| match e {
+            WaitError::Busy { .. } => BrokerError::Busy(format!("[DURABILITY_WAITERS_FULL] {e}")),
+            other => BrokerError::Unavailable(other.to_string()),
+        })?;
         let (topic, queue_id, count, uniq_key, topic_created) = (p.topic.clone(), p.queue_id, p.count, p.uniq_key.clone(), p.topic_created);
         let results = self.append(p).await?;
         let end = results.last().map_or(0, AppendResult::end_offset);
         let bytes: u64 = results.iter().map(|r| u64::from(r.size_bytes)).sum();
+        assert_eq!(results.len(), count, "one result per record");
+        let durability = self.wait_durable(slot, end).await?;
         self.stats.put_messages.fetch_add(results.len() as u64, Ordering::Relaxed);
         self.stats.put_bytes.fetch_add(bytes, Ordering::Relaxed);
-        assert_eq!(results.len(), count, "one result per record");
         if topic_created {
             // Clients look the new topic's route up next: answer after the name server knows it.
             self.topics.settle().await?;
         }
-        let durability = match slot {
-            None => Durability::Stored,
-            Some(slot) => self.wait_durable(slot, end).await?,
-        };
         let msg_id = results
             .iter()
             .map(|r| create_offset_msg_id(self.settings.store_host, r.physical_offset as i64))
@@ -193,41 +188,39 @@ impl ProduceService {
         })
     }
 
+    /// Waits until the record is written (ASYNC_FLUSH) or durable (SYNC_FLUSH).
     async fn wait_durable(&self, slot: petrel_store::Slot, end: u64) -> Result<Durability, BrokerError> {
         let started = Instant::now();
         let waited = tokio::time::timeout(self.settings.sync_flush_timeout, slot.wait(end)).await;
-        self.stats.flush_wait_ns.record(started.elapsed().as_nanos() as u64);
+        if self.sync_flush() {
+            self.stats.flush_wait_ns.record(started.elapsed().as_nanos() as u64);
+        }
         match waited {
             Ok(Ok(())) => Ok(Durability::Stored),
             Ok(Err(e)) => Err(BrokerError::Unavailable(e.to_string())),
-            Err(_) => {
+            Err(_) if self.sync_flush() => {
                 self.stats.flush_timeouts.fetch_add(1, Ordering::Relaxed);
                 Ok(Durability::FlushTimedOut)
             }
+            Err(_) => Err(BrokerError::Unavailable(format!(
+                "the record was not written within {} ms",
+                self.settings.sync_flush_timeout.as_millis()
+            ))),
         }
     }
 
     /// Appends inline when the store can without blocking, else on the store pool.
-    async fn append(&self, mut p: Prepared) -> Result<Vec<AppendResult>, BrokerError> {
-        let batch = p.count > 1;
-        let now = if batch {
-            self.store.try_append_batch(&mut p.records, &p.topic, p.queue_id)
-        } else {
-            self.store.try_append(&mut p.records, &p.topic, p.queue_id).map(|r| vec![r])
-        };
-        match now {
+    async fn append(&self, p: Prepared) -> Result<Vec<AppendResult>, BrokerError> {
+        let Prepared {
+            mut records, topic, queue_id, ..
+        } = p;
+        match self.store.try_append_owned(&mut records, &topic, queue_id) {
             Err(StoreError::WouldBlock(_)) => {}
             other => return other.map_err(BrokerError::from),
         }
         self.stats.appends_offloaded.fetch_add(1, Ordering::Relaxed);
         let store = self.store.clone();
-        let appended = self.pool.run(move || {
-            if batch {
-                store.append_batch(&mut p.records, &p.topic, p.queue_id)
-            } else {
-                store.append(&mut p.records, &p.topic, p.queue_id).map(|r| vec![r])
-            }
-        })?;
+        let appended = self.pool.run(move || store.append_owned(&mut records, &topic, queue_id))?;
         appended.await?.map_err(BrokerError::from)
     }
 

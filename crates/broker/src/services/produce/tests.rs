@@ -82,7 +82,7 @@ async fn a_full_durability_waiter_table_answers_busy_before_writing() {
     let held = t.broker.store.commit_log().flushed_watermark().reserve().unwrap();
     let before = t.broker.store.commit_log().max_offset();
     let e = t.broker.produce.send(send_request("T", 0, "A", b"x")).await.unwrap_err();
-    assert!(matches!(&e, BrokerError::Busy(r) if r.contains("SYNC_FLUSH_WAITERS_FULL")), "{e:?}");
+    assert!(matches!(&e, BrokerError::Busy(r) if r.contains("DURABILITY_WAITERS_FULL")), "{e:?}");
     assert_eq!(t.broker.store.commit_log().max_offset(), before, "refused before the append");
     drop(held);
     t.broker.produce.send(send_request("T", 0, "A", b"x")).await.unwrap();
