@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the protocol decoders, seeded from the captures in shared/vectors.
+# Bounded fuzzing of the protocol decoders, seeded from the captures in tests/vectors.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 45; at most 120 from the test command)
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain; without nightly the
 # stable compiler is used with RUSTC_BOOTSTRAP, which cargo-fuzz's flags need.

@@ -29,9 +29,13 @@ work=$(mktemp -d)
 export ROCKETMQ_HOME="$work"
 petrel_pid=""
 consumer_pid=""
+ext_pid=""
+ref_ns_pid=""
 cleanup() {
   [ -n "$consumer_pid" ] && kill -9 "$consumer_pid" 2>/dev/null || true
   [ -n "$petrel_pid" ] && kill -9 "$petrel_pid" 2>/dev/null || true
+  [ -n "$ext_pid" ] && kill -9 "$ext_pid" 2>/dev/null || true
+  [ -n "$ref_ns_pid" ] && kill -9 "$ref_ns_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -128,5 +132,38 @@ touch "$work/restarted"
 if wait "$java_pid"; then ok "restart: consumers resume from committed offsets, nothing lost"; else not_ok "Java client restart scenario"; fi
 
 stop_petrel
+
+echo "== through Apache RocketMQ 5.5.0's own name server"
+# Users migrating keep their name servers: petrel serve registers with RocketMQ's, over one
+# long-lived connection (RocketMQ's name server drops a broker whose connection closes), and
+# the official clients find it there.
+ref_ns_port=29906
+ref_ns_pid=$(ref_namesrv "$work/ref-ns" "$ref_ns_port")
+ref_ns="127.0.0.1:$ref_ns_port"
+target/release/petrel serve --store-dir "$work/data-ext" --namesrv-addr "$ref_ns" --listen-port 29951 \
+  --broker-ip 127.0.0.1 >>"$work/petrel-ext.log" 2>&1 &
+ext_pid=$!
+for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel-ext.log" && break; sleep 0.1; done
+cluster=$(ref_mqadmin "$ref_ns" clusterList)
+check "RocketMQ's name server lists petrel's broker" "DefaultCluster          broker-a                0     127.0.0.1:29951" "$cluster"
+sent_ok=$(java -Xmx256m -Drocketmq.namesrv.addr="$ref_ns" -cp "tests/clients/java/target/lib/*" \
+  org.apache.rocketmq.example.quickstart.Producer 2>&1 | grep -c "sendStatus=SEND_OK" || true)
+[ "$sent_ok" -eq 1000 ] && ok "quickstart Producer through RocketMQ's name server: 1000 SEND_OK" \
+  || not_ok "quickstart Producer through RocketMQ's name server: $sent_ok of 1000 SEND_OK"
+if timeout 180 target/go-client-test "$ref_ns"; then ok "Go client through RocketMQ's name server"; else
+  not_ok "Go client through RocketMQ's name server"
+fi
+check "topicRoute from RocketMQ's name server" "127.0.0.1:29951" "$(ref_mqadmin "$ref_ns" topicRoute -t TopicTest)"
+kill -TERM "$ext_pid"
+wait "$ext_pid" || true
+for _ in $(seq 1 50); do
+  ref_mqadmin "$ref_ns" clusterList | grep -q "127.0.0.1:29951" || break
+  sleep 0.2
+done
+if ref_mqadmin "$ref_ns" clusterList | grep -q "127.0.0.1:29951"; then not_ok "SIGTERM unregisters from RocketMQ's name server"; else
+  ok "SIGTERM unregisters from RocketMQ's name server"
+fi
+kill "$ref_ns_pid" 2>/dev/null || true
+
 echo "interop clients: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

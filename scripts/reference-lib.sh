@@ -14,6 +14,25 @@ ref_fetch() {
   fi
 }
 
+# ref_namesrv WORKDIR PORT: starts Apache RocketMQ's name server in the background, waits for it
+# to boot, and prints its pid.
+ref_namesrv() {
+  local work=$1 port=$2
+  mkdir -p "$work/home/conf"
+  echo "listenPort=$port" >"$work/namesrv.conf"
+  ROCKETMQ_HOME="$work/home" java -Xms256m -Xmx256m -cp "$ref_lib/*" org.apache.rocketmq.namesrv.NamesrvStartup \
+    -c "$work/namesrv.conf" >"$work/namesrv.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 60); do
+    grep -q "boot success" "$work/namesrv.log" && { echo "$pid"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  tail -20 "$work/namesrv.log" >&2
+  echo "the reference name server did not start" >&2
+  return 1
+}
+
 # ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
 # waits for it to boot, and prints its pid.
 ref_broker() {

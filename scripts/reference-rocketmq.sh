@@ -15,15 +15,8 @@ case "${1:-}" in
     flush=${2:-ASYNC_FLUSH}
     [ -f "$state/pids" ] && { echo "already running (state in $state); stop it first"; exit 1; }
     ref_fetch
-    rm -rf "$state" && mkdir -p "$state/home/conf"
-    cat >"$state/namesrv.conf" <<CONF
-listenPort=$ns_port
-CONF
-    ROCKETMQ_HOME="$state/home" java -Xms256m -Xmx256m -cp "$ref_lib/*" org.apache.rocketmq.namesrv.NamesrvStartup \
-      -c "$state/namesrv.conf" >"$state/namesrv.log" 2>&1 &
-    echo $! >"$state/pids"
-    for _ in $(seq 1 60); do grep -q "boot success" "$state/namesrv.log" && break; sleep 0.5; done
-    grep -q "boot success" "$state/namesrv.log" || { tail "$state/namesrv.log"; exit 1; }
+    rm -rf "$state" && mkdir -p "$state"
+    ref_namesrv "$state" "$ns_port" >"$state/pids"
     ref_broker "$state" "127.0.0.1:$ns_port" "$broker_port" "$flush" >>"$state/pids"
     echo "Apache RocketMQ 5.5.0 running: name server 127.0.0.1:$ns_port, broker 127.0.0.1:$broker_port ($flush); logs in $state"
     ;;

@@ -10,6 +10,9 @@ echo "== format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
+echo "== the captures: our independent decoder reproduces every listing from its pcap"
+python3 scripts/vectors/decode.py --check tests/vectors
+
 echo "== tests"
 cargo test --workspace
 

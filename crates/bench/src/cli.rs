@@ -24,6 +24,12 @@ pub enum BenchCommand {
     Compare(CompareArgs),
     /// Runs `petrel serve` with each put-message lock and writes docs/lock-study.md.
     LockStudy(crate::lock_study::LockStudyArgs),
+    /// Idle RocketMQ clients (heartbeating) on one broker: memory per connection, and a
+    /// producer's latency with and without them.
+    Connections(crate::connections::ConnectionsArgs),
+    /// A process holding idle connections for `connections` (started by it).
+    #[command(hide = true)]
+    ConnectionsWorker(crate::connections::WorkerArgs),
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -190,6 +196,8 @@ pub async fn execute(command: BenchCommand) -> Result<(), BenchError> {
         BenchCommand::E2e(a) => print_report(&run(a.workload(Kind::E2e)?).await?, &a.out),
         BenchCommand::Compare(c) => compare(c).await,
         BenchCommand::LockStudy(a) => crate::lock_study::lock_study(a).await,
+        BenchCommand::Connections(a) => crate::connections::connections(a).await,
+        BenchCommand::ConnectionsWorker(a) => crate::connections::worker(a).await,
     }
 }
 

@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod compare;
+pub mod connections;
 pub mod hist;
 pub mod lock_study;
 pub mod procstat;

@@ -1,4 +1,4 @@
-//! Writes every frame, frame body and stored-message record of the captures in `shared/vectors` into
+//! Writes every frame, frame body and stored-message record of the captures in `tests/vectors` into
 //! two directories, one file each: the seed corpora of the fuzz targets.
 //!
 //! Usage: `cargo run -p petrel-protocol --example extract_vectors -- FRAME_DIR MESSAGE_DIR`

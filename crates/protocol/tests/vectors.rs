@@ -1,4 +1,4 @@
-//! Golden tests over every capture in `shared/vectors`: real traffic between the official Java
+//! Golden tests over every capture in `tests/vectors`: real traffic between the official Java
 //! and Go clients, mqadmin, and Apache RocketMQ 5.5.0.
 //!
 //! Every frame of every pcap must decode; its header, body and stored messages must equal what
@@ -298,7 +298,7 @@ fn check_vector(name: &str, tally: &mut Tally) {
 #[test]
 fn every_vector_decodes_to_its_txt_and_re_encodes() {
     let names = vector_names();
-    assert_eq!(names.len(), 6, "expected the six captures of shared/vectors: {names:?}");
+    assert_eq!(names.len(), 6, "expected the six captures of tests/vectors: {names:?}");
     let mut tally = Tally::default();
     for name in &names {
         let before = tally.frames;

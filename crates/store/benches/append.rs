@@ -60,7 +60,12 @@ fn run(mode: FlushMode, body_bytes: usize, threads: usize, total: u64) -> Durati
                 let mut record = template.clone();
                 for _ in 0..per_thread {
                     record.copy_from_slice(&template);
-                    black_box(log.append(&mut record, "BenchTopic", t as i32).unwrap());
+                    let appended = if mode == FlushMode::Sync {
+                        log.append_durable(&mut record, "BenchTopic", t as i32)
+                    } else {
+                        log.append(&mut record, "BenchTopic", t as i32)
+                    };
+                    black_box(appended.unwrap());
                 }
             });
         }

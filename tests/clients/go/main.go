@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +32,16 @@ func fail(format string, args ...interface{}) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: clienttest NAMESRV_ADDR")
+		fail("usage: clienttest NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
+	}
+	if os.Args[1] == "vectors" && len(os.Args) == 4 {
+		count, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			fail("COUNT: %v", err)
+		}
+		rlog.SetLogLevel("error")
+		vectors(os.Args[2], count)
+		return
 	}
 	ns := os.Args[1]
 	rlog.SetLogLevel("error")

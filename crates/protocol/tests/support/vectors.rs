@@ -1,4 +1,4 @@
-//! Loads the captures in `shared/vectors`: the frames of each pcap, and the decoded `.txt`
+//! Loads the captures in `tests/vectors`: the frames of each pcap, and the decoded `.txt`
 //! expectations beside it. Test support only.
 
 use std::collections::HashMap;
@@ -24,18 +24,15 @@ fn side_port(side: &str) -> u16 {
     }
 }
 
-/// The directory of the captures: `$PETREL_VECTORS_DIR`, else `shared/vectors` beside the repo.
+/// The directory of the captures: `$PETREL_VECTORS_DIR`, else `tests/vectors` in this
+/// repository (recorded by `scripts/record-vectors.sh`).
 pub fn vectors_dir() -> PathBuf {
     if let Ok(dir) = std::env::var("PETREL_VECTORS_DIR") {
         return PathBuf::from(dir);
     }
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    for candidate in [root.join("shared/vectors"), root.join("../shared/vectors")] {
-        if candidate.join("README.md").exists() {
-            return candidate;
-        }
-    }
-    panic!("test vectors not found: set PETREL_VECTORS_DIR or put shared/ beside the checkout");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors");
+    assert!(dir.join("README.md").exists(), "test vectors not found in {}", dir.display());
+    dir
 }
 
 /// Every `NAME` with both `NAME.pcap` and `NAME.txt`, sorted.
