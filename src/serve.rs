@@ -93,7 +93,14 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     let mut tasks = JoinSet::new();
     let mut name_server = None;
     let name_servers = match config.namesrv_addr.as_deref() {
-        Some(addrs) => NameServers::External(addrs.split(';').map(str::trim).filter(|a| !a.is_empty()).map(str::to_owned).collect()),
+        Some(addrs) => NameServers::External(
+            addrs
+                .split(';')
+                .map(str::trim)
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        ),
         None => {
             let limits = ServerLimits {
                 connection: config.server_limits().connection,
@@ -117,7 +124,12 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     let opened = tokio::task::spawn_blocking(move || Broker::open(config, name_servers)).await?;
     let broker = opened.context("open the store")?;
     broker.start(&mut tasks).await;
-    let server = Server::start("broker", listener, Arc::new(RocketMqFront(broker.clone())), broker.config.server_limits())?;
+    let server = Server::start(
+        "broker",
+        listener,
+        Arc::new(RocketMqFront(broker.clone())),
+        broker.config.server_limits(),
+    )?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -127,7 +139,11 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         "The broker[{}, {}] boot success. name server is {}; {}",
         broker.config.broker_name,
         broker.store_host,
-        if name_server.is_some() { namesrv_listen.clone() } else { broker.registrar.describe() },
+        if name_server.is_some() {
+            namesrv_listen.clone()
+        } else {
+            broker.registrar.describe()
+        },
         summary
     );
     shutdown_signal().await;
@@ -143,7 +159,11 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     Ok(())
 }
 
-async fn start_metrics(broker: &Arc<Broker>, servers: Vec<(&'static str, Arc<petrel_remoting::ServerStats>)>, tasks: &mut JoinSet<()>) -> Result<()> {
+async fn start_metrics(
+    broker: &Arc<Broker>,
+    servers: Vec<(&'static str, Arc<petrel_remoting::ServerStats>)>,
+    tasks: &mut JoinSet<()>,
+) -> Result<()> {
     let addr = SocketAddr::new(broker.config.metrics_prom_exporter_host, broker.config.metrics_prom_exporter_port);
     let metrics = tokio::net::TcpListener::bind(addr)
         .await

@@ -1,4 +1,5 @@
 //! `petrel namesrv` as a process: answers over TCP and exits 0 on SIGTERM.
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

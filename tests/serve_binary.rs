@@ -1,6 +1,7 @@
 //! `petrel serve` as a process, over TCP: bad input hurts only the connection that sent it,
 //! SIGTERM is a clean shutdown, long polling, offsets across restarts, group notifications, and
 //! both header serializations.
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
 
 mod common;
 
@@ -392,4 +393,89 @@ fn prometheus_endpoint_counts_what_was_sent() {
         "{}",
         petrel.log()
     );
+}
+
+fn runtime_info() -> RemotingCommand {
+    RemotingCommand::request(rc::GET_BROKER_RUNTIME_INFO, 0)
+}
+
+/// A new connection is served (the broker notices a close asynchronously: retry a while).
+fn served_after_retries(port: u16) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        let mut c = Client::connect(port);
+        let opaque = c.write(runtime_info());
+        if let Some(answer) = c.read() {
+            return answer.opaque == opaque && answer.code == resp::SUCCESS;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+#[test]
+fn connections_beyond_max_connections_are_closed_on_arrival_and_the_others_kept() {
+    let metrics_port = common::free_port();
+    let petrel = Petrel::start(&[
+        "--set",
+        "maxConnections=3",
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        "metricsPromExporterHost=127.0.0.1",
+        "--set",
+        &format!("metricsPromExporterPort={metrics_port}"),
+    ]);
+    let mut held: Vec<Client> = (0..3).map(|_| petrel.broker()).collect();
+    for c in &mut held {
+        assert_eq!(c.call(runtime_info()).code, resp::SUCCESS);
+    }
+    // The fourth gets no answer: it is closed as it arrives.
+    let mut extra = petrel.broker();
+    extra.write(runtime_info());
+    assert!(extra.read().is_none(), "a connection beyond maxConnections is closed");
+    // The three keep being served, sends included.
+    for (i, c) in held.iter_mut().enumerate() {
+        let r = c.call(send_v2("MaxConnTopic", 0, "T", i, b"still served"));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    }
+    let (_, text) = http_get(metrics_port, "/metrics");
+    assert!(
+        metric_value(&text, "petrel_connections_refused_total{server=\"broker\"}") >= 1.0,
+        "{text}"
+    );
+    assert!(
+        petrel.log().contains("the connection limit is reached"),
+        "the refusal is logged: {}",
+        petrel.log()
+    );
+    // A slot freed is a slot a newcomer gets.
+    drop(held.pop());
+    assert!(
+        served_after_retries(petrel.broker_port),
+        "a new connection is taken once one closed"
+    );
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_are_kept() {
+    let petrel = Petrel::start(&["--set", "serverChannelMaxIdleTimeSeconds=1"]);
+    let mut idle = petrel.broker();
+    assert_eq!(idle.call(runtime_info()).code, resp::SUCCESS);
+    let idle_since = Instant::now();
+    let mut busy = petrel.broker();
+    let busy_until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < busy_until {
+        assert_eq!(
+            busy.call(runtime_info()).code,
+            resp::SUCCESS,
+            "a connection with traffic stays open"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // The idle one was closed by now: its read sees the close, not a timeout.
+    assert!(idle.read().is_none(), "the idle connection is closed");
+    let waited = idle_since.elapsed();
+    assert!(waited >= Duration::from_secs(1), "not before the timeout: {waited:?}");
+    assert!(waited < Duration::from_secs(25), "closed, not timed out on our side: {waited:?}");
 }

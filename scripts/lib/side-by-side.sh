@@ -1,6 +1,6 @@
 # Sourced by the scripts that run Apache RocketMQ (scripts/reference-rocketmq.sh) beside
 # `petrel serve`. Set REF_NAMESRV_PORT and REF_BROKER_PORT first. Gives: a release build of
-# petrel, a work folder `$work` removed on exit with both brokers stopped, `json FILE EXPR`
+# petrel (or $PETREL_BIN, to compare builds), a work folder `$work` removed on exit with both brokers stopped, `json FILE EXPR`
 # (a Python expression over the parsed file as `d`), and `start_petrel`.
 cargo build --quiet --release --bin petrel
 work=$(mktemp -d)
@@ -20,7 +20,7 @@ start_petrel() {
   local ns_port=$1 broker_port=$2
   shift 2
   rm -rf "$work/petrel"
-  target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
+  "${PETREL_BIN:-target/release/petrel}" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
     --broker-ip 127.0.0.1 "$@" >"$work/petrel.log" 2>&1 &
   petrel_pid=$!
   for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done

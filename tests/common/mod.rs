@@ -1,6 +1,6 @@
 //! Runs the real `petrel serve` binary on free ports with a temporary data directory, and talks
 //! to it over plain blocking TCP.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used)]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

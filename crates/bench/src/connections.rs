@@ -178,7 +178,10 @@ fn spawn_workers(broker: &str, n: usize, per_process: usize, heartbeat_s: u64) -
     }
     let deadline = Instant::now() + CONNECT_DEADLINE;
     for child in &mut workers.0 {
-        let stdout = child.stdout.take().ok_or_else(|| BenchError::Invalid("worker without stdout".into()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| BenchError::Invalid("worker without stdout".into()))?;
         let mut line = String::new();
         BufReader::new(stdout).read_line(&mut line)?;
         if !line.starts_with("ready") || Instant::now() > deadline {
@@ -235,7 +238,11 @@ pub async fn connections(args: ConnectionsArgs) -> Result<(), BenchError> {
             max_us: report.send_us.max,
             errors: report.total_errors(),
         });
-        eprintln!("{n} idle connections: {:.1} KiB each; producer P99.99 {}", delta as f64 / n.max(1) as f64 / 1024.0, fmt_us(report.send_us.p9999));
+        eprintln!(
+            "{n} idle connections: {:.1} KiB each; producer P99.99 {}",
+            delta as f64 / n.max(1) as f64 / 1024.0,
+            fmt_us(report.send_us.p9999)
+        );
         // Let the broker see the closed connections go before the next count.
         tokio::time::sleep(Duration::from_secs(2)).await;
     }

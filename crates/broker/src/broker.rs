@@ -81,9 +81,8 @@ impl Broker {
             .map_err(io)?,
         );
         let table = Arc::new(OffsetTable::open(&root).map_err(io)?);
-        let groups = Arc::new(
-            GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups()).map_err(io)?,
-        );
+        let groups =
+            Arc::new(GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups()).map_err(io)?);
         let offsets = Arc::new(OffsetService::new(table, groups.clone(), store.clone(), pool.clone()));
         let long_poll = Arc::new(LongPoll::new(config.max_long_poll_waiters));
         let notifier = long_poll.clone();

@@ -133,7 +133,8 @@ mod tests {
         let (lp2, flag2) = (lp.clone(), flag.clone());
         let waiter = tokio::spawn(async move {
             let place = lp2.enter().unwrap();
-            lp2.wait(&place, "T", 0, Duration::from_secs(10), || flag2.load(Ordering::SeqCst)).await
+            lp2.wait(&place, "T", 0, Duration::from_secs(10), || flag2.load(Ordering::SeqCst))
+                .await
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         flag.store(true, Ordering::SeqCst);

@@ -251,7 +251,13 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
     let log = broker.store.commit_log().stats();
     let s = &broker.stats;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
-    histogram(out, "petrel_send_seconds", "A send from its arrival to its answer.", &s.send_ns.snapshot(), 1e-9);
+    histogram(
+        out,
+        "petrel_send_seconds",
+        "A send from its arrival to its answer.",
+        &s.send_ns.snapshot(),
+        1e-9,
+    );
     histogram(
         out,
         "petrel_flush_wait_seconds",
@@ -266,7 +272,13 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
         &log.append_ns.snapshot(),
         1e-9,
     );
-    histogram(out, "petrel_commitlog_flush_seconds", "Duration of one flush (msync of the dirty range).", &log.flush_ns.snapshot(), 1e-9);
+    histogram(
+        out,
+        "petrel_commitlog_flush_seconds",
+        "Duration of one flush (fdatasync of the segments the dirty range spans).",
+        &log.flush_ns.snapshot(),
+        1e-9,
+    );
     histogram(
         out,
         "petrel_commitlog_records_per_flush",
@@ -274,16 +286,60 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
         &log.records_per_flush.snapshot(),
         1.0,
     );
-    let counters: [(&str, &str, f64); 9] = [
+    let parked = |mark: &petrel_store::Watermark| mark.parked_waits() as f64;
+    let commit_log = broker.store.commit_log();
+    let counters: [(&str, &str, f64); 11] = [
+        (
+            "petrel_written_waits_parked_total",
+            "ASYNC_FLUSH sends that found their record not yet written and waited for the writer.",
+            parked(commit_log.written_watermark()),
+        ),
+        (
+            "petrel_flushed_waits_parked_total",
+            "SYNC_FLUSH sends that waited for a flush (nearly all of them).",
+            parked(commit_log.flushed_watermark()),
+        ),
         ("petrel_commitlog_flushes_total", "Flushes done.", load(&log.flushes)),
-        ("petrel_commitlog_flushed_bytes_total", "Bytes made durable.", load(&log.flushed_bytes)),
-        ("petrel_commitlog_segments_prepared_total", "Segments created ahead of the writer.", load(&log.segments_prepared)),
-        ("petrel_commitlog_appends_would_block_total", "Appends the non-blocking path handed back.", load(&log.appends_would_block)),
-        ("petrel_commitlog_roll_waits_total", "Rolls that waited for the next segment.", load(&log.roll_waits)),
-        ("petrel_appends_offloaded_total", "Appends run on the store pool.", load(&s.appends_offloaded)),
-        ("petrel_pulls_offloaded_total", "Pulls read on the store pool (cold data).", load(&s.pulls_offloaded)),
-        ("petrel_flush_timeouts_total", "SYNC_FLUSH sends answered FLUSH_DISK_TIMEOUT.", load(&s.flush_timeouts)),
-        ("petrel_busy_refusals_total", "Requests answered SYSTEM_BUSY at a bound.", load(&s.busy_refusals)),
+        (
+            "petrel_commitlog_flushed_bytes_total",
+            "Bytes made durable.",
+            load(&log.flushed_bytes),
+        ),
+        (
+            "petrel_commitlog_segments_prepared_total",
+            "Segments created ahead of the writer.",
+            load(&log.segments_prepared),
+        ),
+        (
+            "petrel_commitlog_appends_would_block_total",
+            "Appends the non-blocking path handed back.",
+            load(&log.appends_would_block),
+        ),
+        (
+            "petrel_commitlog_roll_waits_total",
+            "Rolls that waited for the next segment.",
+            load(&log.roll_waits),
+        ),
+        (
+            "petrel_appends_offloaded_total",
+            "Appends run on the store pool.",
+            load(&s.appends_offloaded),
+        ),
+        (
+            "petrel_pulls_offloaded_total",
+            "Pulls read on the store pool (cold data).",
+            load(&s.pulls_offloaded),
+        ),
+        (
+            "petrel_flush_timeouts_total",
+            "SYNC_FLUSH sends answered FLUSH_DISK_TIMEOUT.",
+            load(&s.flush_timeouts),
+        ),
+        (
+            "petrel_busy_refusals_total",
+            "Requests answered SYSTEM_BUSY at a bound.",
+            load(&s.busy_refusals),
+        ),
     ];
     for (name, help, v) in counters {
         metric(out, name, "counter", help, &[("", v)]);
@@ -296,15 +352,41 @@ fn render_bounds(out: &mut String, sources: &Sources) {
     let mark = broker.store.commit_log().flushed_watermark();
     let c = &broker.config;
     let gauges: [(&str, &str, f64, f64); 5] = [
-        ("petrel_durability_waiters", "SYNC_FLUSH sends waiting for the disk.", mark.waiting() as f64, mark.capacity() as f64),
-        ("petrel_store_pool_jobs", "Store jobs queued or running.", broker.pool.queued() as f64, broker.pool.capacity() as f64),
-        ("petrel_long_poll_waiters", "Pulls held for new messages.", broker.long_poll.waiting() as f64, c.max_long_poll_waiters as f64),
+        (
+            "petrel_durability_waiters",
+            "SYNC_FLUSH sends waiting for the disk.",
+            mark.waiting() as f64,
+            mark.capacity() as f64,
+        ),
+        (
+            "petrel_store_pool_jobs",
+            "Store jobs queued or running.",
+            broker.pool.queued() as f64,
+            broker.pool.capacity() as f64,
+        ),
+        (
+            "petrel_long_poll_waiters",
+            "Pulls held for new messages.",
+            broker.long_poll.waiting() as f64,
+            c.max_long_poll_waiters as f64,
+        ),
         ("petrel_topics", "Topics held.", broker.topics.count() as f64, c.max_topics as f64),
-        ("petrel_consumer_groups", "Consumer groups known.", broker.groups.known_count() as f64, c.max_groups as f64),
+        (
+            "petrel_consumer_groups",
+            "Consumer groups known.",
+            broker.groups.known_count() as f64,
+            c.max_groups as f64,
+        ),
     ];
     for (name, help, now, limit) in gauges {
         metric(out, name, "gauge", help, &[("", now)]);
-        metric(out, &format!("{name}_limit"), "gauge", &format!("The bound on {}", help.to_ascii_lowercase()), &[("", limit)]);
+        metric(
+            out,
+            &format!("{name}_limit"),
+            "gauge",
+            &format!("The bound on {}", help.to_ascii_lowercase()),
+            &[("", limit)],
+        );
     }
     let per_server = |read: fn(&ServerStats) -> f64| -> Vec<(String, f64)> {
         sources
@@ -313,9 +395,15 @@ fn render_bounds(out: &mut String, sources: &Sources) {
             .map(|(server, stats)| (format!("{{server=\"{server}\"}}"), read(stats)))
             .collect()
     };
-    let families: [(&str, &str, &str, fn(&ServerStats) -> f64); 5] = [
-        ("petrel_connections", "gauge", "Open connections.", |s| s.open.load(Ordering::Relaxed) as f64),
-        ("petrel_connections_accepted_total", "counter", "Connections accepted.", |s| s.accepted.load(Ordering::Relaxed) as f64),
+    // (name, type, help, reading)
+    type Family = (&'static str, &'static str, &'static str, fn(&ServerStats) -> f64);
+    let families: [Family; 5] = [
+        ("petrel_connections", "gauge", "Open connections.", |s| {
+            s.open.load(Ordering::Relaxed) as f64
+        }),
+        ("petrel_connections_accepted_total", "counter", "Connections accepted.", |s| {
+            s.accepted.load(Ordering::Relaxed) as f64
+        }),
         (
             "petrel_connections_refused_total",
             "counter",

@@ -167,7 +167,11 @@ mod tests {
             c.wait(*g).await.unwrap();
         }
         assert!(!c.pending());
-        assert!(runs.load(Ordering::SeqCst) <= 3, "50 requests, {} runs", runs.load(Ordering::SeqCst));
+        assert!(
+            runs.load(Ordering::SeqCst) <= 3,
+            "50 requests, {} runs",
+            runs.load(Ordering::SeqCst)
+        );
         worker.abort();
     }
 
@@ -177,7 +181,11 @@ mod tests {
         let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let failing = fail.clone();
         let worker = tokio::spawn(c.clone().run(blocking(Arc::new(move || {
-            if failing.load(Ordering::SeqCst) { Err("disk full".into()) } else { Ok(()) }
+            if failing.load(Ordering::SeqCst) {
+                Err("disk full".into())
+            } else {
+                Ok(())
+            }
         }))));
         let g = c.request();
         assert_eq!(c.wait(g).await.unwrap_err().as_ref(), "disk full");

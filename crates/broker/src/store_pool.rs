@@ -63,7 +63,10 @@ impl StorePool {
         let job: Job = Box::new(move || {
             let _ = done.send(f());
         });
-        let guard = self.tx.lock().map_err(|_| BrokerError::Internal("store pool lock poisoned".into()))?;
+        let guard = self
+            .tx
+            .lock()
+            .map_err(|_| BrokerError::Internal("store pool lock poisoned".into()))?;
         let Some(tx) = guard.as_ref() else {
             return Err(BrokerError::Unavailable("the broker is shutting down".into()));
         };

@@ -101,7 +101,10 @@ pub(crate) struct Registration<'a> {
 
 impl Routes {
     pub(crate) fn register(&mut self, r: Registration<'_>) {
-        self.clusters.entry(r.cluster.to_owned()).or_default().insert(r.broker_name.to_owned());
+        self.clusters
+            .entry(r.cluster.to_owned())
+            .or_default()
+            .insert(r.broker_name.to_owned());
         let data = self.brokers.entry(r.broker_name.to_owned()).or_insert_with(|| BrokerData {
             broker_name: r.broker_name.to_owned(),
             cluster: r.cluster.to_owned(),

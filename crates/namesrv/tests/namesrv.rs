@@ -1,12 +1,12 @@
 //! Name-server behaviour the captures do not show: several brokers and clusters, unregistering,
 //! expiry, topic lists, KV config, bad registrations, unknown codes, oneway requests — and the
 //! TCP loop, where one connection's garbage must not disturb another's requests.
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use petrel_namesrv::{NameServer, no_route_remark};
-use petrel_remoting::{Server, ServerLimits};
 use petrel_protocol::body::{
     ClusterInfo, DataVersion, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper, TopicList, TopicRouteData, from_json,
     register_body_crc32, to_json,
@@ -14,6 +14,7 @@ use petrel_protocol::body::{
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
+use petrel_remoting::{Server, ServerLimits};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn register(cluster: &str, broker: &str, id: i64, addr: &str, topics: &[(&str, i32)]) -> RemotingCommand {

@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::error::MessageError;
 use crate::msgid::create_offset_msg_id;
-use crate::properties::{Properties, decode_properties, encode_properties, keys};
+use crate::properties::{Properties, decode_properties, encode_properties, keys, property};
 
 /// Record magic with a 1-byte topic length.
 pub const MAGIC_CODE_V1: i32 = 0xDAA3_20A7_u32 as i32;
@@ -254,6 +254,95 @@ impl MessageExt {
     /// Decodes the record at the start of `buf`; returns it and its size. BODYCRC is not
     /// checked (clients do not either); see [`MessageExt::decode_verified`].
     pub fn decode(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
+        let v = RecordView::parse(buf)?;
+        let msg = MessageExt {
+            topic: v.topic.to_owned(),
+            queue_id: v.queue_id,
+            flag: v.flag,
+            queue_offset: v.queue_offset,
+            commit_log_offset: v.commit_log_offset,
+            sys_flag: v.sys_flag,
+            born_timestamp: v.born_timestamp,
+            born_host: v.born_host,
+            store_timestamp: v.store_timestamp,
+            store_host: v.store_host,
+            reconsume_times: v.reconsume_times,
+            prepared_transaction_offset: v.prepared_transaction_offset,
+            body: Bytes::copy_from_slice(v.body),
+            properties: decode_properties(v.properties),
+            body_crc: v.body_crc,
+            version: v.version,
+        };
+        Ok((msg, v.size_bytes))
+    }
+
+    /// As [`MessageExt::decode`], and the stored BODYCRC must match the body.
+    pub fn decode_verified(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
+        let (msg, used) = MessageExt::decode(buf)?;
+        let computed = body_crc(&msg.body);
+        if computed != msg.body_crc {
+            return Err(MessageError::BodyCrc {
+                stored: msg.body_crc,
+                computed,
+            });
+        }
+        Ok((msg, used))
+    }
+}
+
+/// Decodes a PULL/QUERY body: records back to back. Like Java, decoding stops at the first record
+/// that does not decode, but here that is an error rather than a silent cut.
+pub fn decode_messages(mut buf: &[u8]) -> Result<Vec<MessageExt>, MessageError> {
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let (msg, used) = MessageExt::decode(buf)?;
+        out.push(msg);
+        buf = &buf[used..];
+    }
+    Ok(out)
+}
+
+fn put_host(out: &mut BytesMut, addr: SocketAddr) {
+    match addr.ip() {
+        IpAddr::V4(ip) => out.put_slice(&ip.octets()),
+        IpAddr::V6(ip) => out.put_slice(&ip.octets()),
+    }
+    out.put_i32(addr.port() as i32);
+}
+
+/// A record read in place, with the checks of [`MessageExt::decode`] and no copy: its fixed
+/// fields, and its variable ones as slices of the buffer. For readers that need a few fields of
+/// many records (the dispatcher needs topic, queue and tags of every record it indexes).
+#[derive(Debug, Clone, Copy)]
+pub struct RecordView<'a> {
+    /// TOTALSIZE: the bytes this record takes.
+    pub size_bytes: usize,
+    pub version: MessageVersion,
+    pub body_crc: u32,
+    pub queue_id: i32,
+    pub flag: i32,
+    pub queue_offset: i64,
+    pub commit_log_offset: i64,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub born_host: SocketAddr,
+    pub store_timestamp: i64,
+    pub store_host: SocketAddr,
+    pub reconsume_times: i32,
+    pub prepared_transaction_offset: i64,
+    pub body: &'a [u8],
+    pub topic: &'a str,
+    /// Encoded properties (`name\u{1}value\u{2}`…).
+    pub properties: &'a str,
+}
+
+impl<'a> RecordView<'a> {
+    /// Reads the record at the start of `buf`.
+    ///
+    /// # Errors
+    /// A bad magic, a size that disagrees with the fields, a field past the record's end, or a
+    /// topic or properties that are not UTF-8.
+    pub fn parse(buf: &'a [u8]) -> Result<RecordView<'a>, MessageError> {
         let mut r = Reader { buf, pos: 0 };
         let total = r.i32("TOTALSIZE")?;
         let magic = r.i32("MAGICCODE")?;
@@ -294,24 +383,24 @@ impl MessageExt {
         let reconsume_times = r.i32("RECONSUMETIMES")?;
         let prepared_transaction_offset = r.i64("PREPAREDTRANSACTIONOFFSET")?;
         let body_len = r.len_i32("BODYLENGTH")?;
-        let body = Bytes::copy_from_slice(r.take(body_len, "BODY")?);
+        let body = r.take(body_len, "BODY")?;
         let topic_len = match version {
             MessageVersion::V1 => r.take(1, "TOPICLENGTH")?[0] as usize,
             MessageVersion::V2 => r.len_i16("TOPICLENGTH")?,
         };
-        let topic = std::str::from_utf8(r.take(topic_len, "TOPIC")?)
-            .map_err(|_| MessageError::InvalidUtf8("topic"))?
-            .to_owned();
+        let topic = std::str::from_utf8(r.take(topic_len, "TOPIC")?).map_err(|_| MessageError::InvalidUtf8("topic"))?;
         let props_len = r.len_i16("PROPERTIESLENGTH")?;
-        let props = std::str::from_utf8(r.take(props_len, "PROPERTIES")?).map_err(|_| MessageError::InvalidUtf8("properties"))?;
+        let properties = std::str::from_utf8(r.take(props_len, "PROPERTIES")?).map_err(|_| MessageError::InvalidUtf8("properties"))?;
         if r.pos != total as usize {
             return Err(MessageError::SizeMismatch {
                 declared: total.into(),
                 actual: r.pos,
             });
         }
-        let msg = MessageExt {
-            topic,
+        Ok(RecordView {
+            size_bytes: total as usize,
+            version,
+            body_crc,
             queue_id,
             flag,
             queue_offset,
@@ -324,45 +413,16 @@ impl MessageExt {
             reconsume_times,
             prepared_transaction_offset,
             body,
-            properties: decode_properties(props),
-            body_crc,
-            version,
-        };
-        Ok((msg, total as usize))
+            topic,
+            properties,
+        })
     }
 
-    /// As [`MessageExt::decode`], and the stored BODYCRC must match the body.
-    pub fn decode_verified(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
-        let (msg, used) = MessageExt::decode(buf)?;
-        let computed = body_crc(&msg.body);
-        if computed != msg.body_crc {
-            return Err(MessageError::BodyCrc {
-                stored: msg.body_crc,
-                computed,
-            });
-        }
-        Ok((msg, used))
+    /// The `TAGS` property, as [`MessageExt::tags`] reads it.
+    #[must_use]
+    pub fn tags(&self) -> Option<&'a str> {
+        property(self.properties, keys::TAGS)
     }
-}
-
-/// Decodes a PULL/QUERY body: records back to back. Like Java, decoding stops at the first record
-/// that does not decode, but here that is an error rather than a silent cut.
-pub fn decode_messages(mut buf: &[u8]) -> Result<Vec<MessageExt>, MessageError> {
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let (msg, used) = MessageExt::decode(buf)?;
-        out.push(msg);
-        buf = &buf[used..];
-    }
-    Ok(out)
-}
-
-fn put_host(out: &mut BytesMut, addr: SocketAddr) {
-    match addr.ip() {
-        IpAddr::V4(ip) => out.put_slice(&ip.octets()),
-        IpAddr::V6(ip) => out.put_slice(&ip.octets()),
-    }
-    out.put_i32(addr.port() as i32);
 }
 
 /// A bounds-checked big-endian reader.

@@ -104,15 +104,27 @@ pub fn encode_properties(props: &Properties) -> Result<String, MessageError> {
 /// between broker and consumer. A final pair without its 0x02 is accepted.
 pub fn decode_properties(s: &str) -> Properties {
     let mut props = Properties::new();
-    for segment in s.split(PROPERTY_SEPARATOR) {
-        if let Some((name, value)) = segment.split_once(NAME_VALUE_SEPARATOR)
-            && !name.is_empty()
-            && !value.contains(NAME_VALUE_SEPARATOR)
-        {
-            props.insert(name.to_owned(), value.to_owned());
-        }
+    for (name, value) in pairs(s) {
+        props.insert(name.to_owned(), value.to_owned());
     }
     props
+}
+
+/// The `(name, value)` pairs of an encoded property string, in order, skipping the segments
+/// that [`decode_properties`] skips.
+fn pairs(s: &str) -> impl Iterator<Item = (&str, &str)> {
+    s.split(PROPERTY_SEPARATOR).filter_map(|segment| {
+        segment
+            .split_once(NAME_VALUE_SEPARATOR)
+            .filter(|(name, value)| !name.is_empty() && !value.contains(NAME_VALUE_SEPARATOR))
+    })
+}
+
+/// One property of an encoded property string, without decoding the rest: the value
+/// [`decode_properties`] would give `name` (the last one, if repeated).
+#[must_use]
+pub fn property<'a>(s: &'a str, name: &str) -> Option<&'a str> {
+    pairs(s).filter(|(n, _)| *n == name).last().map(|(_, v)| v)
 }
 
 /// Java's `String.hashCode()` over UTF-16 code units: the consume-queue tag hash of `TAGS`.
@@ -128,6 +140,25 @@ pub fn tags_code(tags: Option<&str>) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `property` must read what `decode_properties` would, on well-formed and odd input.
+    #[test]
+    fn single_property_lookup_agrees_with_full_decoding() {
+        let inputs = [
+            "TAGS\u{1}A\u{2}KEYS\u{1}k1 k2\u{2}",
+            "TAGS\u{1}first\u{2}TAGS\u{1}second\u{2}",
+            "\u{1}noname\u{2}TAGS\u{1}a\u{1}b\u{2}KEYS\u{1}x",
+            "TAGS\u{1}\u{2}",
+            "",
+            "garbage",
+        ];
+        for s in inputs {
+            let decoded = decode_properties(s);
+            for name in ["TAGS", "KEYS", "", "missing"] {
+                assert_eq!(property(s, name), decoded.get(name).map(String::as_str), "{s:?} {name:?}");
+            }
+        }
+    }
 
     #[test]
     fn java_hash_matches_known_values() {

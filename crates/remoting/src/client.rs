@@ -27,7 +27,10 @@ pub async fn connect(
     limits: ConnectionLimits,
     handler: Arc<dyn Handler>,
 ) -> Result<Arc<Connection>, CallError> {
-    let connect_error = |source| CallError::Connect { addr: addr.to_owned(), source };
+    let connect_error = |source| CallError::Connect {
+        addr: addr.to_owned(),
+        source,
+    };
     let socket = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
         .await
         .map_err(|_| connect_error(std::io::ErrorKind::TimedOut.into()))?

@@ -1,9 +1,10 @@
 //! The one framed read/write loop, for both sides: a server's accepted connections and a
 //! client's outbound ones. One task per connection reads frames, hands requests to the handler
-//! and answers to waiting calls, polls the handler's deferred answers, and writes.
+//! and answers to waiting calls, and writes whatever is queued (answers, pushes, calls) with one
+//! system call per batch. A deferred answer runs on a task of its own, so that one busy
+//! connection's requests use every worker; the connection counts them in flight.
 //!
-//! Owns: the socket, the read buffer (only the unfinished frame), the write buffer, and the
-//! deferred answers. Must never: read a new request while the connection is at its bound on
+//! Owns: the socket, the read buffer (only the unfinished frame) and the write buffer. Must never: read a new request while the connection is at its bound on
 //! requests in flight or on queued bytes (the peer then feels TCP back-pressure instead of the
 //! broker growing), keep buffers on an idle connection (an idle connection holds no buffer at
 //! all, so tens of thousands of them cost little), or let a bad frame touch another connection.
@@ -12,15 +13,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use petrel_protocol::{RemotingCommand, encode_frame, split_frame};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::connection::Connection;
-use crate::handler::{Deferred, Handler, Reply};
+use crate::handler::{Handler, Reply};
 use crate::limits::ConnectionLimits;
 
 /// Bytes read per wake-up at most, so one busy peer cannot starve the others on its worker.
@@ -48,7 +50,6 @@ pub enum CloseReason {
 struct State {
     rbuf: BytesMut,
     wbuf: BytesMut,
-    pending: FuturesUnordered<Deferred>,
     /// The socket may still give bytes.
     socket_readable: bool,
     /// New requests are still served (false once draining).
@@ -92,18 +93,29 @@ enum ReadOutcome {
     Eof,
 }
 
-/// Reads what the socket has now, up to [`MAX_READ_PER_WAKE_BYTES`].
-fn read_now(stream: &TcpStream, rbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+/// Reads what the socket has now, up to [`MAX_READ_PER_WAKE_BYTES`]. Goes through tokio's
+/// `poll_read`, which takes a read that did not fill the buffer as proof that the socket is
+/// drained (epoll is edge-triggered): no second `recv` that only returns EAGAIN — that probe
+/// was one system call in three on the send path.
+fn read_now(stream: &mut TcpStream, rbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+    let mut cx = Context::from_waker(Waker::noop());
     let mut got = 0;
     while got < MAX_READ_PER_WAKE_BYTES {
         if rbuf.capacity() - rbuf.len() < READ_CHUNK_BYTES / 4 {
             rbuf.reserve(READ_CHUNK_BYTES);
         }
-        match stream.try_read_buf(rbuf) {
-            Ok(0) => return Ok(ReadOutcome::Eof),
-            Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-            Err(e) => return Err(e),
+        let spare = rbuf.capacity() - rbuf.len();
+        // A noop waker: the loop registers its real one in `stream.readable()` next time round.
+        match tokio_util::io::poll_read_buf(Pin::new(&mut *stream), &mut cx, rbuf) {
+            Poll::Ready(Ok(0)) => return Ok(ReadOutcome::Eof),
+            Poll::Ready(Ok(n)) => {
+                got += n;
+                if n < spare {
+                    break;
+                }
+            }
+            Poll::Ready(Err(e)) => return Err(e),
+            Poll::Pending => break,
         }
     }
     Ok(if got > 0 { ReadOutcome::Data } else { ReadOutcome::Nothing })
@@ -138,19 +150,14 @@ impl State {
 
     /// Hands buffered frames to the handler (requests) or to waiting calls (answers) while the
     /// bounds allow; a bad frame ends the connection.
-    fn process_frames(
-        &mut self,
-        conn: &Arc<Connection>,
-        handler: &dyn Handler,
-        limits: &ConnectionLimits,
-    ) -> Result<(), CloseReason> {
+    fn process_frames(&mut self, conn: &Arc<Connection>, handler: &dyn Handler, limits: &ConnectionLimits) -> Result<(), CloseReason> {
         self.frames_waiting = false;
         if !self.accepting {
             self.rbuf.clear();
             return Ok(());
         }
         loop {
-            if !self.room(limits) || self.pending.len() >= limits.max_in_flight {
+            if !self.room(limits) || conn.answers_in_flight() >= limits.max_in_flight {
                 self.frames_waiting = !self.rbuf.is_empty();
                 return Ok(());
             }
@@ -167,7 +174,7 @@ impl State {
             match handler.handle(conn, command) {
                 Reply::None => {}
                 Reply::Now(answer) => encode(&answer, &mut self.wbuf),
-                Reply::Later(deferred) => self.pending.push(deferred),
+                Reply::Later(deferred) => conn.spawn_answer(deferred),
             }
         }
     }
@@ -186,20 +193,20 @@ impl State {
     fn finished(&self, conn: &Connection) -> bool {
         (!self.socket_readable || !self.accepting)
             && !self.frames_waiting
-            && self.pending.is_empty()
+            && conn.answers_in_flight() == 0
             && self.wbuf.is_empty()
             && !conn.has_queued()
     }
 
     /// Whether nothing has moved for the idle timeout and nothing is owed either way.
     fn idle(&self, conn: &Connection, idle_timeout: Duration) -> bool {
-        self.pending.is_empty() && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
+        conn.answers_in_flight() == 0 && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
     }
 }
 
 /// Serves one connection until it closes; then fails its waiting calls and tells the handler.
 pub(crate) async fn run(
-    stream: TcpStream,
+    mut stream: TcpStream,
     conn: Arc<Connection>,
     handler: Arc<dyn Handler>,
     limits: ConnectionLimits,
@@ -208,7 +215,6 @@ pub(crate) async fn run(
     let mut st = State {
         rbuf: BytesMut::new(),
         wbuf: BytesMut::new(),
-        pending: FuturesUnordered::new(),
         socket_readable: true,
         accepting: true,
         frames_waiting: false,
@@ -217,6 +223,7 @@ pub(crate) async fn run(
     };
     let idle = tokio::time::sleep(limits.idle_timeout);
     tokio::pin!(idle);
+    let mut yielded = false;
     let reason = loop {
         if conn.is_closed() {
             break CloseReason::Shutdown;
@@ -228,16 +235,28 @@ pub(crate) async fn run(
         if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
             st.rbuf = BytesMut::new();
         }
+        // Answers still being worked out usually finish within microseconds: give them one
+        // turn of the scheduler and write them with these — one system call for several.
+        if !yielded && !st.wbuf.is_empty() && conn.answers_in_flight() > 0 && st.room(&limits) {
+            yielded = true;
+            tokio::task::yield_now().await;
+            continue;
+        }
+        yielded = false;
         match write_now(&stream, &mut st.wbuf) {
             Ok(0) => {}
             Ok(_) => st.last_activity = Instant::now(),
             Err(e) => break CloseReason::Io(e),
         }
         if st.finished(&conn) {
-            break if st.accepting { CloseReason::PeerClosed } else { CloseReason::Drained };
+            break if st.accepting {
+                CloseReason::PeerClosed
+            } else {
+                CloseReason::Drained
+            };
         }
         let room = st.room(&limits);
-        let can_read = st.socket_readable && st.accepting && !st.frames_waiting && room && st.pending.len() < limits.max_in_flight;
+        let can_read = st.socket_readable && st.accepting && !st.frames_waiting && room && conn.answers_in_flight() < limits.max_in_flight;
         tokio::select! {
             biased;
             ready = stream.writable(), if !st.wbuf.is_empty() => {
@@ -245,16 +264,11 @@ pub(crate) async fn run(
                     break CloseReason::Io(e);
                 }
             }
-            Some(answer) = st.pending.next(), if room && !st.pending.is_empty() => {
-                if let Some(answer) = answer {
-                    encode(&answer, &mut st.wbuf);
-                }
-            }
             ready = stream.readable(), if can_read => {
                 if let Err(e) = ready {
                     break CloseReason::Io(e);
                 }
-                match read_now(&stream, &mut st.rbuf) {
+                match read_now(&mut stream, &mut st.rbuf) {
                     Ok(ReadOutcome::Data) => st.last_activity = Instant::now(),
                     Ok(ReadOutcome::Nothing) => {}
                     Ok(ReadOutcome::Eof) => st.socket_readable = false,
@@ -266,7 +280,7 @@ pub(crate) async fn run(
                 if st.idle(&conn, limits.idle_timeout) {
                     break CloseReason::Idle;
                 }
-                let from = if st.pending.is_empty() { st.last_activity } else { Instant::now() };
+                let from = if conn.answers_in_flight() == 0 { st.last_activity } else { Instant::now() };
                 idle.as_mut().reset(from + limits.idle_timeout);
             }
             () = drain_started(&mut drain), if st.accepting => {

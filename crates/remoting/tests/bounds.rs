@@ -1,6 +1,7 @@
 //! Every bound of the transport, over real TCP on loopback: the connection limit, the idle
 //! timeout, requests in flight per connection, queued answer bytes, and the drain — each shown
 //! at its edge, with another connection served all the while.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -57,7 +58,10 @@ fn limits(f: impl FnOnce(&mut ServerLimits)) -> ServerLimits {
 }
 
 async fn send(stream: &mut TcpStream, code: i32, opaque: i32) {
-    stream.write_all(&RemotingCommand::request(code, opaque).to_frame().unwrap()).await.unwrap();
+    stream
+        .write_all(&RemotingCommand::request(code, opaque).to_frame().unwrap())
+        .await
+        .unwrap();
 }
 
 /// The next answer, or `None` when the connection closed or nothing came within `wait`.
@@ -79,7 +83,9 @@ async fn next(stream: &mut TcpStream, buf: &mut Vec<u8>, wait: Duration) -> Opti
 async fn echo_works(addr: std::net::SocketAddr) -> bool {
     let Ok(mut s) = TcpStream::connect(addr).await else { return false };
     send(&mut s, ECHO, 9).await;
-    next(&mut s, &mut Vec::new(), Duration::from_secs(5)).await.is_some_and(|a| a.opaque == 9)
+    next(&mut s, &mut Vec::new(), Duration::from_secs(5))
+        .await
+        .is_some_and(|a| a.opaque == 9)
 }
 
 #[tokio::test]
@@ -94,10 +100,16 @@ async fn connections_past_the_limit_are_closed_on_arrival() {
     }
     let mut third = TcpStream::connect(addr).await.unwrap();
     send(&mut third, ECHO, 3).await;
-    assert!(next(&mut third, &mut Vec::new(), Duration::from_secs(5)).await.is_none(), "closed at once");
+    assert!(
+        next(&mut third, &mut Vec::new(), Duration::from_secs(5)).await.is_none(),
+        "closed at once"
+    );
     assert_eq!(server.stats().refused.load(Ordering::SeqCst), 1);
     send(&mut a, ECHO, 4).await;
-    assert!(next(&mut a, &mut Vec::new(), Duration::from_secs(5)).await.is_some(), "the others keep being served");
+    assert!(
+        next(&mut a, &mut Vec::new(), Duration::from_secs(5)).await.is_some(),
+        "the others keep being served"
+    );
     drop(b);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !echo_works(addr).await {
@@ -119,10 +131,16 @@ async fn idle_connections_close_but_busy_ones_and_ones_owed_an_answer_stay() {
     let mut buf = Vec::new();
     while started.elapsed() < idle_timeout * 3 {
         send(&mut chatty, ECHO, 1).await;
-        assert!(next(&mut chatty, &mut buf, Duration::from_secs(5)).await.is_some(), "a busy connection stays open");
+        assert!(
+            next(&mut chatty, &mut buf, Duration::from_secs(5)).await.is_some(),
+            "a busy connection stays open"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    assert!(next(&mut idle, &mut Vec::new(), Duration::from_secs(2)).await.is_none(), "the idle one was closed");
+    assert!(
+        next(&mut idle, &mut Vec::new(), Duration::from_secs(2)).await.is_none(),
+        "the idle one was closed"
+    );
     assert!(server.stats().closed_idle.load(Ordering::SeqCst) >= 1);
     handler.gate.add_permits(1);
     let answer = next(&mut owed, &mut Vec::new(), Duration::from_secs(5)).await;
@@ -139,8 +157,15 @@ async fn a_connection_at_its_in_flight_bound_stops_being_read_and_others_are_ser
     }
     send(&mut s, ECHO, 4).await;
     let mut buf = Vec::new();
-    assert!(next(&mut s, &mut buf, Duration::from_millis(300)).await.is_none(), "nothing is read past the bound");
-    assert_eq!(handler.handled.load(Ordering::SeqCst), 2, "two requests in flight, the rest wait in the socket");
+    assert!(
+        next(&mut s, &mut buf, Duration::from_millis(300)).await.is_none(),
+        "nothing is read past the bound"
+    );
+    assert_eq!(
+        handler.handled.load(Ordering::SeqCst),
+        2,
+        "two requests in flight, the rest wait in the socket"
+    );
     assert!(echo_works(addr).await, "another connection is served meanwhile");
     handler.gate.add_permits(3);
     let mut opaques: Vec<i32> = Vec::new();
@@ -190,7 +215,10 @@ async fn draining_finishes_what_is_owed_and_reads_nothing_new() {
     handler.gate.add_permits(1);
     let mut buf = Vec::new();
     assert_eq!(next(&mut s, &mut buf, Duration::from_secs(5)).await.map(|a| a.opaque), Some(1));
-    assert!(next(&mut s, &mut buf, Duration::from_secs(5)).await.is_none(), "no new request is served");
+    assert!(
+        next(&mut s, &mut buf, Duration::from_secs(5)).await.is_none(),
+        "no new request is served"
+    );
     tokio::time::timeout(Duration::from_secs(10), drain).await.unwrap().unwrap();
     assert_eq!(handler.handled.load(Ordering::SeqCst), 1);
     assert!(!echo_works(addr).await, "the listener is closed");

@@ -9,6 +9,7 @@
 //!
 //!   cargo bench -p petrel-store --bench append
 //!   STORE_BENCH_DIR=/path/on/the/disk/to/test cargo bench -p petrel-store --bench append
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use std::hint::black_box;
 use std::io::Write;

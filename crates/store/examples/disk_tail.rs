@@ -16,7 +16,13 @@ fn percentile(sorted: &[u64], q: f64) -> u64 {
 
 fn run(path: &std::path::Path, zero_fill: bool, seconds: f64, rate: f64) {
     let _ = std::fs::remove_file(path);
-    let f = File::options().read(true).write(true).create(true).open(path).expect("create");
+    let f = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .expect("create");
     let size: u64 = 256 << 20;
     // SAFETY: plain syscall on an open descriptor.
     assert_eq!(unsafe { libc::posix_fallocate(f.as_raw_fd(), 0, size as i64) }, 0, "fallocate");

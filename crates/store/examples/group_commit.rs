@@ -52,7 +52,13 @@ fn raw_flusher(raw: &Raw) {
 
 fn raw_run(dir: &std::path::Path, writers: usize, size: usize, seconds: f64) -> (f64, f64, f64) {
     let path = dir.join("raw-group-commit");
-    let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).expect("create");
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .expect("create");
     file.set_len(1 << 30).expect("size");
     let raw = Arc::new(Raw {
         file,
@@ -149,7 +155,9 @@ fn petrel_run(dir: &std::path::Path, writers: usize, size: usize, seconds: f64) 
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let dir = args.get(1).map_or_else(|| std::path::PathBuf::from("group-commit-tmp"), std::path::PathBuf::from);
+    let dir = args
+        .get(1)
+        .map_or_else(|| std::path::PathBuf::from("group-commit-tmp"), std::path::PathBuf::from);
     let seconds: f64 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5.0);
     let writers: Vec<usize> = args
         .get(3)
@@ -159,7 +167,9 @@ fn main() {
         .collect();
     let size: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(1024);
     std::fs::create_dir_all(&dir).expect("dir");
-    println!("| writers | raw appends/s | raw per fdatasync | raw fdatasync µs | petrel appends/s | petrel per flush | petrel flush µs | petrel / raw |");
+    println!(
+        "| writers | raw appends/s | raw per fdatasync | raw fdatasync µs | petrel appends/s | petrel per flush | petrel flush µs | petrel / raw |"
+    );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for w in writers {
         let (raw_rate, raw_per, raw_us) = raw_run(&dir, w, size, seconds);

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bytes::{Bytes, BytesMut};
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_lock::{AdaptiveConfig, DEFAULT_BACKOFF_K, LockKind, PutMessageLock, acquire, new_lock};
-use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos};
+use petrel_protocol::message::{
+    BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos,
+};
 
 use crate::checkpoint::{Checkpoint, QueueKey, mark_clean, mark_running};
 use crate::error::{Result, StoreError};
@@ -350,7 +352,11 @@ impl Shared {
             });
             w.write_offset = end;
         }
-        assert_eq!(next.start_offset(), w.write_offset, "the prepared segment starts where the log ends");
+        assert_eq!(
+            next.start_offset(),
+            w.write_offset,
+            "the prepared segment starts where the log ends"
+        );
         self.segments.write().push(next.clone());
         w.current = Some(next);
         self.allocator_wakeup.wake();
@@ -424,7 +430,14 @@ impl Shared {
 
     /// Assigns offsets to pre-encoded records, patches them in, and hands the buffer to the
     /// writer thread — all under the put-message lock, with no copy and no system call.
-    fn stage_records(&self, records: &mut BytesMut, spans: &[(usize, usize, usize)], topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
+    fn stage_records(
+        &self,
+        records: &mut BytesMut,
+        spans: &[(usize, usize, usize)],
+        topic: &str,
+        queue_id: i32,
+        blocking: Blocking,
+    ) -> Result<Vec<AppendResult>> {
         self.check_writable()?;
         let total = records.len();
         self.wait_for_stage_room(total, blocking)?;
@@ -438,7 +451,13 @@ impl Shared {
             for (i, &(at, size, ts_pos)) in spans.iter().enumerate() {
                 let queue_offset = *next + i as i64;
                 let physical_offset = base + at as u64;
-                patch_record(&mut records[at..at + size], queue_offset, physical_offset, store_timestamp_ms, ts_pos);
+                patch_record(
+                    &mut records[at..at + size],
+                    queue_offset,
+                    physical_offset,
+                    store_timestamp_ms,
+                    ts_pos,
+                );
                 out.push(AppendResult {
                     physical_offset,
                     size_bytes: size as u32,
@@ -659,7 +678,13 @@ impl CommitLog {
         let results = self.append_owned(&mut BytesMut::from(&records[..]), topic, queue_id)?;
         let spans = split_records(records)?;
         for (r, &(at, size, ts_pos)) in results.iter().zip(&spans) {
-            patch_record(&mut records[at..at + size], r.queue_offset, r.physical_offset, r.store_timestamp_ms, ts_pos);
+            patch_record(
+                &mut records[at..at + size],
+                r.queue_offset,
+                r.physical_offset,
+                r.store_timestamp_ms,
+                ts_pos,
+            );
         }
         if let Some(last) = results.last() {
             self.wait_written(last.end_offset())?;

@@ -22,7 +22,7 @@ mod writer;
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use error::{Result, StoreError};
+pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};
 pub use recovery::TORN_TAIL_ZERO_RUN_BYTES;
 pub use stats::{CommitLogStats, HistogramSnapshot, Log2Histogram};
 pub use watermark::{Slot, WaitError, WaitFuture, Watermark};
-pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};

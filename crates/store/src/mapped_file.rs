@@ -98,7 +98,13 @@ impl MappedFile {
     /// synced before the file is put in place: its extents are then written extents, so a
     /// later `fdatasync` of data written into it carries no extent conversion (no journal
     /// commit). `cancelled` is asked between chunks; a cancelled creation leaves nothing.
-    pub fn create_with(dir: &Path, start_offset: u64, size_bytes: u64, cancelled: impl Fn() -> bool, zero_fill: bool) -> Result<MappedFile> {
+    pub fn create_with(
+        dir: &Path,
+        start_offset: u64,
+        size_bytes: u64,
+        cancelled: impl Fn() -> bool,
+        zero_fill: bool,
+    ) -> Result<MappedFile> {
         let path = dir.join(segment_name(start_offset));
         let tmp = dir.join(format!("{}{PARTIAL_SUFFIX}", segment_name(start_offset)));
         let _ = std::fs::remove_file(&tmp);
@@ -123,12 +129,10 @@ impl MappedFile {
                 StoreError::io(&tmp, err)
             });
         }
-        if zero_fill {
-            if let Err(e) = write_zeros(&file, size_bytes, &cancelled) {
-                drop(file);
-                let _ = std::fs::remove_file(&tmp);
-                return Err(StoreError::io(&tmp, e));
-            }
+        if zero_fill && let Err(e) = write_zeros(&file, size_bytes, &cancelled) {
+            drop(file);
+            let _ = std::fs::remove_file(&tmp);
+            return Err(StoreError::io(&tmp, e));
         }
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         crate::checkpoint::sync_dir(dir)?;

@@ -34,7 +34,11 @@ pub enum WaitError {
     Busy { name: &'static str, capacity: usize },
     /// A blocking wait ran out of time.
     #[error("the {name} watermark did not reach {target} within {timeout:?}")]
-    TimedOut { name: &'static str, target: u64, timeout: Duration },
+    TimedOut {
+        name: &'static str,
+        target: u64,
+        timeout: Duration,
+    },
 }
 
 struct Waiter {
@@ -77,6 +81,8 @@ pub struct Watermark {
     free: AtomicUsize,
     table: Mutex<Table>,
     moved: Condvar,
+    /// Waits that could not complete at once and went into the table (each costs a wake-up).
+    parked: AtomicU64,
 }
 
 impl Watermark {
@@ -91,6 +97,7 @@ impl Watermark {
             free: AtomicUsize::new(capacity),
             table: Mutex::new(Table::default()),
             moved: Condvar::new(),
+            parked: AtomicU64::new(0),
         })
     }
 
@@ -114,6 +121,12 @@ impl Watermark {
     #[must_use]
     pub fn waiting(&self) -> usize {
         self.capacity - self.free.load(Ordering::Relaxed)
+    }
+
+    /// Async waits so far that did not find the value at their target and had to be woken.
+    #[must_use]
+    pub fn parked_waits(&self) -> u64 {
+        self.parked.load(Ordering::Relaxed)
     }
 
     /// The failure that ended the stream, if any.
@@ -249,6 +262,7 @@ impl Slot {
             return WaitFuture::Ready(Some(Ok(())));
         }
         let (tx, rx) = oneshot::channel();
+        mark.parked.fetch_add(1, Ordering::Relaxed);
         // The slot now belongs to the table entry; `advance` or `fail` gives it back.
         table.waiters.push(Waiter { target, tx });
         WaitFuture::Pending(rx)

@@ -57,7 +57,10 @@ fn fail_write(s: &Shared, err: &StoreError) {
 /// false when a write failed.
 pub(crate) fn write_staged(s: &Shared) -> bool {
     loop {
-        if s.writing.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if s.writing
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return true;
         }
         let ok = drain(s);

@@ -1,5 +1,6 @@
 //! Commit-log behaviour on real files: append and read back across segment rolls, restart,
 //! SYNC_FLUSH visibility, and recovery from a torn tail and from a flipped bit.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
 
@@ -67,7 +68,10 @@ fn appends_roll_segments_and_read_back() {
         assert!(m.store_timestamp > 0);
     }
     let oversized = &mut record("T", 0, &vec![0u8; 5000]);
-    assert!(matches!(log.append_durable(oversized, "T", 0), Err(StoreError::RecordTooLarge { .. })));
+    assert!(matches!(
+        log.append_durable(oversized, "T", 0),
+        Err(StoreError::RecordTooLarge { .. })
+    ));
     let mut garbage = vec![0u8; 100];
     assert!(matches!(log.append_durable(&mut garbage, "T", 0), Err(StoreError::BadRecord(_))));
     log.close().unwrap();
@@ -205,7 +209,10 @@ fn batches_land_together_with_consecutive_queue_offsets() {
         let first = results[0].physical_offset;
         let last = results[4].physical_offset + u64::from(results[4].size_bytes) - 1;
         assert_eq!(first / 4096, last / 4096, "a batch never straddles segments");
-        assert!(log.flushed_offset() > last, "SYNC_FLUSH: the whole batch is durable once waited for");
+        assert!(
+            log.flushed_offset() > last,
+            "SYNC_FLUSH: the whole batch is durable once waited for"
+        );
     }
     let msgs = read_all(&log);
     assert_eq!(msgs.len(), 16);

@@ -6,6 +6,7 @@
 //! checks the raw segment files (every record after the previous end is valid up to at most one
 //! torn record, then only zeros), reopens the store, and asserts every record ever acknowledged
 //! is there byte for byte. `PETREL_CRASH_ITERATIONS` (default 100) sets the number of kills.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
 

@@ -1,6 +1,7 @@
 //! The message store end to end on real files: dispatch into consume queues, reads with
 //! RocketMQ's statuses and tag filtering, offset lookups, waiting for entries, restart, and
 //! consume queues cut back when the commit log's recovery cuts a torn tail.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
 
@@ -124,7 +125,9 @@ fn queues_survive_restart_and_follow_a_cut_commit_log() {
     let store = MessageStore::open(config(dir.path(), FlushMode::Sync)).unwrap();
     assert_eq!(store.queue_offsets("T", 3), (0, 10));
     // one more message, dispatched, then a crash before any checkpoint covers it
-    store.append_durable(&mut tagged_record("T", 3, &body(99, 120), None), "T", 3).unwrap();
+    store
+        .append_durable(&mut tagged_record("T", 3, &body(99, 120), None), "T", 3)
+        .unwrap();
     wait_dispatched(&store);
     assert_eq!(store.queue_offsets("T", 3), (0, 11));
     let r = store.get_messages("T", 3, 10, 1, None);

@@ -66,7 +66,9 @@ fn the_stage_is_bounded_and_the_written_end_follows_the_writer() {
     })
     .unwrap();
     // The first append waits for the first segment (the writer is paused: it is only staged).
-    let mut staged = log.append_owned(&mut BytesMut::from(&record("T", 0, &body(1, 900))[..]), "T", 0).unwrap();
+    let mut staged = log
+        .append_owned(&mut BytesMut::from(&record("T", 0, &body(1, 900))[..]), "T", 0)
+        .unwrap();
     let refused = loop {
         let mut r = BytesMut::from(&record("T", 0, &body(1, 900))[..]);
         match log.try_append_owned(&mut r, "T", 0) {
@@ -77,7 +79,11 @@ fn the_stage_is_bounded_and_the_written_end_follows_the_writer() {
         assert!(staged.len() < 100, "the stage never filled");
     };
     assert!(!refused.is_empty(), "a refused append keeps its buffer");
-    assert!((4..=6).contains(&staged.len()), "{} records of ~1 KiB staged under a 4 KiB bound", staged.len());
+    assert!(
+        (4..=6).contains(&staged.len()),
+        "{} records of ~1 KiB staged under a 4 KiB bound",
+        staged.len()
+    );
     assert_eq!(log.max_offset(), 0, "nothing is readable before the writer writes it");
     assert!(log.read_record(0).unwrap().is_none());
     pause.store(false, Ordering::Release);
@@ -85,8 +91,14 @@ fn the_stage_is_bounded_and_the_written_end_follows_the_writer() {
     log.wait_written(end).unwrap();
     assert_eq!(log.max_offset(), end);
     log.wait_durable(end).unwrap();
-    assert!(log.read_record(staged[0].physical_offset).unwrap().is_some(), "readable once durable (SYNC_FLUSH)");
-    assert_eq!(staged.iter().map(|r| r.queue_offset).collect::<Vec<_>>(), (0..staged.len() as i64).collect::<Vec<_>>());
+    assert!(
+        log.read_record(staged[0].physical_offset).unwrap().is_some(),
+        "readable once durable (SYNC_FLUSH)"
+    );
+    assert_eq!(
+        staged.iter().map(|r| r.queue_offset).collect::<Vec<_>>(),
+        (0..staged.len() as i64).collect::<Vec<_>>()
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Retention by age and by disk use, and the flush's failure modes: a failed flush fails every
 //! waiting append and refuses later ones; a slow flush answers with a distinct timeout.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
 
@@ -24,7 +25,9 @@ fn store_config(root: &std::path::Path) -> MessageStoreConfig {
 
 fn fill(store: &MessageStore, n: u64) {
     for i in 0..n {
-        store.append_durable(&mut tagged_record("R", 0, &body(i, 500), None), "R", 0).unwrap();
+        store
+            .append_durable(&mut tagged_record("R", 0, &body(i, 500), None), "R", 0)
+            .unwrap();
     }
     for _ in 0..10_000 {
         if store.dispatched_offset() >= store.commit_log().readable_end() {
@@ -99,7 +102,9 @@ fn a_full_disk_deletes_the_oldest_segment_per_pass_but_never_the_current_one() {
         segments(dir.path()).len() <= 2,
         "only the segment being written and the one prepared after it are left"
     );
-    store.append_durable(&mut tagged_record("R", 0, b"still writable", None), "R", 0).unwrap();
+    store
+        .append_durable(&mut tagged_record("R", 0, b"still writable", None), "R", 0)
+        .unwrap();
 }
 
 fn log_config(dir: &std::path::Path) -> CommitLogConfig {

@@ -146,8 +146,8 @@ config_table! {
             "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
         "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
             "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
-        "warmMapedFileEnable" => warm_maped_file_enable: bool = true;
-            "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). RocketMQ's key (its spelling); RocketMQ's default is `false`."
+        "warmMapedFileEnable" => warm_maped_file_enable: Option<bool> = None;
+            "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). It costs a second write of every byte of the log, which only SYNC_FLUSH earns back: unset, it is on under SYNC_FLUSH and off under ASYNC_FLUSH (with the Java benchmark tools under ASYNC_FLUSH it cost a quarter of the throughput). RocketMQ's key (its spelling); RocketMQ's default is `false`."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
             "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
         "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
@@ -287,7 +287,7 @@ impl BrokerConfig {
         log.file_reserved_time = Duration::from_secs(self.file_reserved_time_hours * 3600);
         log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
         log.max_flush_waiters = self.max_durability_waiters;
-        log.zero_fill_segments = self.warm_maped_file_enable;
+        log.zero_fill_segments = self.warm_maped_file_enable.unwrap_or(self.flush_disk_type == FlushMode::Sync);
         store.commit_log = log;
         store
     }
@@ -329,7 +329,11 @@ pub fn markdown_table(section: Section) -> String {
     let mut out = String::from("| Key | Default | Meaning |\n|---|---|---|\n");
     for k in KEYS.iter().filter(|k| k.section == section) {
         let default = (k.default)();
-        let default = if default.is_empty() { "*(none)*".to_owned() } else { format!("`{default}`") };
+        let default = if default.is_empty() {
+            "*(none)*".to_owned()
+        } else {
+            format!("`{default}`")
+        };
         out.push_str(&format!("| `{}` | {default} | {} |\n", k.key, k.doc));
     }
     out

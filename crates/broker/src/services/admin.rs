@@ -57,7 +57,6 @@ pub struct AdminService {
 }
 
 impl AdminService {
-    #[expect(clippy::too_many_arguments, reason = "the service's collaborators, wired once")]
     #[must_use]
     pub fn new(
         config: Arc<BrokerConfig>,
@@ -164,7 +163,11 @@ impl AdminService {
         let store = self.store.clone();
         let found = self
             .pool
-            .run(move || u64::try_from(offset).ok().and_then(|o| store.commit_log().read_record(o).ok().flatten()))?
+            .run(move || {
+                u64::try_from(offset)
+                    .ok()
+                    .and_then(|o| store.commit_log().read_record(o).ok().flatten())
+            })?
             .await?;
         found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))
     }
@@ -220,10 +223,17 @@ impl AdminService {
         put("pageCacheLockTimeMills", "0".to_owned());
         put("earliestMessageTimeStamp", self.earliest_message_time().to_string());
         put("commitLogDiskRatio", format!("{disk_ratio}"));
-        put(&format!("commitLogDiskRatio_{}", log.config().dir.display()), format!("{disk_ratio}"));
+        put(
+            &format!("commitLogDiskRatio_{}", log.config().dir.display()),
+            format!("{disk_ratio}"),
+        );
         put(
             "commitLogMinOffset",
-            if log.max_offset() == 0 { "-1".into() } else { log.min_offset().to_string() },
+            if log.max_offset() == 0 {
+                "-1".into()
+            } else {
+                log.min_offset().to_string()
+            },
         );
         put("commitLogMaxOffset", log.max_offset().to_string());
         put(
@@ -246,10 +256,20 @@ impl AdminService {
         put("putMessageSizeTotal", put_bytes.to_string());
         put(
             "putMessageAverageSize",
-            if puts == 0 { "0.0".into() } else { format!("{:.1}", put_bytes as f64 / puts as f64) },
+            if puts == 0 {
+                "0.0".into()
+            } else {
+                format!("{:.1}", put_bytes as f64 / puts as f64)
+            },
         );
         put("putMessageFailedTimes", self.stats.put_failures.load(Ordering::Relaxed).to_string());
-        for k in ["timerReadBehind", "timerOffsetBehind", "timerCongestNum", "timerEnqueueTps", "timerDequeueTps"] {
+        for k in [
+            "timerReadBehind",
+            "timerOffsetBehind",
+            "timerCongestNum",
+            "timerEnqueueTps",
+            "timerDequeueTps",
+        ] {
             put(k, "0".to_owned());
         }
         put("consumerConnections", consumers.to_string());

@@ -416,7 +416,10 @@ mod tests {
         let groups = GroupService::open(dir.path(), 16, true, &[]).unwrap();
         let (a, b) = (FakeClient::new(1), FakeClient::new(2));
         assert!(groups.register_consumer(channel(&a, "A"), &consumer_data("G", "T", "*")).unwrap());
-        assert!(!groups.register_consumer(channel(&a, "A"), &consumer_data("G", "T", "*")).unwrap(), "a repeat changes nothing");
+        assert!(
+            !groups.register_consumer(channel(&a, "A"), &consumer_data("G", "T", "*")).unwrap(),
+            "a repeat changes nothing"
+        );
         assert!(groups.register_consumer(channel(&b, "B"), &consumer_data("G", "T", "*")).unwrap());
         assert_eq!(groups.consumer_ids("G"), ["A", "B"]);
         assert_eq!(a.notifications(), 2, "told of itself joining, then of B");
@@ -443,7 +446,10 @@ mod tests {
         let reopened = GroupService::open(dir.path(), 2, false, &[]).unwrap();
         assert!(reopened.is_known("G1") && reopened.is_known("FromOffsets"));
         let refused = reopened.register_consumer(channel(&c, "A"), &consumer_data("G3", "T", "*"));
-        assert!(matches!(refused, Err(BrokerError::GroupNotExist(_))), "autoCreateSubscriptionGroup=false");
+        assert!(
+            matches!(refused, Err(BrokerError::GroupNotExist(_))),
+            "autoCreateSubscriptionGroup=false"
+        );
     }
 
     #[test]

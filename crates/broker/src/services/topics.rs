@@ -380,7 +380,11 @@ mod tests {
         m.settle().await.unwrap();
         let m = TopicService::open(dir.path(), settings(false, 100)).unwrap();
         assert_eq!(m.get("T1").unwrap().read_queue_nums, 4);
-        assert_eq!(m.get("TBW102").unwrap().perm & perm::INHERIT, 0, "TBW102 follows autoCreateTopicEnable");
+        assert_eq!(
+            m.get("TBW102").unwrap().perm & perm::INHERIT,
+            0,
+            "TBW102 follows autoCreateTopicEnable"
+        );
         assert!(matches!(m.for_send("T2", "TBW102", 4), Err(BrokerError::TopicNotExist(_))));
     }
 
@@ -399,7 +403,11 @@ mod tests {
         let full = m.for_send("B", "TBW102", 4);
         assert!(matches!(full, Err(BrokerError::LimitReached(r)) if r.contains("maxTopics")));
         m.create_or_update(TopicConfig::new("A", 2, 6)).await.unwrap();
-        assert_eq!(m.get("A").unwrap().write_queue_nums, 2, "updating an existing topic is not creating one");
+        assert_eq!(
+            m.get("A").unwrap().write_queue_nums,
+            2,
+            "updating an existing topic is not creating one"
+        );
         assert!(m.delete("A").await.unwrap());
         assert!(m.for_send("B", "TBW102", 4).unwrap().1, "room again after a delete");
         assert!(matches!(m.delete("TBW102").await, Err(BrokerError::InvalidParameter(_))));

@@ -66,7 +66,13 @@ impl NameServer {
 
 impl Handler for NameServer {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-        self.handle_from(&request, Origin { connection: Some(conn.id()) }).into()
+        self.handle_from(
+            &request,
+            Origin {
+                connection: Some(conn.id()),
+            },
+        )
+        .into()
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

@@ -1,5 +1,5 @@
 //! Records for store tests: real RocketMQ records built with petrel-protocol.
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use bytes::Bytes;
 use petrel_protocol::message::MessageExt;

@@ -123,7 +123,10 @@ impl ConsumeService {
     /// # Errors
     /// An unknown topic, no read permission, a bad queue id, an unusable subscription, or a bound.
     pub async fn pull(&self, req: PullRequest) -> Result<PullOutcome, BrokerError> {
-        let topic = self.topics.get(&req.topic).ok_or_else(|| BrokerError::topic_not_exist(&req.topic))?;
+        let topic = self
+            .topics
+            .get(&req.topic)
+            .ok_or_else(|| BrokerError::topic_not_exist(&req.topic))?;
         if topic.perm & perm::READ == 0 {
             return Err(BrokerError::NoPermission(format!(
                 "the topic[{}] pulling message is forbidden",
@@ -152,7 +155,9 @@ impl ConsumeService {
         })?;
         let (store, offset) = (&self.store, req.queue_offset);
         self.long_poll
-            .wait(&place, &req.topic, req.queue_id, hold, || store.queue_offsets(&req.topic, req.queue_id).1 > offset)
+            .wait(&place, &req.topic, req.queue_id, hold, || {
+                store.queue_offsets(&req.topic, req.queue_id).1 > offset
+            })
             .await;
         drop(place);
         self.read(&req, filter).await

@@ -30,7 +30,11 @@ async fn pulls_filter_by_tag_and_report_rocketmq_statuses() {
     let t = TestBroker::start(|_| {});
     for i in 0..6 {
         let tag = if i % 2 == 0 { "A" } else { "B" };
-        t.broker.produce.send(send_request("PullTopic", 0, tag, format!("m{i}").as_bytes())).await.unwrap();
+        t.broker
+            .produce
+            .send(send_request("PullTopic", 0, tag, format!("m{i}").as_bytes()))
+            .await
+            .unwrap();
     }
     t.wait_dispatched();
     let consume = &t.broker.consume;
@@ -43,7 +47,11 @@ async fn pulls_filter_by_tag_and_report_rocketmq_statuses() {
         })
         .await
         .unwrap();
-    let bodies: Vec<Vec<u8>> = decode_messages(&only_a.body).unwrap().into_iter().map(|m| m.body.to_vec()).collect();
+    let bodies: Vec<Vec<u8>> = decode_messages(&only_a.body)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.body.to_vec())
+        .collect();
     assert_eq!(bodies, [b"m0".to_vec(), b"m2".to_vec(), b"m4".to_vec()]);
     let caught_up = consume.pull(pull("PullTopic", 0, 6)).await.unwrap();
     assert_eq!(caught_up.status, GetStatus::OffsetOverflowOne);
@@ -51,7 +59,10 @@ async fn pulls_filter_by_tag_and_report_rocketmq_statuses() {
     let too_far = consume.pull(pull("PullTopic", 0, 60)).await.unwrap();
     assert_eq!((too_far.status, too_far.next_begin_offset), (GetStatus::OffsetOverflowBadly, 6));
     assert!(matches!(consume.pull(pull("Nope", 0, 0)).await, Err(BrokerError::TopicNotExist(_))));
-    assert!(matches!(consume.pull(pull("PullTopic", 9, 0)).await, Err(BrokerError::InvalidParameter(_))));
+    assert!(matches!(
+        consume.pull(pull("PullTopic", 9, 0)).await,
+        Err(BrokerError::InvalidParameter(_))
+    ));
     t.stop().await;
 }
 
@@ -86,7 +97,11 @@ async fn a_held_pull_answers_when_a_message_arrives_or_when_its_hold_ends() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let sent_at = Instant::now();
     t.send_n("Held", 0, 1).await;
-    let got = tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap().unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
     assert_eq!((got.status, got.message_count), (GetStatus::Found, 1));
     assert!(sent_at.elapsed() < Duration::from_secs(2), "woken by the arrival, not the hold");
     t.stop().await;
@@ -177,7 +192,10 @@ async fn sql92_and_oversized_tag_sets_are_refused() {
         subscription: tags(&many.join(" || ")),
         ..pull("Filters", 0, 0)
     };
-    assert!(matches!(t.broker.consume.pull(wide).await, Err(BrokerError::SubscriptionParseFailed(_))));
+    assert!(matches!(
+        t.broker.consume.pull(wide).await,
+        Err(BrokerError::SubscriptionParseFailed(_))
+    ));
     assert_ne!(java_string_hash("t1"), 0);
     t.stop().await;
 }

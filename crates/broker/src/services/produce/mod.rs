@@ -156,7 +156,11 @@ impl ProduceService {
         let p = self.prepare(&req)?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
         let log = self.store.commit_log();
-        let mark = if self.sync_flush() { log.flushed_watermark() } else { log.written_watermark() };
+        let mark = if self.sync_flush() {
+            log.flushed_watermark()
+        } else {
+            log.written_watermark()
+        };
         let slot = mark.reserve().map_err(|e| match e {
             WaitError::Busy { .. } => BrokerError::Busy(format!("[DURABILITY_WAITERS_FULL] {e}")),
             other => BrokerError::Unavailable(other.to_string()),
@@ -212,7 +216,10 @@ impl ProduceService {
     /// Appends inline when the store can without blocking, else on the store pool.
     async fn append(&self, p: Prepared) -> Result<Vec<AppendResult>, BrokerError> {
         let Prepared {
-            mut records, topic, queue_id, ..
+            mut records,
+            topic,
+            queue_id,
+            ..
         } = p;
         match self.store.try_append_owned(&mut records, &topic, queue_id) {
             Err(StoreError::WouldBlock(_)) => {}

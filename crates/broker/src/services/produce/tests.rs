@@ -15,7 +15,10 @@ async fn a_send_to_a_new_topic_creates_it_stores_the_record_and_names_it_in_the_
     let second = t.broker.produce.send(send_request("NewTopic", 2, "A", b"again")).await.unwrap();
     assert_eq!(first.durability, Durability::Stored);
     assert_eq!((first.queue_id, first.queue_offset, second.queue_offset), (2, 0, 1));
-    assert!(first.transaction_id.is_some(), "the broker assigns UNIQ_KEY when the client did not");
+    assert!(
+        first.transaction_id.is_some(),
+        "the broker assigns UNIQ_KEY when the client did not"
+    );
     let (host, offset) = decode_offset_msg_id(&first.msg_id).unwrap();
     assert_eq!(host, t.broker.store_host);
     let record = t.broker.store.commit_log().read_record(offset as u64).unwrap().unwrap();
@@ -23,7 +26,10 @@ async fn a_send_to_a_new_topic_creates_it_stores_the_record_and_names_it_in_the_
     assert_eq!((m.topic.as_str(), m.queue_id, m.body.as_ref()), ("NewTopic", 2, &b"hello"[..]));
     assert_eq!(m.properties.get("TAGS").map(String::as_str), Some("A"));
     assert_eq!(m.properties.get("CLUSTER").map(String::as_str), Some("DefaultCluster"));
-    assert!(t.name_server.topic_route("NewTopic").is_some(), "answered after the name server knew the topic");
+    assert!(
+        t.name_server.topic_route("NewTopic").is_some(),
+        "answered after the name server knew the topic"
+    );
     t.stop().await;
 }
 
@@ -31,7 +37,12 @@ async fn a_send_to_a_new_topic_creates_it_stores_the_record_and_names_it_in_the_
 async fn under_sync_flush_a_send_is_answered_only_once_durable() {
     let t = TestBroker::start(|c| c.flush_disk_type = FlushMode::Sync);
     for i in 0..20 {
-        let out = t.broker.produce.send(send_request("SyncTopic", 0, "A", format!("m{i}").as_bytes())).await.unwrap();
+        let out = t
+            .broker
+            .produce
+            .send(send_request("SyncTopic", 0, "A", format!("m{i}").as_bytes()))
+            .await
+            .unwrap();
         assert_eq!(out.durability, Durability::Stored);
         let (_, offset) = decode_offset_msg_id(&out.msg_id).unwrap();
         assert!(
@@ -50,11 +61,18 @@ async fn refusals_write_nothing() {
     let t = TestBroker::start(|c| c.max_message_size_bytes = 16);
     let log_end = || t.broker.store.commit_log().max_offset();
     let produce = &t.broker.produce;
-    let cases: Vec<(SendRequest, fn(&BrokerError) -> bool)> = vec![
-        (send_request("bad topic", 0, "A", b"x"), |e| matches!(e, BrokerError::InvalidParameter(_))),
-        (send_request("SCHEDULE_TOPIC_XXXX", 0, "A", b"x"), |e| matches!(e, BrokerError::NoPermission(_))),
+    type Case = (SendRequest, fn(&BrokerError) -> bool);
+    let cases: Vec<Case> = vec![
+        (send_request("bad topic", 0, "A", b"x"), |e| {
+            matches!(e, BrokerError::InvalidParameter(_))
+        }),
+        (send_request("SCHEDULE_TOPIC_XXXX", 0, "A", b"x"), |e| {
+            matches!(e, BrokerError::NoPermission(_))
+        }),
         (send_request("T", 99, "A", b"x"), |e| matches!(e, BrokerError::InvalidParameter(_))),
-        (send_request("T", 0, "A", &[b'x'; 17]), |e| matches!(e, BrokerError::MessageIllegal(_))),
+        (send_request("T", 0, "A", &[b'x'; 17]), |e| {
+            matches!(e, BrokerError::MessageIllegal(_))
+        }),
         (
             SendRequest {
                 properties: Some("TRAN_MSG\u{1}true\u{2}".into()),
