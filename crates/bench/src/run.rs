@@ -268,7 +268,7 @@ async fn produce(ctx: ProducerCtx) {
                     .map(|_| BatchItem {
                         flag: 0,
                         body: body(w.message_bytes, born_us),
-                        properties: Properties::new(),
+                        properties: Properties::default(),
                     })
                     .collect();
                 match Client::batch_request(&group, q, &w.topic, &items, born_ms) {
@@ -279,7 +279,7 @@ async fn produce(ctx: ProducerCtx) {
                     }
                 }
             }
-            _ => Client::send_request(&group, q, &w.topic, body(w.message_bytes, born_us), &Properties::new(), born_ms),
+            _ => Client::send_request(&group, q, &w.topic, body(w.message_bytes, born_us), &Properties::default(), born_ms),
         };
         let bytes = per_message * w.message_bytes as u64;
         let timeout = w.timeout;

@@ -252,7 +252,7 @@ impl Client {
         born_ms: i64,
     ) -> Result<RemotingCommand, ClientError> {
         let body = encode_batch(items).map_err(|e| ClientError::BadAnswer(e.to_string()))?;
-        let mut req = Self::send_request(producer_group, q, topic, body, &Properties::new(), born_ms);
+        let mut req = Self::send_request(producer_group, q, topic, body, &Properties::default(), born_ms);
         req.code = rc::SEND_BATCH_MESSAGE;
         req.put_ext("m", "true");
         Ok(req)

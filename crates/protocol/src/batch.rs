@@ -74,7 +74,7 @@ mod tests {
 
     #[test]
     fn round_trip_and_bad_sizes() {
-        let mut p = Properties::new();
+        let mut p = Properties::default();
         p.insert("UNIQ_KEY".into(), "ABC".into());
         let items = vec![
             BatchItem {

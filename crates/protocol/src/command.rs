@@ -14,7 +14,9 @@ use crate::error::ProtocolError;
 
 /// `extFields`: the string map that carries every typed header. Insertion order is kept so a
 /// decoded command re-encodes byte for byte.
-pub type ExtFields = IndexMap<String, String>;
+/// Header fields in arrival order. Hashed with foldhash: a header map is built and read for
+/// every request, and SipHash's resistance to chosen keys buys nothing on a few short names.
+pub type ExtFields = IndexMap<String, String, foldhash::fast::RandomState>;
 
 /// Flag bit 0: this frame is a response.
 pub const FLAG_RESPONSE: i32 = 0x1;
@@ -132,7 +134,9 @@ impl RemotingCommand {
 
     /// Inserts one `extFields` entry, creating the map if the command had none.
     pub fn put_ext(&mut self, key: impl Into<String>, value: impl Into<String>) {
-        self.ext_fields.get_or_insert_with(ExtFields::new).insert(key.into(), value.into());
+        self.ext_fields
+            .get_or_insert_with(ExtFields::default)
+            .insert(key.into(), value.into());
     }
 
     /// Serializes the header alone in `self.serialize_type`.
@@ -231,19 +235,27 @@ fn len_i32(len: usize, field: &'static str) -> Result<i32, ProtocolError> {
 /// write the property separators 0x01 and 0x02.
 pub(crate) fn push_json_string(out: &mut String, s: &str) {
     out.push('"');
-    for ch in s.chars() {
-        match ch {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Copy the runs that need no escape whole; only ASCII controls, quote and backslash do.
+    let mut run_start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            c if c < 0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&s[run_start..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{b:04x}");
+        } else {
+            out.push_str(escape);
         }
+        run_start = i + 1;
     }
+    out.push_str(&s[run_start..]);
     out.push('"');
 }
 
@@ -388,7 +400,7 @@ fn decode_binary_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError>
         })?;
         let area = c.take(ext_len, "extFields")?;
         let mut e = Cursor { buf: area, pos: 0 };
-        let mut map = ExtFields::new();
+        let mut map = ExtFields::default();
         while e.pos < area.len() {
             let klen = e.i16("extFields key length")?;
             let key = e.string(klen.into(), "extFields key")?;

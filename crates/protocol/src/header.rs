@@ -20,7 +20,7 @@ pub trait CommandHeader: Sized {
     fn from_ext(ext: &ExtFields) -> Result<Self, HeaderError>;
 
     fn to_ext(&self) -> ExtFields {
-        let mut ext = ExtFields::new();
+        let mut ext = ExtFields::default();
         self.write_ext(&mut ext);
         ext
     }
@@ -29,7 +29,7 @@ pub trait CommandHeader: Sized {
     fn from_command(cmd: &RemotingCommand) -> Result<Self, HeaderError> {
         match &cmd.ext_fields {
             Some(ext) => Self::from_ext(ext),
-            None => Self::from_ext(&ExtFields::new()),
+            None => Self::from_ext(&ExtFields::default()),
         }
     }
 }
@@ -620,7 +620,7 @@ mod tests {
 
     #[test]
     fn required_and_invalid_fields_are_typed() {
-        let mut ext = ExtFields::new();
+        let mut ext = ExtFields::default();
         ext.insert("topic".into(), "T".into());
         assert_eq!(GetMaxOffsetRequestHeader::from_ext(&ext), Err(HeaderError::Missing("queueId")));
         ext.insert("queueId".into(), "x1".into());

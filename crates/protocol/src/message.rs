@@ -113,7 +113,7 @@ impl Default for MessageExt {
             reconsume_times: 0,
             prepared_transaction_offset: 0,
             body: Bytes::new(),
-            properties: Properties::new(),
+            properties: Properties::default(),
             body_crc: 0,
             version: MessageVersion::V1,
         }
@@ -484,7 +484,7 @@ mod tests {
     /// The 153-byte worked example of the protocol reference, §5.1.
     #[test]
     fn reference_worked_example() {
-        let mut props = Properties::new();
+        let mut props = Properties::default();
         props.insert("TAGS".into(), "A".into());
         props.insert("WAIT".into(), "true".into());
         props.insert("UNIQ_KEY".into(), "7F00000100002A9F0000000000000000".into());

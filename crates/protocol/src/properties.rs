@@ -8,7 +8,8 @@ use indexmap::IndexMap;
 use crate::error::MessageError;
 
 /// Ordered name → value map of message properties.
-pub type Properties = IndexMap<String, String>;
+/// Message properties in order (foldhash: see [`crate::ExtFields`]).
+pub type Properties = IndexMap<String, String, foldhash::fast::RandomState>;
 
 /// Separates a property's name from its value.
 pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
@@ -103,7 +104,7 @@ pub fn encode_properties(props: &Properties) -> Result<String, MessageError> {
 /// would fold it into the value); empty values are kept so nothing a producer sent is lost
 /// between broker and consumer. A final pair without its 0x02 is accepted.
 pub fn decode_properties(s: &str) -> Properties {
-    let mut props = Properties::new();
+    let mut props = Properties::default();
     for (name, value) in pairs(s) {
         props.insert(name.to_owned(), value.to_owned());
     }
@@ -183,7 +184,7 @@ mod tests {
 
     #[test]
     fn separators_refused() {
-        let mut p = Properties::new();
+        let mut p = Properties::default();
         p.insert("k".into(), "bad\u{2}value".into());
         assert!(encode_properties(&p).is_err());
     }

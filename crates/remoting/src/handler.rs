@@ -22,7 +22,9 @@ pub enum Reply {
     /// The answer, ready now.
     Now(RemotingCommand),
     /// Answered when the future completes; the connection keeps serving meanwhile, up to its
-    /// bound on requests in flight.
+    /// bound on requests in flight. The connection polls it once at once (with a waker that
+    /// does nothing) and spawns it only if it is not ready, so it must not count on that first
+    /// poll's waker — no future built on tokio's primitives does.
     Later(Deferred),
 }
 

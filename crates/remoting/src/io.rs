@@ -174,7 +174,16 @@ impl State {
             match handler.handle(conn, command) {
                 Reply::None => {}
                 Reply::Now(answer) => encode(&answer, &mut self.wbuf),
-                Reply::Later(deferred) => conn.spawn_answer(deferred),
+                Reply::Later(mut deferred) => {
+                    // Most deferred answers are ready at once (an ASYNC_FLUSH send whose own
+                    // thread wrote it): answer those here and spawn only the ones that wait.
+                    // A future polled again by its task re-registers that task's waker.
+                    match deferred.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+                        Poll::Ready(Some(answer)) => encode(&answer, &mut self.wbuf),
+                        Poll::Ready(None) => {}
+                        Poll::Pending => conn.spawn_answer(deferred),
+                    }
+                }
             }
         }
     }

@@ -3,14 +3,16 @@
 //! interval under ASYNC_FLUSH) that publishes the flushed offset as a [`Watermark`], and
 //! recovered after a crash by checking each record after the checkpoint.
 //!
-//! An append assigns offsets and hands the record's own buffer to the writer thread, all under
-//! the put-message lock — no copy and no system call there. The writer thread writes batches
-//! with `pwritev` into the page cache and publishes the written end (readers and ASYNC_FLUSH
-//! sends follow it); the flusher makes them durable with `fdatasync` and publishes the flushed
-//! end (SYNC_FLUSH sends follow it). The mapping of each segment serves reads only. (Writing through the mapping and syncing with
-//! `msync` cost 2.7× as much per sync on the reference disk: every sync must write-protect each
-//! page the writer dirtied, with TLB shootdowns, and the writer then faults on it again —
-//! `group_commit` in examples/ measures both.)
+//! An append assigns offsets and hands the record's own buffer to the stage, all under the
+//! put-message lock — no copy and no system call there. Whoever then finds no write in progress
+//! writes the stage into the page cache and publishes the written end (readers and ASYNC_FLUSH
+//! sends follow it); the flusher makes it durable with `fdatasync` and publishes the flushed
+//! end (SYNC_FLUSH sends follow it). Under SYNC_FLUSH the write is `pwritev`: a sync of pages
+//! dirtied through the mapping cost 2.7× as much on the reference disk (every sync must
+//! write-protect each such page, with TLB shootdowns, and the writer then faults on it again —
+//! `group_commit` in examples/ measures both), and SYNC_FLUSH pays a sync per send. Under
+//! ASYNC_FLUSH, with a sync every 500 ms, the write is a copy into the mapping: a system call
+//! per batch cost more than those rare syncs ([`WritePath`]).
 //!
 //! Owns: offset assignment (physical and per-queue), segment rolling, and the three threads
 //! that keep blocking work off the append path — the flusher, the checkpointer and the segment
@@ -54,6 +56,32 @@ pub enum FlushMode {
     Async,
 }
 
+/// How the writer puts staged records into the page cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WritePath {
+    /// `Mapping` under ASYNC_FLUSH, `Syscall` under SYNC_FLUSH.
+    Auto,
+    /// `pwritev`: what a sync must write back was written through the file, so `fdatasync`
+    /// has no mapped pages to write-protect (the cheaper sync, for SYNC_FLUSH's every send).
+    Syscall,
+    /// A copy into the segment's mapping: no system call per batch (ASYNC_FLUSH, whose rare
+    /// syncs can afford the write-protect cycle). Falls back to `Syscall` for a segment whose
+    /// blocks are not all allocated.
+    Mapping,
+}
+
+impl CommitLogConfig {
+    /// Whether the writer copies into mappings, for this flush mode.
+    #[must_use]
+    pub fn writes_through_mapping(&self) -> bool {
+        match self.write_path {
+            WritePath::Auto => self.flush_mode == FlushMode::Async,
+            WritePath::Syscall => false,
+            WritePath::Mapping => true,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct CommitLogConfig {
     pub dir: PathBuf,
@@ -78,6 +106,8 @@ pub struct CommitLogConfig {
     /// Bytes handed to the writer thread and not yet written, at most; beyond it an append
     /// waits (or, on the non-blocking path, is handed back).
     pub max_staged_bytes: usize,
+    /// How staged records reach the page cache.
+    pub write_path: WritePath,
     /// Write zeros over each new segment before it is used (RocketMQ `warmMapedFileEnable`):
     /// its blocks are then written extents, and a flush carries no extent conversion.
     pub zero_fill_segments: bool,
@@ -109,6 +139,7 @@ impl CommitLogConfig {
             disk_max_used_ratio: 0.75,
             max_flush_waiters: 65_536,
             zero_fill_segments: false,
+            write_path: WritePath::Auto,
             max_staged_bytes: 64 << 20,
             inject_flush_failure: None,
             inject_flush_delay_ms: None,

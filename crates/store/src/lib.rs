@@ -19,7 +19,7 @@ mod wakeup;
 mod watermark;
 mod writer;
 
-pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport};
+pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use error::{Result, StoreError};
 pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};

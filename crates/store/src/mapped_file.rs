@@ -77,6 +77,9 @@ pub struct MappedFile {
     map: MmapMut,
     /// Base of `map`, for writes through `&self` (see [`MappedFile::write_at`]).
     base: *mut u8,
+    /// Every block of the file is allocated, so a store through the mapping cannot meet a full
+    /// disk (which would be SIGBUS, not an error); see [`MappedFile::accepts_mapped_writes`].
+    blocks_allocated: bool,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as the struct; concurrent access is
@@ -136,7 +139,7 @@ impl MappedFile {
         }
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         crate::checkpoint::sync_dir(dir)?;
-        Self::map(path, file, start_offset)
+        Self::map(path, file, start_offset, true)
     }
 
     /// Opens an existing segment, which must have exactly `size_bytes`.
@@ -153,10 +156,15 @@ impl MappedFile {
                 reason: format!("segment has {len} bytes, expected {size_bytes}"),
             });
         }
-        Self::map(path.to_path_buf(), file, start_offset)
+        // A file another broker wrote may be sparse; allocating its holes now (a no-op for our
+        // own files) is what lets writes go through the mapping. Where that fails (a full disk,
+        // a file system without fallocate) the segment is written with system calls only.
+        // SAFETY: plain syscall on an open descriptor.
+        let allocated = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size_bytes as libc::off_t) } == 0;
+        Self::map(path.to_path_buf(), file, start_offset, allocated)
     }
 
-    fn map(path: PathBuf, file: File, start_offset: u64) -> Result<MappedFile> {
+    fn map(path: PathBuf, file: File, start_offset: u64, blocks_allocated: bool) -> Result<MappedFile> {
         // SAFETY: the file is ours (the store holds its directory) and stays open while mapped;
         // nothing truncates it while the map lives.
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| StoreError::io(&path, e))?;
@@ -167,7 +175,32 @@ impl MappedFile {
             file,
             map,
             base,
+            blocks_allocated,
         })
+    }
+
+    /// Whether [`MappedFile::copy_runs`] may be used: every block is allocated, so a store
+    /// through the mapping never needs space the disk may not have.
+    pub fn accepts_mapped_writes(&self) -> bool {
+        self.blocks_allocated
+    }
+
+    /// Copies `runs` back to back from position `pos` through the mapping: no system call.
+    ///
+    /// # Safety
+    /// As [`MappedFile::write_at`]: no other thread touches the range until it is published.
+    pub unsafe fn copy_runs(&self, pos: usize, runs: &[Bytes]) {
+        assert!(
+            self.blocks_allocated,
+            "mapped writes only into allocated blocks: {}",
+            self.path.display()
+        );
+        let mut at = pos;
+        for run in runs {
+            // SAFETY: forwarded from the caller.
+            unsafe { self.write_at(at, run) };
+            at += run.len();
+        }
     }
 
     pub fn start_offset(&self) -> u64 {

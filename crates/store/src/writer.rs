@@ -1,7 +1,7 @@
 //! Writing staged records: whoever finds no write in progress — usually the appender that just
 //! staged its record, on its own thread, else the writer thread as a backstop — takes every
-//! record staged so far (in log order), writes them into the segments' page cache with
-//! `pwritev` (a batch per call), publishes the written end (which readers, the dispatcher, the
+//! record staged so far (in log order), writes them into the segments' page cache (`pwritev`, a
+//! batch per call, or under ASYNC_FLUSH a copy into the mapping), publishes the written end (which readers, the dispatcher, the
 //! flusher and ASYNC_FLUSH sends follow), and goes on until the stage is empty. At low load an
 //! append is written by its own thread with no hand-off; at high load one writer carries many.
 //!
@@ -39,7 +39,14 @@ fn write_batch(s: &Shared, batch: &[Staged]) -> Result<u64> {
             i += 1;
         }
         assert!(!runs.is_empty(), "staged runs are contiguous within a segment, in log order");
-        seg.pwritev((start - seg.start_offset()) as usize, &runs)?;
+        let pos = (start - seg.start_offset()) as usize;
+        if s.config.writes_through_mapping() && seg.accepts_mapped_writes() {
+            // SAFETY: only the thread holding the `writing` flag writes, and only past the
+            // written end, which no reader passes until `publish`.
+            unsafe { seg.copy_runs(pos, &runs) };
+        } else {
+            seg.pwritev(pos, &runs)?;
+        }
     }
     Ok(batch.last().map_or(0, |b| b.end))
 }

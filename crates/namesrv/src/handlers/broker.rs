@@ -44,7 +44,7 @@ pub(super) fn register(ns: &NameServer, request: &RemotingCommand, origin: Origi
         connection: origin.connection,
     });
     // A lone master: no HA server and no master address to report, so an empty header.
-    answer(request, resp::SUCCESS).with_ext_fields(ExtFields::new())
+    answer(request, resp::SUCCESS).with_ext_fields(ExtFields::default())
 }
 
 pub(super) fn unregister(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {

@@ -10,7 +10,7 @@ pub fn record(topic: &str, queue_id: i32, body: &[u8]) -> Vec<u8> {
 
 /// A record carrying `TAGS` when `tag` is given.
 pub fn tagged_record(topic: &str, queue_id: i32, body: &[u8], tag: Option<&str>) -> Vec<u8> {
-    let mut properties = petrel_protocol::Properties::new();
+    let mut properties = petrel_protocol::Properties::default();
     if let Some(t) = tag {
         properties.insert("TAGS".into(), t.into());
     }

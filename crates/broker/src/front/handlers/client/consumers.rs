@@ -21,7 +21,11 @@ pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remot
         return Reply::Now(from_error(&request, &e));
     }
     let body = body::to_json(&ConsumerListBody { consumer_id_list: ids });
-    Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::new()).with_body(body))
+    Reply::Now(
+        answer(&request, resp::SUCCESS)
+            .with_ext_fields(ExtFields::default())
+            .with_body(body),
+    )
 }
 
 pub(crate) fn connections(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {

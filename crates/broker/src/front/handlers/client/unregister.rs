@@ -15,5 +15,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     broker
         .groups
         .unregister(&h.client_id, h.producer_group.as_deref(), h.consumer_group.as_deref());
-    Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::new()))
+    Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::default()))
 }

@@ -28,6 +28,6 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
             resp::QUERY_NOT_FOUND,
             "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
         )
-        .with_ext_fields(petrel_protocol::ExtFields::new()),
+        .with_ext_fields(petrel_protocol::ExtFields::default()),
     )
 }
