@@ -115,6 +115,7 @@ echo "| broker | flush | send msg/s | avg RT | max RT (whole run) | send failed 
 echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 cat "$out"/*.row
 echo
-echo "The disk's group-commit limit on the same disk (16 writers, 1 KiB, one fdatasync per batch), beside Petrel's commit log alone:"
+echo "The disk's group-commit limit on the same disk (16 writers, 1 KiB, one fdatasync per batch), beside Petrel's commit log alone,"
+echo "on fresh files and on zero-filled ones (the steady state under SYNC_FLUSH):"
 echo
 target/release/examples/group_commit "$work/group-commit" 20 16 1024

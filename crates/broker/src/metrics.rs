@@ -268,7 +268,7 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
     histogram(
         out,
         "petrel_commitlog_append_seconds",
-        "Time inside the put-message lock per append (offsets, patch, copy).",
+        "Time inside the put-message lock per append (offsets, patch, hand-off to the stage).",
         &log.append_ns.snapshot(),
         1e-9,
     );

@@ -11,6 +11,7 @@
 //!
 //!   cargo bench -p petrel-lock --bench contention
 //!   LOCK_BENCH_THREADS=1,4 LOCK_BENCH_SIZES=2 LOCK_BENCH_WORK=0,1024 cargo bench -p petrel-lock --bench contention
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use std::cell::UnsafeCell;
 use std::collections::BTreeMap;

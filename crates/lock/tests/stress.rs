@@ -2,6 +2,7 @@
 //! under each lock; for the adaptive lock a chaos thread forces mode swaps both ways throughout,
 //! and tiny windows make the policy itself swap too. Any overlap shows as a lost increment or
 //! as two holders seen at once.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use std::cell::UnsafeCell;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,5 +1,6 @@
 //! Property tests: encode → decode is the identity for commands, stored messages and batches,
 //! and no byte string makes a decoder panic.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 use bytes::Bytes;
 use petrel_protocol::batch::{BatchItem, decode_batch, encode_batch};

@@ -5,6 +5,7 @@
 //! the `.txt` beside the pcap says; binary headers must re-encode byte for byte, JSON headers to
 //! an equal value; and every typed header and body we know must read the real bytes and write
 //! them back unchanged.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
 
