@@ -350,19 +350,25 @@ fn metric_value(text: &str, series: &str) -> f64 {
         .unwrap()
 }
 
-#[test]
-fn prometheus_endpoint_counts_what_was_sent() {
+/// `petrel serve` with the Prometheus endpoint on a free loopback port, and that port.
+fn start_with_metrics(extra: &[&str]) -> (Petrel, u16) {
     let metrics_port = common::free_port();
-    let petrel = Petrel::start(&[
+    let port_setting = format!("metricsPromExporterPort={metrics_port}");
+    let mut args = vec![
         "--set",
         "metricsExporterType=PROM",
         "--set",
         "metricsPromExporterHost=127.0.0.1",
         "--set",
-        &format!("metricsPromExporterPort={metrics_port}"),
-        "--set",
-        "putMessageLock=mutex",
-    ]);
+        &port_setting,
+    ];
+    args.extend_from_slice(extra);
+    (Petrel::start(&args), metrics_port)
+}
+
+#[test]
+fn prometheus_endpoint_counts_what_was_sent() {
+    let (petrel, metrics_port) = start_with_metrics(&["--set", "putMessageLock=mutex"]);
     let (status, before) = http_get(metrics_port, "/metrics");
     assert_eq!(status, "HTTP/1.1 200 OK");
     let acquisitions_before = metric_value(&before, "petrel_put_lock_acquisitions_total{kind=\"mutex\"}");
@@ -415,17 +421,7 @@ fn served_after_retries(port: u16) -> bool {
 
 #[test]
 fn connections_beyond_max_connections_are_closed_on_arrival_and_the_others_kept() {
-    let metrics_port = common::free_port();
-    let petrel = Petrel::start(&[
-        "--set",
-        "maxConnections=3",
-        "--set",
-        "metricsExporterType=PROM",
-        "--set",
-        "metricsPromExporterHost=127.0.0.1",
-        "--set",
-        &format!("metricsPromExporterPort={metrics_port}"),
-    ]);
+    let (petrel, metrics_port) = start_with_metrics(&["--set", "maxConnections=3"]);
     let mut held: Vec<Client> = (0..3).map(|_| petrel.broker()).collect();
     for c in &mut held {
         assert_eq!(c.call(runtime_info()).code, resp::SUCCESS);
