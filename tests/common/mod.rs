@@ -37,6 +37,11 @@ impl Petrel {
         p
     }
 
+    /// The broker process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("petrel.log")
     }

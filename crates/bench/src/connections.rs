@@ -4,7 +4,8 @@
 //! Idle clients live in worker processes (`petrel bench connections-worker`, one per
 //! `--per-process` connections: a process can hold only as many sockets as its open-file limit),
 //! each connection sending a HEART_BEAT as a producer when it connects and every
-//! `--heartbeat-s`, as the official clients do. For each connection count the broker's
+//! `--heartbeat-s`, as the official clients do (spread over the interval, as clients started at
+//! different moments spread them). For each connection count the broker's
 //! anonymous resident memory is read from /proc before and after, and the producer workload runs
 //! with the connections open; a run without them comes first, as the baseline.
 //!
@@ -133,19 +134,23 @@ pub async fn worker(args: WorkerArgs) -> Result<(), BenchError> {
         }
     });
     tokio::pin!(stdin_closed);
-    let mut tick = tokio::time::interval(Duration::from_secs(args.heartbeat_s.max(1)));
+    // Independent clients started at different moments heartbeat at different moments: one
+    // client's heartbeat per slot, each client once per interval, rather than all at once.
+    let interval = Duration::from_secs(args.heartbeat_s.max(1));
+    let slot = interval / u32::try_from(conns.len().max(1)).unwrap_or(u32::MAX);
+    let mut tick = tokio::time::interval(slot.max(Duration::from_micros(100)));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
-    loop {
+    for (conn, id) in conns.iter().cycle() {
         tokio::select! {
             _ = &mut stdin_closed => return Ok(()),
             _ = tick.tick() => {
-                for (conn, id) in &conns {
-                    // A heartbeat that fails is counted by the broker's expiry, not here.
-                    let _ = conn.call(heartbeat_request(id), Duration::from_secs(30)).await;
-                }
+                // A heartbeat that fails is counted by the broker's expiry, not here.
+                let _ = conn.call(heartbeat_request(id), Duration::from_secs(30)).await;
             }
         }
     }
+    Ok(())
 }
 
 struct Workers(Vec<Child>);
