@@ -81,6 +81,12 @@ impl Broker {
             .map_err(io)?,
         );
         let table = Arc::new(OffsetTable::open(&root).map_err(io)?);
+        if store.commit_log().recovery_report().unclean {
+            let clamped = table.clamp_to_queue_max(|topic, queue_id| store.queue_offsets(topic, queue_id).1);
+            if clamped > 0 {
+                table.persist().map_err(io)?;
+            }
+        }
         let groups =
             Arc::new(GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups()).map_err(io)?);
         let offsets = Arc::new(OffsetService::new(table, groups.clone(), store.clone(), pool.clone()));

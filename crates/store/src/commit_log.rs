@@ -111,6 +111,9 @@ pub struct CommitLogConfig {
     /// Write zeros over each new segment before it is used (RocketMQ `warmMapedFileEnable`):
     /// its blocks are then written extents, and a flush carries no extent conversion.
     pub zero_fill_segments: bool,
+    /// Recovery cuts the log at a damaged record even when valid records follow it (which
+    /// are then lost); by default it refuses to start instead (see `recovery.rs`).
+    pub truncate_corruption: bool,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
     #[doc(hidden)]
     pub inject_flush_failure: Option<Arc<AtomicBool>>,
@@ -139,6 +142,7 @@ impl CommitLogConfig {
             disk_max_used_ratio: 0.75,
             max_flush_waiters: 65_536,
             zero_fill_segments: false,
+            truncate_corruption: false,
             write_path: WritePath::Auto,
             max_staged_bytes: 64 << 20,
             inject_flush_failure: None,
@@ -778,11 +782,22 @@ impl CommitLog {
             return None;
         }
         let seg = self.shared.segment_at(offset)?;
-        let pos = (offset - seg.start_offset()) as usize;
+        let seg_size = self.shared.config.segment_size_bytes;
+        let pos = offset - seg.start_offset();
+        // Any offset may come from a client (VIEW_MESSAGE_BY_ID): everything read must lie in
+        // this segment and below the readable end, and start like a message.
+        if pos + BLANK_BYTES > seg_size {
+            return None;
+        }
+        let pos = pos as usize;
         let head = seg.slice(pos, 8);
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
         let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
-        if magic == BLANK_MAGIC_CODE || size <= 0 || offset + size as u64 > end {
+        if (magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2)
+            || size <= 0
+            || offset + size as u64 > end
+            || pos as u64 + size as u64 > seg_size
+        {
             return None;
         }
         Some(f(seg.slice(pos, size as usize)))
@@ -880,6 +895,18 @@ impl CommitLog {
         }
         Self::write_checkpoint(&self.shared)?;
         mark_clean(&self.shared.config.dir)
+    }
+
+    /// Stops every thread at once, as a crash would, and fails whoever waits: for tests that
+    /// model a power failure at this instant (see `power_loss`). Nothing is written after it
+    /// returns; the log must then be dropped, not used.
+    #[doc(hidden)]
+    pub fn halt_as_if_crashed(&self) {
+        self.shared.writable.store(false, Ordering::Release);
+        self.stop_threads(true);
+        self.shared.written.fail("halted");
+        self.shared.flushed.fail("halted");
+        self.shared.stage_space.notify_all();
     }
 
     fn stop_threads(&self, abandon: bool) {

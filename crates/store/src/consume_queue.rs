@@ -2,7 +2,11 @@
 //! i32, tag hash i64), entry `n` for queue offset `n`, in fixed-size mapped segments.
 //!
 //! Owns: one queue's entries, its min/max offsets and its recovery. Must never: accept an
-//! entry out of order — a duplicate (re-dispatch after a crash) is skipped, a gap is refused.
+//! entry out of order — a duplicate (re-dispatch after a crash) is skipped, a gap is refused —
+//! or keep an entry the commit log contradicts: a re-dispatched record whose slot holds another
+//! commit-log offset means the slot is stale (the log gave that queue offset to a new record
+//! after a crash), so the queue is cut back to it and the log's record takes the slot. Segments
+//! are held as mappings only, without a file descriptor each.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -83,7 +87,9 @@ impl ConsumeQueue {
         found.sort_unstable();
         let mut segments = Vec::new();
         for start in found {
-            segments.push(Arc::new(MappedFile::open(&dir.join(format!("{start:020}")), start, segment_bytes)?));
+            segments.push(Arc::new(
+                MappedFile::open(&dir.join(format!("{start:020}")), start, segment_bytes)?.mapping_only(),
+            ));
         }
         let min_offset = segments.first().map_or(0, |s| (s.start_offset() / CQ_ENTRY_BYTES) as i64);
         // The end: first slot that is empty or points past the commit log.
@@ -142,9 +148,24 @@ impl ConsumeQueue {
     /// Appends the entry for `queue_offset`; the dispatcher calls this in commit-log order.
     pub fn append(&self, queue_offset: i64, entry: CqEntry) -> Result<CqAppend> {
         let _w = self.write.lock();
-        let max = self.max_offset();
+        let mut max = self.max_offset();
         if queue_offset < max {
-            return Ok(CqAppend::Duplicate);
+            match self.entry_at(queue_offset) {
+                Some(e) if e.commit_log_offset == entry.commit_log_offset => return Ok(CqAppend::Duplicate),
+                // Below the min offset: retention removed it, nothing to check against.
+                None if queue_offset < self.min_offset() => return Ok(CqAppend::Duplicate),
+                stale => {
+                    tracing::warn!(
+                        topic = %self.topic, queue_id = self.queue_id, queue_offset,
+                        stale = ?stale.map(|e| e.commit_log_offset), log = entry.commit_log_offset,
+                        "consume-queue entries disagree with the commit log; cutting the queue back to the log"
+                    );
+                    // Readers stop at the max first, then the slots go.
+                    self.max_offset.store(queue_offset, Ordering::Release);
+                    self.clear_from(queue_offset)?;
+                    max = queue_offset;
+                }
+            }
         }
         if queue_offset > max {
             return Err(StoreError::Layout {
@@ -159,7 +180,7 @@ impl ConsumeQueue {
             match existing {
                 Some(s) => s,
                 None => {
-                    let s = Arc::new(MappedFile::create(&self.dir, start, self.segment_bytes)?);
+                    let s = Arc::new(MappedFile::create(&self.dir, start, self.segment_bytes)?.mapping_only());
                     self.segments.write().push(s.clone());
                     s
                 }

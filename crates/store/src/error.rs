@@ -25,6 +25,18 @@ pub enum StoreError {
     WouldBlock(&'static str),
     #[error("malformed record: {0}")]
     BadRecord(String),
+    #[error(
+        "commit log damaged in {path} at offset {offset} ({reason}), with valid records after it (the next at {next_valid}): \
+         refusing to start rather than discard them; restore the segment, or set truncateCorruptLog=true to cut the log at {offset}"
+    )]
+    Corrupt {
+        path: String,
+        offset: u64,
+        next_valid: u64,
+        reason: String,
+    },
+    #[error("queue {topic}:{queue_id} cannot take messages: its consume queue cannot be written ({reason}); other queues can")]
+    QueueUnavailable { topic: String, queue_id: i32, reason: String },
     #[error("store layout problem in {path}: {reason}")]
     Layout { path: String, reason: String },
 }

@@ -21,6 +21,7 @@ use crate::checkpoint::Checkpoint;
 use crate::commit_log::{FlushMode, Shared};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
+use crate::watermark::WaitError;
 
 /// Longest sleep of an idle SYNC_FLUSH flusher; appends wake it sooner (a safety net only).
 const SYNC_IDLE_SLEEP: Duration = Duration::from_secs(1);
@@ -145,7 +146,7 @@ fn checkpoint_loop(s: &Shared) {
                 .sleep_unless(left.max(Duration::from_millis(1)), || s.shutdown.load(Ordering::Acquire));
         }
         let (end, queue_offsets) = s.checkpoint_snapshot();
-        match s.flushed.wait_blocking(end, patience) {
+        match wait_flushed_unless_stopping(s, end, patience) {
             Ok(()) => {
                 let cp = Checkpoint {
                     flushed_offset: end,
@@ -157,8 +158,22 @@ fn checkpoint_loop(s: &Shared) {
                     tracing::warn!(error = %e, "checkpoint not written; recovery would start at the previous one");
                 }
             }
-            Err(crate::watermark::WaitError::Failed(_)) => return,
+            Err(WaitError::Failed(_)) => return,
             Err(_) => {}
+        }
+    }
+}
+
+/// Waits for the flushed watermark to pass `end`, in short slices so that a stop (a crash in
+/// tests: the flusher is gone and the watermark will not move) ends the wait at once.
+fn wait_flushed_unless_stopping(s: &Shared, end: u64, patience: Duration) -> std::result::Result<(), WaitError> {
+    const SLICE: Duration = Duration::from_millis(50);
+    let started = Instant::now();
+    loop {
+        match s.flushed.wait_blocking(end, SLICE) {
+            Err(WaitError::TimedOut { .. })
+                if started.elapsed() < patience && !s.abandon.load(Ordering::Acquire) && !s.shutdown.load(Ordering::Acquire) => {}
+            other => return other,
         }
     }
 }

@@ -13,6 +13,7 @@ mod error;
 mod flusher;
 mod mapped_file;
 mod message_store;
+pub mod power_loss;
 mod recovery;
 mod stats;
 mod wakeup;

@@ -72,14 +72,19 @@ fn write_zeros(file: &File, size_bytes: u64, cancelled: &impl Fn() -> bool) -> s
 pub struct MappedFile {
     path: PathBuf,
     start_offset: u64,
-    /// Kept open: the commit log writes and syncs through it.
-    file: File,
+    /// Kept open for the commit log, which writes and syncs through it; `None` for files used
+    /// only through the mapping (consume queues), so that a broker with many queues does not
+    /// hold a descriptor per segment.
+    file: Option<File>,
     map: MmapMut,
     /// Base of `map`, for writes through `&self` (see [`MappedFile::write_at`]).
     base: *mut u8,
     /// Every block of the file is allocated, so a store through the mapping cannot meet a full
     /// disk (which would be SIGBUS, not an error); see [`MappedFile::accepts_mapped_writes`].
     blocks_allocated: bool,
+    /// What this handle wrote and synced, for the power-failure model (`power_loss`); kept
+    /// only while a test asked for it.
+    syncs: Option<crate::power_loss::SyncTrack>,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as the struct; concurrent access is
@@ -137,9 +142,27 @@ impl MappedFile {
             let _ = std::fs::remove_file(&tmp);
             return Err(StoreError::io(&tmp, e));
         }
+        // The file's size and allocation are durable before its name is: a crash after the
+        // rename never leaves a segment whose metadata the journal lost.
+        file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
         crate::checkpoint::sync_dir(dir)?;
         Self::map(path, file, start_offset, true)
+    }
+
+    /// Drops the file descriptor, keeping the mapping (which holds the file by itself): for
+    /// files written and flushed only through the mapping. [`MappedFile::pwritev`] and
+    /// [`MappedFile::sync_data`] then fail.
+    #[must_use]
+    pub fn mapping_only(mut self) -> MappedFile {
+        self.file = None;
+        self
+    }
+
+    fn fd(&self) -> Result<&File> {
+        self.file
+            .as_ref()
+            .ok_or_else(|| StoreError::io(&self.path, std::io::Error::other("segment opened for mapped access only")))
     }
 
     /// Opens an existing segment, which must have exactly `size_bytes`.
@@ -170,9 +193,10 @@ impl MappedFile {
         let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|e| StoreError::io(&path, e))?;
         let base = map.as_mut_ptr();
         Ok(MappedFile {
+            syncs: crate::power_loss::SyncTrack::register(&path),
             path,
             start_offset,
-            file,
+            file: Some(file),
             map,
             base,
             blocks_allocated,
@@ -218,6 +242,9 @@ impl MappedFile {
     /// the commit log writes only past its published offset, under the put-message lock.
     pub unsafe fn write_at(&self, pos: usize, bytes: &[u8]) {
         assert!(pos + bytes.len() <= self.map.len(), "write past the end of {}", self.path.display());
+        if let Some(t) = &self.syncs {
+            t.wrote(pos, bytes.len());
+        }
         // SAFETY: in bounds (asserted); exclusive by the caller's contract.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(pos), bytes.len()) };
     }
@@ -233,7 +260,11 @@ impl MappedFile {
     /// Makes `[from, to)` durable (msync).
     pub fn flush_range(&self, from: usize, to: usize) -> Result<()> {
         if to > from {
+            let high = self.syncs.as_ref().map(crate::power_loss::SyncTrack::high_water);
             self.map.flush_range(from, to - from).map_err(|e| StoreError::io(&self.path, e))?;
+            if let (Some(t), Some(high), 0) = (&self.syncs, high, from) {
+                t.synced(high.min(to as u64));
+            }
         }
         Ok(())
     }
@@ -256,6 +287,10 @@ impl MappedFile {
         const MAX_IOVECS: usize = 1024;
         let total: usize = runs.iter().map(Bytes::len).sum();
         assert!(pos + total <= self.map.len(), "write past the end of {}", self.path.display());
+        let fd = self.fd()?.as_raw_fd();
+        if let Some(t) = &self.syncs {
+            t.wrote(pos, total);
+        }
         let mut at = pos;
         for chunk in runs.chunks(MAX_IOVECS) {
             let mut slices: Vec<std::io::IoSlice<'_>> = chunk.iter().map(|b| std::io::IoSlice::new(b)).collect();
@@ -263,7 +298,7 @@ impl MappedFile {
             while !left.is_empty() {
                 // SAFETY: the iovecs point into live buffers borrowed for this call; the
                 // descriptor is open.
-                let n = unsafe { libc::pwritev(self.file.as_raw_fd(), left.as_ptr().cast(), left.len() as i32, at as i64) };
+                let n = unsafe { libc::pwritev(fd, left.as_ptr().cast(), left.len() as i32, at as i64) };
                 if n < 0 {
                     let e = std::io::Error::last_os_error();
                     if e.kind() == std::io::ErrorKind::Interrupted {
@@ -283,6 +318,11 @@ impl MappedFile {
 
     /// Makes every byte written through the file durable (`fdatasync`).
     pub fn sync_data(&self) -> Result<()> {
-        self.file.sync_data().map_err(|e| StoreError::io(&self.path, e))
+        let high = self.syncs.as_ref().map(crate::power_loss::SyncTrack::high_water);
+        self.fd()?.sync_data().map_err(|e| StoreError::io(&self.path, e))?;
+        if let (Some(t), Some(high)) = (&self.syncs, high) {
+            t.synced(high);
+        }
+        Ok(())
     }
 }

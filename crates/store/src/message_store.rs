@@ -137,7 +137,23 @@ struct Inner {
     listener: RwLock<Option<DispatchListener>>,
     /// Wakes the dispatcher when more of the log is readable.
     wakeup: Arc<Wakeup>,
+    /// Queues whose consume queue could not be opened or written (EMFILE, `max_map_count`,
+    /// ENOSPC): their records are skipped by dispatch and re-dispatched once the queue can be
+    /// written again; sends to them are refused meanwhile. Other queues go on.
+    broken: Mutex<HashMap<QueueKey, BrokenQueue>>,
+    /// `broken.len()`, read on every append without taking the lock.
+    broken_count: AtomicU64,
 }
+
+/// A queue dispatch had to skip.
+struct BrokenQueue {
+    /// Commit-log offset of the first record not in its consume queue.
+    from: u64,
+    reason: String,
+}
+
+/// How often a broken queue is tried again.
+const BROKEN_QUEUE_RETRY: Duration = Duration::from_secs(1);
 
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
 pub type DispatchListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
@@ -148,7 +164,7 @@ pub struct MessageStore {
     closed: AtomicBool,
 }
 
-fn read_dispatch_checkpoint(root: &Path) -> Option<u64> {
+pub(crate) fn read_dispatch_checkpoint(root: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(root.join(DISPATCH_CHECKPOINT_FILE)).ok()?;
     let (offset, crc) = text.trim().split_once(' ')?;
     (petrel_protocol::message::body_crc(offset.as_bytes()).to_string() == crc).then(|| offset.parse().ok())?
@@ -194,6 +210,93 @@ impl Inner {
         Ok(q)
     }
 
+    /// Puts one record's entry in its queue; `None` when the queue is (or just became) broken
+    /// and the record was skipped.
+    fn dispatch_one(&self, topic: &str, queue_id: i32, queue_offset: i64, entry: CqEntry) -> Option<CqAppend> {
+        let key = (topic.to_owned(), queue_id);
+        if self.broken_count.load(Ordering::Acquire) > 0 && self.broken.lock().contains_key(&key) {
+            return None;
+        }
+        match self.queue_or_create(topic, queue_id).and_then(|q| q.append(queue_offset, entry)) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                self.mark_broken(topic, queue_id, entry.commit_log_offset, &e);
+                None
+            }
+        }
+    }
+
+    fn mark_broken(&self, topic: &str, queue_id: i32, from: u64, e: &StoreError) {
+        tracing::error!(topic, queue_id, error = %e, "consume queue cannot be written; refusing sends to that queue until it can");
+        let mut broken = self.broken.lock();
+        broken.entry((topic.to_owned(), queue_id)).or_insert(BrokenQueue {
+            from,
+            reason: e.to_string(),
+        });
+        self.broken_count.store(broken.len() as u64, Ordering::Release);
+    }
+
+    /// Why sends to the queue are refused, if they are.
+    fn queue_failure(&self, topic: &str, queue_id: i32) -> Option<String> {
+        if self.broken_count.load(Ordering::Acquire) == 0 {
+            return None;
+        }
+        self.broken.lock().get(&(topic.to_owned(), queue_id)).map(|b| b.reason.clone())
+    }
+
+    /// Tries every broken queue again: re-dispatches its records from where it broke up to the
+    /// dispatch point, and takes it off the list when that works.
+    fn retry_broken_queues(&self) {
+        let keys: Vec<(QueueKey, u64)> = self.broken.lock().iter().map(|(k, b)| (k.clone(), b.from)).collect();
+        for ((topic, queue_id), from) in keys {
+            let to = self.dispatched.load(Ordering::Acquire);
+            match self.redispatch_queue(&topic, queue_id, from, to) {
+                Ok(n) => {
+                    tracing::info!(topic, queue_id, entries = n, "consume queue writable again");
+                    let mut broken = self.broken.lock();
+                    broken.remove(&(topic.clone(), queue_id));
+                    self.broken_count.store(broken.len() as u64, Ordering::Release);
+                    drop(broken);
+                    if let Some(listener) = self.listener.read().clone() {
+                        listener(&topic, queue_id);
+                    }
+                }
+                Err(e) => tracing::debug!(topic, queue_id, error = %e, "consume queue still cannot be written"),
+            }
+        }
+    }
+
+    /// Appends the entries of one queue's records in `[from, to)` of the log (a scan of the
+    /// log: only after a queue broke, while its sends were refused).
+    fn redispatch_queue(&self, topic: &str, queue_id: i32, from: u64, to: u64) -> Result<u64> {
+        let q = self.queue_or_create(topic, queue_id)?;
+        let mut offset = self.log.next_record_offset(from, 0);
+        let mut count = 0;
+        while offset < to {
+            let Some(bytes) = self.log.read_record(offset)? else { break };
+            let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
+            if msg.queue_id == queue_id && msg.topic == topic {
+                let entry = CqEntry {
+                    commit_log_offset: offset,
+                    size_bytes: msg.size_bytes as u32,
+                    tags_code: tags_code(msg.tags()),
+                };
+                if q.append(msg.queue_offset, entry)? == CqAppend::Appended {
+                    count += 1;
+                }
+            }
+            offset = self.log.next_record_offset(offset, msg.size_bytes as u32);
+        }
+        Ok(count)
+    }
+
+    /// Where re-dispatch must start after a restart: the dispatch point, or the first record
+    /// a broken queue still lacks.
+    fn dispatch_restart_point(&self) -> u64 {
+        let at = self.dispatched.load(Ordering::Acquire);
+        self.broken.lock().values().map(|b| b.from).min().map_or(at, |f| f.min(at))
+    }
+
     /// Dispatches every readable record not yet in a consume queue; returns how many.
     fn dispatch_available(&self) -> Result<u64> {
         // The filler that ends a segment may have been written after the last look.
@@ -210,7 +313,7 @@ impl Inner {
                 size_bytes: used as u32,
                 tags_code: tags_code(msg.tags()),
             };
-            if self.queue_or_create(msg.topic, msg.queue_id)?.append(msg.queue_offset, entry)? == CqAppend::Appended {
+            if self.dispatch_one(msg.topic, msg.queue_id, msg.queue_offset, entry) == Some(CqAppend::Appended) {
                 count += 1;
                 if !touched.iter().any(|(t, q)| *q == msg.queue_id && t == msg.topic) {
                     touched.push((msg.topic.to_owned(), msg.queue_id));
@@ -234,7 +337,7 @@ impl Inner {
     }
 
     fn flush_queues(&self) -> Result<()> {
-        let at = self.dispatched.load(Ordering::Acquire);
+        let at = self.dispatch_restart_point();
         let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
         for q in queues {
             q.flush()?;
@@ -260,7 +363,12 @@ impl Inner {
         let mut last_flush = Instant::now();
         let mut last_retention = Instant::now();
         let mut last_record = Instant::now();
+        let mut last_retry = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
+            if self.broken_count.load(Ordering::Acquire) > 0 && last_retry.elapsed() >= BROKEN_QUEUE_RETRY {
+                last_retry = Instant::now();
+                self.retry_broken_queues();
+            }
             match self.dispatch_available() {
                 Ok(0) if last_record.elapsed() < DISPATCH_BUSY_WINDOW => std::thread::sleep(DISPATCH_BUSY_POLL),
                 Ok(0) => self.wakeup.sleep_unless(DISPATCH_IDLE_SLEEP, || {
@@ -312,6 +420,8 @@ impl MessageStore {
             new_entries: Condvar::new(),
             listener: RwLock::new(None),
             wakeup: Arc::new(Wakeup::default()),
+            broken: Mutex::new(HashMap::new()),
+            broken_count: AtomicU64::new(0),
             config,
         });
         let wakeup = inner.wakeup.clone();
@@ -327,8 +437,10 @@ impl MessageStore {
                     .map_err(|e| StoreError::io(topic.path(), e))?
                     .flatten()
                 {
-                    if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) {
-                        inner.queue_or_create(&name, id)?;
+                    if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+                        && let Err(e) = inner.queue_or_create(&name, id)
+                    {
+                        inner.mark_broken(&name, id, from, &e);
                     }
                 }
             }
@@ -361,26 +473,49 @@ impl MessageStore {
     /// Appends pre-encoded records without blocking or copying (see
     /// [`CommitLog::try_append_owned`]).
     pub fn try_append_owned(&self, records: &mut bytes::BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.check_queue(topic, queue_id)?;
         self.inner.log.try_append_owned(records, topic, queue_id)
+    }
+
+    /// Refuses a queue whose consume queue cannot be written (see [`MessageStore::queue_failure`]).
+    fn check_queue(&self, topic: &str, queue_id: i32) -> Result<()> {
+        match self.inner.queue_failure(topic, queue_id) {
+            None => Ok(()),
+            Some(reason) => Err(StoreError::QueueUnavailable {
+                topic: topic.to_owned(),
+                queue_id,
+                reason,
+            }),
+        }
+    }
+
+    /// Why sends to the queue are refused: its consume queue could not be created or written
+    /// (the dispatcher tries again every second); `None` for a healthy queue.
+    pub fn queue_failure(&self, topic: &str, queue_id: i32) -> Option<String> {
+        self.inner.queue_failure(topic, queue_id)
     }
 
     /// [`MessageStore::try_append_owned`] that may block (see [`CommitLog::append_owned`]).
     pub fn append_owned(&self, records: &mut bytes::BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.check_queue(topic, queue_id)?;
         self.inner.log.append_owned(records, topic, queue_id)
     }
 
     /// Appends one record and waits until it is written (see [`CommitLog::append`]).
     pub fn append(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.check_queue(topic, queue_id)?;
         self.inner.log.append(record, topic, queue_id)
     }
 
     /// Appends one record and waits until it is durable (see [`CommitLog::append_durable`]).
     pub fn append_durable(&self, record: &mut [u8], topic: &str, queue_id: i32) -> Result<AppendResult> {
+        self.check_queue(topic, queue_id)?;
         self.inner.log.append_durable(record, topic, queue_id)
     }
 
     /// Appends a batch and waits until it is written (see [`CommitLog::append_batch`]).
     pub fn append_batch(&self, records: &mut [u8], topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
+        self.check_queue(topic, queue_id)?;
         self.inner.log.append_batch(records, topic, queue_id)
     }
 
@@ -538,9 +673,21 @@ impl MessageStore {
             return Ok(());
         }
         self.stop_dispatcher();
+        if self.inner.config.commit_log.flush_mode == crate::FlushMode::Sync {
+            // Under SYNC_FLUSH only the durable part is dispatched: let the flusher take the rest.
+            self.inner.log.wait_durable(self.inner.log.max_offset())?;
+        }
         self.inner.dispatch_available()?;
         self.inner.flush_queues()?;
         self.inner.log.close()
+    }
+
+    /// Stops the dispatcher and the log's threads at once, as a crash would (see
+    /// [`CommitLog::halt_as_if_crashed`]); for power-failure tests.
+    #[doc(hidden)]
+    pub fn halt_as_if_crashed(&self) {
+        self.stop_dispatcher();
+        self.inner.log.halt_as_if_crashed();
     }
 
     /// Registers the function told about new consume-queue entries (replacing any earlier one).

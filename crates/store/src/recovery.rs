@@ -1,15 +1,31 @@
 //! Crash recovery of the commit log: open every segment (names, sizes, contiguity), scan from the
-//! checkpoint checking each record's size, magic and CRC, and cut everything after the last
-//! valid record.
+//! checkpoint checking each record's size, magic and CRC, and decide whether what follows the
+//! last valid record is a torn tail (cut it) or damage in the middle of the log (refuse to start).
+//!
+//! A torn tail is what a crash leaves past the last sync: the kernel writes pages back in any
+//! order, so some sectors of the unsynced window reached the disk and some did not. A sector
+//! that did not holds what its last sync wrote: the data up to that point, then zeros (segments
+//! are allocated, or zero-filled, before use). So a tear shows as zeros running up to a sector
+//! boundary. When a valid record follows the first bad one, recovery looks between them for
+//! that mark — an all-zero sector, a zero run from the bad record's start to a sector boundary,
+//! or one of at least [`TEAR_ZERO_RUN_BYTES`] ending at a sector boundary. Without it, the bad
+//! record sat among records that reached the disk — a flipped bit, a bad sector — and cutting
+//! there would throw away acknowledged messages: recovery stops with an error naming the
+//! segment and offset, unless the operator asked to truncate
+//! ([`CommitLogConfig::truncate_corruption`]). The test can be wrong both ways, rarely: a
+//! damaged record whose own bytes hold such a zero run (a body of zeros) is taken for a tear
+//! and cut; a tear that stopped fewer than 16 bytes before a sector's end, inside a record,
+//! is taken for damage and needs the operator.
 //!
 //! Owns: deciding where the valid log ends. Must never: read before the checkpoint (recovery
-//! time must not grow with the log), or keep bytes after the first record that fails its check.
+//! time must not grow with the log), keep bytes after a torn tail, or delete records that
+//! follow damage without the operator's say.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use petrel_protocol::message::{BLANK_MAGIC_CODE, MessageExt};
+use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt};
 
 use crate::checkpoint::{Checkpoint, QueueKey};
 use crate::commit_log::{BLANK_BYTES, CommitLogConfig, RecoveryReport};
@@ -116,24 +132,118 @@ pub(crate) fn recover(
         }
     }
     report.end_offset = offset;
-    // Cut the torn tail: zero the rest of the segment holding the end, delete later segments.
+    if let Some(found) = find_valid_record_after(segments, size, offset)
+        && !tear_between(segments, size, offset, found)
+    {
+        let seg = seg_for(offset).map_or_else(|| config.dir.clone(), |s| s.path().to_path_buf());
+        let reason = report
+            .stop_reason
+            .clone()
+            .unwrap_or_else(|| "zeros where a record should start".into());
+        if !config.truncate_corruption {
+            return Err(StoreError::Corrupt {
+                path: seg.display().to_string(),
+                offset,
+                next_valid: found,
+                reason,
+            });
+        }
+        tracing::error!(segment = %seg.display(), offset, next_valid = found, %reason,
+            "damaged record followed by valid ones: truncating because truncate_corruption is set");
+    }
+    cut_tail(config, segments, offset, &mut report)?;
+    Ok((queue_offsets, report))
+}
+
+/// Cuts everything from `offset` on: the newest segments go first (a crash part-way leaves a
+/// contiguous log, never a gap), the directory is synced, then the rest of the segment holding
+/// `offset` is zeroed.
+fn cut_tail(config: &CommitLogConfig, segments: &[Arc<MappedFile>], offset: u64, report: &mut RecoveryReport) -> Result<()> {
+    let size = config.segment_size_bytes;
+    let first = segments.first().map_or(0, |s| s.start_offset());
     let keep_start = offset - (offset - first) % size;
-    for seg in segments.iter().filter(|s| s.start_offset() + size > offset) {
+    let mut removed = false;
+    for seg in segments.iter().rev().filter(|s| s.start_offset() + size > offset) {
         let start = seg.start_offset();
         let from = offset.saturating_sub(start) as usize;
         let torn = torn_tail_len(seg.slice(from, size as usize - from));
         report.truncated_bytes += torn as u64;
         if start > keep_start {
             std::fs::remove_file(seg.path()).map_err(|e| StoreError::io(seg.path(), e))?;
-        } else if torn > 0 {
-            // No writer or reader exists yet, so a second map of the file may write it.
-            MappedFile::open(seg.path(), start, size)?.zero_range(from, from + torn)?;
+            removed = true;
+        } else {
+            if removed {
+                crate::checkpoint::sync_dir(&config.dir)?;
+            }
+            if torn > 0 {
+                // No writer or reader exists yet, so a second map of the file may write it.
+                MappedFile::open(seg.path(), start, size)?.zero_range(from, from + torn)?;
+            }
         }
     }
     if report.truncated_bytes > 0 {
         tracing::warn!(offset, bytes = report.truncated_bytes, reason = ?report.stop_reason, "cut the commit log's torn tail");
     }
-    Ok((queue_offsets, report))
+    Ok(())
+}
+
+/// Sector size of the zero test: the unit a disk writes atomically.
+const SECTOR_BYTES: u64 = 512;
+
+/// The offset of the first record after `from` (not at it) whose size, magic and CRC check,
+/// looking through the non-zero data that follows in every segment.
+fn find_valid_record_after(segments: &[Arc<MappedFile>], size: u64, from: u64) -> Option<u64> {
+    for seg in segments.iter().filter(|s| s.start_offset() + size > from) {
+        let start = seg.start_offset();
+        let pos = if from >= start { (from - start) as usize + 1 } else { 0 };
+        if pos as u64 >= size {
+            continue;
+        }
+        let tail = seg.slice(pos, size as usize - pos);
+        let region = &tail[..torn_tail_len(tail)];
+        for (i, w) in region.windows(8).enumerate() {
+            let magic = i32::from_be_bytes([w[4], w[5], w[6], w[7]]);
+            if magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2 {
+                continue;
+            }
+            let rec_size = i32::from_be_bytes([w[0], w[1], w[2], w[3]]);
+            if rec_size <= 0 || i as u64 + rec_size as u64 > region.len() as u64 {
+                continue;
+            }
+            if matches!(MessageExt::decode_verified(&region[i..]), Ok((_, used)) if used == rec_size as usize) {
+                return Some(start + (pos + i) as u64);
+            }
+        }
+    }
+    None
+}
+
+/// A zero run this long ending at a sector boundary marks a tear (record headers hold runs of
+/// up to 12 zero bytes of their own: a zero reconsume count and transaction offset).
+pub const TEAR_ZERO_RUN_BYTES: usize = 16;
+
+/// Whether `[from, to)` shows a tear: a zero run that ends at a sector boundary and either
+/// starts at `from` (the first record's start) or is at least [`TEAR_ZERO_RUN_BYTES`] long (a
+/// whole zero sector is one).
+fn tear_between(segments: &[Arc<MappedFile>], size: u64, from: u64, to: u64) -> bool {
+    let mut boundary = (from / SECTOR_BYTES + 1) * SECTOR_BYTES;
+    while boundary <= to {
+        let Some(seg) = segments
+            .iter()
+            .find(|s| s.start_offset() < boundary && boundary <= s.start_offset() + size)
+        else {
+            return false;
+        };
+        let sector_start = boundary - SECTOR_BYTES;
+        let lo = sector_start.max(from);
+        let bytes = seg.slice((lo - seg.start_offset()) as usize, (boundary - lo) as usize);
+        let run = bytes.iter().rev().take_while(|b| **b == 0).count();
+        if run >= TEAR_ZERO_RUN_BYTES || (run > 0 && run == bytes.len() && lo == from) {
+            return true;
+        }
+        boundary += SECTOR_BYTES;
+    }
+    false
 }
 
 #[cfg(test)]

@@ -225,38 +225,108 @@ fn torn_last_record_is_cut() {
     assert_eq!(next.queue_offset, 19, "queue offsets resume after the last valid record");
 }
 
+/// Flips one bit in the body of record `victim`.
+fn flip_bit(dir: &std::path::Path, placed: &[(u64, u32)], victim: usize) {
+    use std::os::unix::fs::FileExt;
+    let (off, size) = placed[victim];
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(segment_path(dir, off))
+        .unwrap();
+    let at = off % 4096 + u64::from(size) - 40; // inside the body
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+}
+
 #[test]
-fn flipped_bit_in_the_tail_cuts_from_that_record() {
+fn a_flipped_bit_before_valid_records_refuses_to_start_and_deletes_nothing() {
     let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(config(dir.path(), FlushMode::Sync)).unwrap();
+    let placed = fill(&log, 40);
+    drop(log); // crash
     let victim = 25;
-    let (log, placed) = crash_and_damage(dir.path(), |dir, placed| {
-        let (off, size) = placed[victim];
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(segment_path(dir, off))
-            .unwrap();
-        let at = off % 4096 + u64::from(size) - 40; // inside the body
-        let mut b = [0u8];
-        f.read_exact_at(&mut b, at).unwrap();
-        f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
-    });
+    flip_bit(dir.path(), &placed, victim);
+    let before = log_bytes(dir.path());
+    let err = CommitLog::open(config(dir.path(), FlushMode::Sync))
+        .err()
+        .expect("damage in the middle is not a torn tail");
+    match &err {
+        StoreError::Corrupt {
+            path, offset, next_valid, ..
+        } => {
+            assert_eq!(*offset, placed[victim].0, "names the damaged record");
+            assert_eq!(*next_valid, placed[victim + 1].0, "and the valid one after it");
+            assert!(
+                path.ends_with(&format!("{:020}", placed[victim].0 - placed[victim].0 % 4096)),
+                "{path}"
+            );
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
+    assert!(err.to_string().contains("truncateCorruptLog"), "says how to go on: {err}");
+    assert_eq!(log_bytes(dir.path()), before, "refusing deletes and zeroes nothing");
+
+    // The operator's choice: cut there.
+    let mut c = config(dir.path(), FlushMode::Sync);
+    c.truncate_corruption = true;
+    let log = CommitLog::open(c).unwrap();
     let r = log.recovery_report();
     assert_eq!(r.end_offset, placed[victim].0);
-    assert_eq!(r.records_scanned, victim as u64);
     assert!(r.stop_reason.as_deref().unwrap().contains("CRC"), "{r:?}");
     assert_eq!(read_all(&log).len(), victim);
-    // later segments were deleted (the one after the cut may exist again, prepared afresh by
-    // the allocator: then it holds nothing)
-    let last_seg = placed.last().unwrap().0 - placed.last().unwrap().0 % 4096;
-    if last_seg > placed[victim].0 - placed[victim].0 % 4096 {
-        let path = segment_path(dir.path(), last_seg);
+}
+
+#[test]
+fn a_torn_tail_with_a_later_page_on_disk_is_still_cut() {
+    // Write-back reaches the disk in any order: past the last sync, a later page may be there
+    // while an earlier one is not (zeros). That is a torn tail, not damage.
+    let dir = tempfile::tempdir().unwrap();
+    let zeroed = std::cell::Cell::new(0);
+    let (log, placed) = crash_and_damage(dir.path(), |dir, placed| {
+        // the last segment with a record starting past its second sector: that sector is lost
+        let seg = placed
+            .iter()
+            .filter(|(o, _)| o % 4096 >= 1024)
+            .map(|(o, _)| o - o % 4096)
+            .next_back()
+            .unwrap();
+        patch(dir, seg + 512, &[0u8; 512]);
+        zeroed.set(seg + 512);
+    });
+    let r = log.recovery_report();
+    assert!(r.end_offset <= zeroed.get(), "cut at or before the lost sector: {r:?}");
+    assert!(r.end_offset > zeroed.get() - 1024, "but not far before it: {r:?}");
+    assert!(r.truncated_bytes > 0);
+    assert!(read_all(&log).len() < placed.len());
+}
+
+#[test]
+fn the_cut_removes_later_segments_newest_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let (log, placed) = crash_and_damage(dir.path(), |dir, placed| {
+        // the record that opens the second segment is torn, and everything after it zeroed
+        let second = placed.iter().find(|(o, _)| *o >= 4096).unwrap().0;
+        for (o, s) in placed.iter().filter(|(o, _)| *o >= second) {
+            patch(dir, *o, &vec![0u8; *s as usize]);
+        }
+        patch(dir, second, &[0xAB; 16]);
+    });
+    assert_eq!(log.recovery_report().end_offset, 4096);
+    let kept: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+        .filter(|o| *o > 4096)
+        .collect();
+    for o in kept {
+        let path = segment_path(dir.path(), o);
         assert!(
-            !path.exists() || std::fs::read(&path).unwrap().iter().all(|b| *b == 0),
-            "the records after the cut are gone"
+            std::fs::read(&path).unwrap().iter().all(|b| *b == 0),
+            "{o}: prepared afresh, holds nothing"
         );
     }
+    assert!(placed.len() > read_all(&log).len());
 }
 
 #[test]

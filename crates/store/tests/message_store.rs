@@ -156,3 +156,85 @@ fn queues_survive_restart_and_follow_a_cut_commit_log() {
     assert_eq!(r.status, GetStatus::Found);
     assert_eq!(MessageExt::decode_verified(&r.body).unwrap().0.body.as_ref(), b"again");
 }
+
+#[test]
+fn a_queue_whose_consume_queue_cannot_be_created_fails_alone_and_catches_up_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+    // A file where the topic's directory must go: creating its consume queue fails (as EMFILE,
+    // `max_map_count` or ENOSPC would).
+    let blocker = dir.path().join("consumequeue").join("Bad");
+    std::fs::create_dir_all(blocker.parent().unwrap()).unwrap();
+    std::fs::write(&blocker, b"in the way").unwrap();
+    for i in 0..6u64 {
+        store.append(&mut tagged_record("Bad", 0, &body(i, 80), None), "Bad", 0).unwrap();
+        store.append(&mut tagged_record("Good", 0, &body(i, 80), None), "Good", 0).unwrap();
+    }
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("Good", 0), (0, 6), "the other queue is dispatched");
+    let refused = store.append(&mut tagged_record("Bad", 0, b"x", None), "Bad", 0).unwrap_err();
+    assert!(
+        matches!(&refused, petrel_store::StoreError::QueueUnavailable { queue_id: 0, .. }),
+        "{refused}"
+    );
+    assert!(store.queue_failure("Bad", 0).is_some() && store.queue_failure("Good", 0).is_none());
+    store.append(&mut tagged_record("Good", 0, b"more", None), "Good", 0).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("Good", 0).1, 7);
+
+    std::fs::remove_file(&blocker).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.queue_failure("Bad", 0).is_some() {
+        assert!(std::time::Instant::now() < deadline, "the queue was never retried");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(store.queue_offsets("Bad", 0), (0, 6), "every skipped record is in its queue now");
+    let got = store.get_messages("Bad", 0, 0, 32, None);
+    assert_eq!(got.message_count, 6);
+    store.append(&mut tagged_record("Bad", 0, b"again", None), "Bad", 0).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("Bad", 0).1, 7);
+    store.close().unwrap();
+}
+
+#[test]
+fn a_stale_consume_queue_slot_gives_way_to_the_commit_log() {
+    // A consume queue that kept entries the commit log no longer has (its records were lost and
+    // the queue offsets given to new records): the new records must be visible, not skipped as
+    // duplicates.
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), FlushMode::Sync);
+    let store = MessageStore::open(c.clone()).unwrap();
+    for i in 0..4u64 {
+        store.append(&mut tagged_record("S", 0, &body(i, 60), None), "S", 0).unwrap();
+    }
+    wait_dispatched(&store);
+    store.close().unwrap();
+    let cq = dir.path().join("consumequeue/S/0/00000000000000000000");
+    let saved = std::fs::read(&cq).unwrap();
+    // Start over: a fresh log whose queue S:0 restarts at offset 0, with the old queue file back.
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    std::fs::create_dir_all(dir.path()).unwrap();
+    let store = MessageStore::open(c.clone()).unwrap();
+    store.append(&mut tagged_record("pad", 0, &body(9, 333), None), "pad", 0).unwrap();
+    store.close().unwrap();
+    std::fs::create_dir_all(cq.parent().unwrap()).unwrap();
+    std::fs::write(&cq, &saved).unwrap();
+    std::fs::remove_file(dir.path().join("dispatch_checkpoint")).unwrap();
+    let store = MessageStore::open(c).unwrap();
+    let new: Vec<u64> = (0..2u64)
+        .map(|i| {
+            store
+                .append_durable(&mut tagged_record("S", 0, &body(100 + i, 70), None), "S", 0)
+                .unwrap()
+                .physical_offset
+        })
+        .collect();
+    wait_dispatched(&store);
+    let got = store.get_messages("S", 0, 0, 32, None);
+    assert_eq!(store.queue_offsets("S", 0).1, 2, "the stale entries are gone");
+    assert_eq!(got.message_count, 2, "{got:?} {new:?}");
+    let first = MessageExt::decode(&got.body).unwrap().0;
+    assert_eq!(first.commit_log_offset as u64, new[0], "entry 0 points at the new record");
+    store.close().unwrap();
+}

@@ -148,6 +148,8 @@ config_table! {
             "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
         "warmMapedFileEnable" => warm_maped_file_enable: Option<bool> = None;
             "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). It costs a second write of every byte of the log, which only SYNC_FLUSH earns back: unset, it is on under SYNC_FLUSH and off under ASYNC_FLUSH (with the Java benchmark tools under ASYNC_FLUSH it cost a quarter of the throughput). RocketMQ's key (its spelling); RocketMQ's default is `false`."
+        "truncateCorruptLog" => truncate_corrupt_log: bool = false;
+            "Petrel: what recovery does with a damaged commit-log record that has valid records after it (a flipped bit or a bad sector, not a torn tail). `false`: refuse to start, naming the segment and offset, so that an operator can restore the file; `true`: cut the log there, losing every record after it. A torn tail (a crash before the sync) is always cut."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
             "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
         "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
@@ -288,6 +290,7 @@ impl BrokerConfig {
         log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
         log.max_flush_waiters = self.max_durability_waiters;
         log.zero_fill_segments = self.warm_maped_file_enable.unwrap_or(self.flush_disk_type == FlushMode::Sync);
+        log.truncate_corruption = self.truncate_corrupt_log;
         store.commit_log = log;
         store
     }

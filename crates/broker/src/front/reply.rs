@@ -34,7 +34,9 @@ pub fn code_of(e: &BrokerError) -> i32 {
             StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
             StoreError::WouldBlock(_) => resp::SYSTEM_BUSY,
-            StoreError::Io { .. } | StoreError::Layout { .. } => resp::SYSTEM_ERROR,
+            StoreError::Io { .. } | StoreError::Layout { .. } | StoreError::Corrupt { .. } | StoreError::QueueUnavailable { .. } => {
+                resp::SYSTEM_ERROR
+            }
         },
     }
 }

@@ -334,4 +334,25 @@ mod tests {
         assert!(admin.view_message(1).await.is_err(), "no record starts at offset 1");
         t.stop().await;
     }
+
+    #[tokio::test]
+    async fn view_message_refuses_offsets_that_are_not_a_record_start() {
+        let t = TestBroker::start(|_| {});
+        let body = vec![b'v'; 4000];
+        for _ in 0..300 {
+            let req = crate::services::testing::send_request("ViewTopic", 0, "A", &body);
+            t.broker.produce.send(req).await.unwrap();
+        }
+        let segment = 1_i64 << 20;
+        assert!(t.broker.store.commit_log().max_offset() > segment as u64 + 8192, "the log rolled");
+        let admin = &t.broker.admin;
+        // Near the end of the first segment (in the filler, or in the last record), mid-record,
+        // past the end, negative: every one an error answer, none a panic.
+        for offset in [segment - 1, segment - 4, segment - 8, segment - 100, segment + 17, i64::MAX, -5] {
+            let err = admin.view_message(offset).await.unwrap_err();
+            assert!(err.to_string().contains("can not find message"), "offset {offset}: {err}");
+        }
+        assert!(admin.view_message(segment).await.is_ok(), "the second segment's first record");
+        t.stop().await;
+    }
 }

@@ -73,6 +73,37 @@ impl OffsetTable {
         groups
     }
 
+    /// Lowers every committed offset above its queue's max offset to that max; returns how many
+    /// were lowered. After an unclean shutdown the store may have lost records that consumers
+    /// had already read and committed (under ASYNC_FLUSH, what the OS had not written), and
+    /// hands their queue offsets to new records: an offset left above the recovered max would
+    /// skip those new messages.
+    pub fn clamp_to_queue_max(&self, max_offset: impl Fn(&str, i32) -> i64) -> usize {
+        let mut clamped = 0;
+        for (k, queues) in &mut self.committed.write().offset_table {
+            let Some((topic, group)) = k.split_once('@') else { continue };
+            for (queue_id, offset) in queues.iter_mut() {
+                let max = max_offset(topic, *queue_id);
+                if *offset > max {
+                    tracing::warn!(
+                        topic,
+                        group,
+                        queue_id,
+                        committed = *offset,
+                        max,
+                        "committed offset past the recovered queue: lowered to its max"
+                    );
+                    *offset = max;
+                    clamped += 1;
+                }
+            }
+        }
+        if clamped > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        clamped
+    }
+
     /// Writes the file if anything changed since the last write (off the runtime: the offset
     /// chore runs it on the blocking pool).
     ///
@@ -229,6 +260,39 @@ mod tests {
         assert_eq!(reopened.groups(), ["G"]);
         assert_eq!(offsets.topics_of_group("G"), ["T"]);
         t.stop().await;
+    }
+
+    #[tokio::test]
+    async fn after_an_unclean_shutdown_offsets_past_the_recovered_queue_are_lowered() {
+        let t = TestBroker::start(|_| {});
+        heartbeat_consumer(&t.broker, "G", "Lost");
+        t.send_n("Lost", 0, 4).await;
+        t.wait_dispatched();
+        // What a consumer committed for records an OS crash then lost: 9, past the 4 that remain.
+        t.broker.offsets.commit("G", "Lost", 0, 9).unwrap();
+        t.broker.offsets.commit("G", "Lost", 1, 0).unwrap();
+        let config = (*t.broker.config).clone();
+        let dir = t.dir.path().to_owned();
+        t.broker.shutdown().await.unwrap();
+        // The process died: the store's abort marker is still there.
+        std::fs::write(dir.join("commitlog").join("abort"), b"1").unwrap();
+        let broker = crate::Broker::open(config, crate::NameServers::Embedded(Arc::new(petrel_namesrv::NameServer::new()))).unwrap();
+        assert_eq!(broker.offsets.query("G", "Lost", 0), Some(4), "lowered to the queue's max");
+        assert_eq!(broker.offsets.query("G", "Lost", 1), Some(0), "offsets within the queue stay");
+        assert_eq!(
+            OffsetTable::open(&dir).unwrap().committed.read().offset_table["Lost@G"][&0],
+            4,
+            "and persisted"
+        );
+        // The next message takes queue offset 4, which the consumer reads next instead of skipping.
+        let next = broker
+            .produce
+            .send(crate::services::testing::send_request("Lost", 0, "A", b"new"))
+            .await
+            .unwrap();
+        assert_eq!(next.queue_offset, 4);
+        broker.shutdown().await.unwrap();
+        drop(t);
     }
 
     #[tokio::test]

@@ -1,0 +1,152 @@
+//! What a power failure leaves of a store directory — a model, for tests.
+//!
+//! `kill -9` keeps the page cache, so it cannot catch a missing sync; a power failure keeps only
+//! what was synced. Once a test calls [`record_syncs`], every segment file (commit log and
+//! consume queue) notes where its handle wrote and which of it a sync (`fdatasync`, `msync`)
+//! covered. After a crash — the store halted at an instant, or dropped without `close` —
+//! [`drop_unsynced`] rebuilds the files from that record: every byte a sync covered is kept;
+//! past the first byte no sync covered, each 4 KiB page reached the disk or not at random
+//! (write-back runs in any order), and a page that did not reads zeros from there on (segments
+//! are allocated, or zero-filled, before use, so their old content is zeros). Files replaced by
+//! an fsynced rename (checkpoints, metadata) are whole, old or new.
+//!
+//! Because the record is taken where the system calls are made, a flush that published its
+//! watermark without syncing, or a file written after its last sync, loses data here exactly
+//! as it would on a real machine. The model is conservative: a real sync writes a whole file.
+
+use std::collections::HashMap;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+/// Granularity of write-back in the model.
+pub const PAGE_BYTES: u64 = 4096;
+
+static RECORDING: AtomicBool = AtomicBool::new(false);
+
+/// Every file handle's record since [`record_syncs`]; bounded by the files a test opens.
+static TRACKS: Mutex<Vec<(PathBuf, Arc<Marks>)>> = Mutex::new(Vec::new());
+
+/// From now on, segment files record their writes and syncs (for the rest of the process).
+pub fn record_syncs() {
+    RECORDING.store(true, Ordering::Release);
+}
+
+#[derive(Default)]
+struct Marks {
+    /// End of the highest write.
+    high_water: AtomicU64,
+    /// Lowest position written and not yet covered by a sync; `u64::MAX` when none.
+    first_unsynced: AtomicU64,
+}
+
+/// One file handle's writes and syncs.
+pub(crate) struct SyncTrack(Arc<Marks>);
+
+impl SyncTrack {
+    /// A record for a new handle of `path`, if a test asked for records.
+    pub(crate) fn register(path: &Path) -> Option<SyncTrack> {
+        if !RECORDING.load(Ordering::Acquire) {
+            return None;
+        }
+        let marks = Arc::new(Marks {
+            high_water: AtomicU64::new(0),
+            first_unsynced: AtomicU64::new(u64::MAX),
+        });
+        TRACKS.lock().push((path.to_path_buf(), marks.clone()));
+        Some(SyncTrack(marks))
+    }
+
+    pub(crate) fn wrote(&self, pos: usize, len: usize) {
+        self.0.first_unsynced.fetch_min(pos as u64, Ordering::AcqRel);
+        self.0.high_water.fetch_max((pos + len) as u64, Ordering::AcqRel);
+    }
+
+    /// Read before a sync starts: what the sync will cover (files are written in order, so a
+    /// write racing with the sync lands at or past it).
+    pub(crate) fn high_water(&self) -> u64 {
+        self.0.high_water.load(Ordering::Acquire)
+    }
+
+    /// A sync that started when the high water was `covered` has finished.
+    pub(crate) fn synced(&self, covered: u64) {
+        let m = &self.0;
+        let mut cur = m.first_unsynced.load(Ordering::Acquire);
+        while cur < covered {
+            match m.first_unsynced.compare_exchange(cur, covered, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// What [`drop_unsynced`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PowerLoss {
+    /// Files that held bytes no sync covered.
+    pub files_touched: u64,
+    /// Pages past the synced point that reached the disk.
+    pub pages_kept: u64,
+    /// Pages past the synced point that did not.
+    pub pages_lost: u64,
+}
+
+/// A small deterministic generator (splitmix64), so that a failing seed can be replayed.
+struct Coin(u64);
+
+impl Coin {
+    fn flip(&mut self) -> bool {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) & 1 == 1
+    }
+}
+
+/// Applies a power failure to every file under `root` written since [`record_syncs`] (and
+/// forgets their records); `seed` picks which unsynced pages survive. Call it once the store
+/// has stopped (halted or dropped).
+///
+/// # Errors
+/// A file cannot be read or written.
+pub fn drop_unsynced(root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
+    let mut first_unsynced: HashMap<PathBuf, u64> = HashMap::new();
+    TRACKS.lock().retain(|(path, marks)| {
+        if !path.starts_with(root) {
+            return true;
+        }
+        let at = marks.first_unsynced.load(Ordering::Acquire);
+        let e = first_unsynced.entry(path.clone()).or_insert(u64::MAX);
+        *e = (*e).min(at);
+        false
+    });
+    let mut coin = Coin(seed);
+    let mut loss = PowerLoss::default();
+    let mut files: Vec<(PathBuf, u64)> = first_unsynced.into_iter().filter(|(_, at)| *at < u64::MAX).collect();
+    files.sort();
+    for (path, from) in files {
+        let Ok(file) = std::fs::OpenOptions::new().read(true).write(true).open(&path) else {
+            continue; // deleted since (retention, a cut tail): nothing of it is left to lose
+        };
+        loss.files_touched += 1;
+        let len = file.metadata()?.len();
+        let mut page = from / PAGE_BYTES * PAGE_BYTES;
+        while page < len {
+            if coin.flip() {
+                loss.pages_kept += 1;
+            } else {
+                loss.pages_lost += 1;
+                let keep_to = from.clamp(page, page + PAGE_BYTES);
+                let end = (page + PAGE_BYTES).min(len);
+                file.write_all_at(&vec![0u8; (end - keep_to) as usize], keep_to)?;
+            }
+            page += PAGE_BYTES;
+        }
+    }
+    Ok(loss)
+}
