@@ -344,6 +344,52 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
     for (name, help, v) in counters {
         metric(out, name, "counter", help, &[("", v)]);
     }
+    render_page_cache(out, broker.store.page_cache_stats());
+}
+
+/// The page-cache budget: resident bytes against it, and what releasing and flow control did.
+fn render_page_cache(out: &mut String, pc: &petrel_store::PageCacheStats) {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    let gauges = [
+        (
+            "petrel_page_cache_budget_bytes",
+            "Resident bytes the store's files are held under.",
+            load(&pc.budget_bytes),
+        ),
+        (
+            "petrel_page_cache_resident_bytes",
+            "Resident bytes of the store's files at the last check.",
+            load(&pc.resident_bytes),
+        ),
+        (
+            "petrel_page_cache_busy",
+            "1 while unflushed data keeps the cache over budget and sends are refused.",
+            if pc.busy.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
+        ),
+    ];
+    for (name, help, v) in gauges {
+        metric(out, name, "gauge", help, &[("", v)]);
+    }
+    let counters = [
+        (
+            "petrel_page_cache_releases_total",
+            "Budget passes that released cold ranges.",
+            load(&pc.releases),
+        ),
+        (
+            "petrel_page_cache_released_bytes_total",
+            "Resident bytes those passes released.",
+            load(&pc.released_bytes),
+        ),
+        (
+            "petrel_page_cache_busy_refusals_total",
+            "Sends refused with [PC_SYNCHRONIZED].",
+            load(&pc.busy_refusals),
+        ),
+    ];
+    for (name, help, v) in counters {
+        metric(out, name, "counter", help, &[("", v)]);
+    }
 }
 
 /// Every bound's current use beside its limit.

@@ -282,6 +282,8 @@ pub(crate) struct Shared {
     pub(crate) on_readable: OnceLock<Arc<dyn Fn() + Send + Sync>>,
     /// Threads stop; the flusher flushes what is published first.
     pub(crate) shutdown: AtomicBool,
+    /// An ASYNC_FLUSH flush is wanted before the interval ends (the page-cache budget).
+    pub(crate) flush_requested: AtomicBool,
     /// Threads stop at once, as in a crash (drop without close).
     pub(crate) abandon: AtomicBool,
 }
@@ -622,6 +624,7 @@ impl CommitLog {
             checkpoint_wakeup: Wakeup::default(),
             on_readable: OnceLock::new(),
             shutdown: AtomicBool::new(false),
+            flush_requested: AtomicBool::new(false),
             abandon: AtomicBool::new(false),
             config,
         })
@@ -895,6 +898,17 @@ impl CommitLog {
         }
         Self::write_checkpoint(&self.shared)?;
         mark_clean(&self.shared.config.dir)
+    }
+
+    /// The segments, oldest first.
+    pub fn segments_snapshot(&self) -> Vec<Arc<MappedFile>> {
+        self.shared.segments.read().clone()
+    }
+
+    /// Asks the flusher to flush now rather than at the end of its interval.
+    pub fn request_flush(&self) {
+        self.shared.flush_requested.store(true, Ordering::Release);
+        self.shared.flusher_wakeup.wake_always();
     }
 
     /// Stops every thread at once, as a crash would, and fails whoever waits: for tests that

@@ -193,6 +193,11 @@ impl ConsumeQueue {
         Ok(CqAppend::Appended)
     }
 
+    /// The segments, oldest first.
+    pub fn segments_snapshot(&self) -> Vec<Arc<MappedFile>> {
+        self.segments.read().clone()
+    }
+
     /// The entry at `queue_offset`, if it is stored.
     pub fn get(&self, queue_offset: i64) -> Option<CqEntry> {
         if queue_offset < self.min_offset() || queue_offset >= self.max_offset() {

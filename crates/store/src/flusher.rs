@@ -104,7 +104,9 @@ fn flush_loop(s: &Shared) {
         let shutting_down = s.shutdown.load(Ordering::Acquire);
         let due = match s.config.flush_mode {
             FlushMode::Sync => true,
-            FlushMode::Async => shutting_down || last_flush.elapsed() >= s.config.async_flush_interval,
+            FlushMode::Async => {
+                shutting_down || last_flush.elapsed() >= s.config.async_flush_interval || s.flush_requested.swap(false, Ordering::AcqRel)
+            }
         };
         if due && !failed && flush_once(s) {
             last_flush = Instant::now();
@@ -122,8 +124,9 @@ fn flush_loop(s: &Shared) {
             }),
             _ => {
                 let wait = s.config.async_flush_interval.saturating_sub(last_flush.elapsed());
-                s.flusher_wakeup
-                    .sleep_unless(wait.max(Duration::from_millis(1)), || s.shutdown.load(Ordering::Acquire));
+                s.flusher_wakeup.sleep_unless(wait.max(Duration::from_millis(1)), || {
+                    s.shutdown.load(Ordering::Acquire) || s.flush_requested.load(Ordering::Acquire)
+                });
             }
         }
     }

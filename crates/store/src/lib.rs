@@ -13,6 +13,7 @@ mod error;
 mod flusher;
 mod mapped_file;
 mod message_store;
+mod page_cache;
 pub mod power_loss;
 mod recovery;
 mod stats;
@@ -24,6 +25,7 @@ pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, Recove
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use error::{Result, StoreError};
 pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};
+pub use page_cache::{KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};
 pub use recovery::TORN_TAIL_ZERO_RUN_BYTES;
 pub use stats::{CommitLogStats, HistogramSnapshot, Log2Histogram};
 pub use watermark::{Slot, WaitError, WaitFuture, Watermark};

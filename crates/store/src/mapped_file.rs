@@ -33,6 +33,13 @@ pub fn remove_partial_segments(dir: &Path) -> Result<()> {
     Ok(())
 }
 
+fn page_bytes() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .unwrap_or(4096)
+        .max(4096)
+}
+
 /// The file name of the segment starting at `offset`.
 pub fn segment_name(offset: u64) -> String {
     format!("{offset:020}")
@@ -314,6 +321,59 @@ impl MappedFile {
             }
         }
         Ok(())
+    }
+
+    /// Bytes of `[from, to)` that are in the page cache now (`mincore`).
+    pub fn resident_bytes(&self, from: usize, to: usize) -> u64 {
+        let page = page_bytes();
+        let from = from / page * page;
+        let to = to.min(self.map.len());
+        if from >= to {
+            return 0;
+        }
+        let pages = (to - from).div_ceil(page);
+        let mut vec = vec![0u8; pages];
+        // SAFETY: the range lies in our mapping (page aligned start, clamped end); `vec` has a
+        // byte per page.
+        let rc = unsafe { libc::mincore(self.base.add(from).cast(), to - from, vec.as_mut_ptr()) };
+        if rc != 0 {
+            return 0;
+        }
+        vec.iter().filter(|b| **b & 1 == 1).count() as u64 * page as u64
+    }
+
+    /// Takes `[from, to)` out of this process's memory and, where its pages are clean, out of
+    /// the page cache (`MADV_DONTNEED`, then `POSIX_FADV_DONTNEED`): for ranges that are
+    /// durable and cold. Dirty pages stay cached until written back; a later read faults the
+    /// data in again. Returns whether anything was asked of the kernel.
+    pub fn release(&self, from: usize, to: usize) -> bool {
+        let page = page_bytes();
+        let from = from.div_ceil(page) * page;
+        let to = (to.min(self.map.len())) / page * page;
+        if from >= to {
+            return false;
+        }
+        // SAFETY: a page-aligned range of our own shared file mapping; DONTNEED on it only
+        // drops this process's page-table entries (the file keeps the data).
+        unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_DONTNEED) };
+        let reopened;
+        let fd = match &self.file {
+            Some(f) => f.as_raw_fd(),
+            None => match File::open(&self.path) {
+                Ok(f) => {
+                    reopened = f;
+                    reopened.as_raw_fd()
+                }
+                Err(_) => return true,
+            },
+        };
+        // SAFETY: plain syscall on an open descriptor.
+        unsafe { libc::posix_fadvise(fd, from as libc::off_t, (to - from) as libc::off_t, libc::POSIX_FADV_DONTNEED) };
+        true
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
     }
 
     /// Makes every byte written through the file durable (`fdatasync`).

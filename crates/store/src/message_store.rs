@@ -56,6 +56,9 @@ pub struct MessageStoreConfig {
     /// Bytes one read returns at most (RocketMQ `maxTransferBytesOnMessageInMemory`, 256 KiB);
     /// the first message is returned whatever its size.
     pub max_transfer_bytes: usize,
+    /// Resident bytes of the store's files held under this (see `page_cache.rs`); `None`: no
+    /// budget.
+    pub page_cache_budget_bytes: Option<u64>,
 }
 
 impl MessageStoreConfig {
@@ -69,6 +72,7 @@ impl MessageStoreConfig {
             max_scan_entries: 800,
             retention_check_interval: Duration::from_secs(10),
             max_transfer_bytes: 256 * 1024,
+            page_cache_budget_bytes: None,
         }
     }
 }
@@ -143,6 +147,7 @@ struct Inner {
     broken: Mutex<HashMap<QueueKey, BrokenQueue>>,
     /// `broken.len()`, read on every append without taking the lock.
     broken_count: AtomicU64,
+    cache: crate::page_cache::PageCacheStats,
 }
 
 /// A queue dispatch had to skip.
@@ -290,6 +295,30 @@ impl Inner {
         Ok(count)
     }
 
+    /// One pass of the page-cache budget over the log's and the queues' segments.
+    fn keep_page_cache(&self, budget: u64) {
+        let mut cq_cold = Vec::new();
+        let mut cq_hot = Vec::new();
+        for q in self.queues.read().values() {
+            let mut segs = q.segments_snapshot();
+            if let Some(newest) = segs.pop() {
+                cq_hot.push(newest);
+            }
+            cq_cold.extend(segs);
+        }
+        let files = crate::page_cache::Files {
+            log: self.log.segments_snapshot(),
+            segment_bytes: self.config.commit_log.segment_size_bytes,
+            flushed: self.log.flushed_offset(),
+            written: self.log.max_offset(),
+            cq_cold,
+            cq_hot,
+        };
+        if crate::page_cache::keep(&self.cache, budget, &files) {
+            self.log.request_flush();
+        }
+    }
+
     /// Where re-dispatch must start after a restart: the dispatch point, or the first record
     /// a broken queue still lacks.
     fn dispatch_restart_point(&self) -> u64 {
@@ -364,7 +393,14 @@ impl Inner {
         let mut last_retention = Instant::now();
         let mut last_record = Instant::now();
         let mut last_retry = Instant::now();
+        let mut last_keep = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
+            if let Some(budget) = self.config.page_cache_budget_bytes
+                && last_keep.elapsed() >= crate::page_cache::KEEP_INTERVAL
+            {
+                last_keep = Instant::now();
+                self.keep_page_cache(budget);
+            }
             if self.broken_count.load(Ordering::Acquire) > 0 && last_retry.elapsed() >= BROKEN_QUEUE_RETRY {
                 last_retry = Instant::now();
                 self.retry_broken_queues();
@@ -422,6 +458,7 @@ impl MessageStore {
             wakeup: Arc::new(Wakeup::default()),
             broken: Mutex::new(HashMap::new()),
             broken_count: AtomicU64::new(0),
+            cache: crate::page_cache::PageCacheStats::default(),
             config,
         });
         let wakeup = inner.wakeup.clone();
@@ -487,6 +524,17 @@ impl MessageStore {
                 reason,
             }),
         }
+    }
+
+    /// The page-cache budget's figures.
+    pub fn page_cache_stats(&self) -> &crate::page_cache::PageCacheStats {
+        &self.inner.cache
+    }
+
+    /// Whether dirty data keeps the page cache over its budget: sends should be refused with
+    /// `SYSTEM_BUSY` until the flusher catches up.
+    pub fn page_cache_busy(&self) -> bool {
+        self.inner.cache.busy.load(Ordering::Acquire)
     }
 
     /// Why sends to the queue are refused: its consume queue could not be created or written

@@ -19,7 +19,7 @@ use petrel_lock::LockKind;
 use petrel_remoting::{ConnectionLimits, ServerLimits};
 use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
 
-pub use value::{ConfigValue, MetricsExporter, at_least, within};
+pub use value::{ConfigValue, MetricsExporter, at_least, at_least_if_set, within};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -148,6 +148,8 @@ config_table! {
             "The commit-log append lock: `abs` (adaptive backoff spin), `mutex`, `spin` or `backoff`. RocketMQ's `useABSLock=true` selects `abs`, `useReentrantLockWhenPutMessage=true` selects `mutex` (unless `abs` was chosen) and `false` selects `spin`."
         "warmMapedFileEnable" => warm_maped_file_enable: Option<bool> = None;
             "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). It costs a second write of every byte of the log, which only SYNC_FLUSH earns back: unset, it is on under SYNC_FLUSH and off under ASYNC_FLUSH (with the Java benchmark tools under ASYNC_FLUSH it cost a quarter of the throughput). RocketMQ's key (its spelling); RocketMQ's default is `false`."
+        "pageCacheBudgetBytes" => page_cache_budget_bytes: Option<u64> = None, check at_least_if_set(16 << 20);
+            "Petrel: resident bytes of the store's files (commit-log and consume-queue segments) the broker holds itself under, at least 16 MiB. Unset: a quarter of the memory limit of the cgroup the broker runs in (v2 `memory.max`, v1 `memory.limit_in_bytes`), else a quarter of the machine's memory. Above three quarters of it, durable ranges outside the newest half of the budget (where tailing consumers read) are released from memory; when unflushed data alone keeps the cache over it, sends are answered `SYSTEM_BUSY` (2) with RocketMQ's `[PC_SYNCHRONIZED]` remark until the flusher catches up."
         "truncateCorruptLog" => truncate_corrupt_log: bool = false;
             "Petrel: what recovery does with a damaged commit-log record that has valid records after it (a flipped bit or a bad sector, not a torn tail). `false`: refuse to start, naming the segment and offset, so that an operator can restore the file; `true`: cut the log there, losing every record after it. A torn tail (a crash before the sync) is always cut."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
@@ -291,6 +293,7 @@ impl BrokerConfig {
         log.max_flush_waiters = self.max_durability_waiters;
         log.zero_fill_segments = self.warm_maped_file_enable.unwrap_or(self.flush_disk_type == FlushMode::Sync);
         log.truncate_corruption = self.truncate_corrupt_log;
+        store.page_cache_budget_bytes = Some(self.page_cache_budget_bytes.unwrap_or_else(petrel_store::default_budget_bytes));
         store.commit_log = log;
         store
     }

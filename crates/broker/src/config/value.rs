@@ -166,6 +166,14 @@ pub fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(&T) 
     move |v| if *v < lo { Err(format!("must be at least {lo}")) } else { Ok(()) }
 }
 
+/// [`at_least`] for a key that may be unset.
+pub fn at_least_if_set<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(&Option<T>) -> Result<(), String> {
+    move |v| match v {
+        Some(v) if *v < lo => Err(format!("must be at least {lo}")),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -199,6 +199,13 @@ impl AdminService {
         put("brokerActive", "true".to_owned());
         put("bootTimestamp", self.boot_timestamp_ms.to_string());
         put("startAcceptSendRequestTimeStamp", "0".to_owned());
+        let pc = self.store.page_cache_stats();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed).to_string();
+        put("pageCacheBudgetBytes", load(&pc.budget_bytes));
+        put("pageCacheResidentBytes", load(&pc.resident_bytes));
+        put("pageCacheReleases", load(&pc.releases));
+        put("pageCacheReleasedBytes", load(&pc.released_bytes));
+        put("pageCacheBusyRefusals", load(&pc.busy_refusals));
         put(
             "runtime",
             format!(

@@ -153,6 +153,12 @@ impl ProduceService {
     }
 
     async fn send_inner(&self, req: SendRequest) -> Result<SendOutcome, BrokerError> {
+        if self.store.page_cache_busy() {
+            self.store.page_cache_stats().busy_refusals.fetch_add(1, Ordering::Relaxed);
+            return Err(BrokerError::Busy(
+                "[PC_SYNCHRONIZED]broker busy, start flow control for a while (unflushed data keeps the page cache over pageCacheBudgetBytes)".into(),
+            ));
+        }
         let p = self.prepare(&req)?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
         let log = self.store.commit_log();

@@ -1,0 +1,155 @@
+//! The page-cache budget: the store keeps the resident bytes of its own files (commit-log and
+//! consume-queue segments) under a configured number, on any kernel, instead of letting every
+//! written byte stay mapped until the container's memory limit kills the process.
+//!
+//! Every [`KEEP_INTERVAL`] the dispatcher thread measures what is resident (`mincore`). Above
+//! [`RELEASE_FRACTION`] of the budget it releases what is durable and cold: commit-log ranges
+//! below both the flushed offset and the hot window (the newest half of the budget, where
+//! tailing consumers read), and every consume-queue segment but each queue's newest. Released
+//! pages leave this process's page tables and, being clean, the page cache; a late reader
+//! faults them back in, and the next pass releases them again. What cannot be released is
+//! dirty data: when the budget is still exceeded and unflushed bytes exceed a quarter of it,
+//! the store says it is busy (sends get `SYSTEM_BUSY` with RocketMQ's `[PC_SYNCHRONIZED]`
+//! remark) and asks the flusher to flush now, so that memory stays bounded instead of growing.
+//!
+//! Owns: measuring, releasing, and the busy flag. Must never: release a range that is not
+//! durable, or touch the newest part of the log that tailing consumers read.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::mapped_file::MappedFile;
+
+/// How often the budget is checked.
+pub const KEEP_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Release starts above this fraction of the budget, so that the budget itself is not crossed
+/// between two checks.
+pub const RELEASE_FRACTION: f64 = 0.75;
+
+/// The budget's live figures, for metrics and GET_BROKER_RUNTIME_INFO.
+#[derive(Debug, Default)]
+pub struct PageCacheStats {
+    /// The budget, bytes (0: none).
+    pub budget_bytes: AtomicU64,
+    /// Resident bytes of the store's files at the last check.
+    pub resident_bytes: AtomicU64,
+    /// Passes that released something, and the resident bytes they released.
+    pub releases: AtomicU64,
+    pub released_bytes: AtomicU64,
+    /// Sends refused because dirty data kept the cache over budget.
+    pub busy_refusals: AtomicU64,
+    /// Whether sends are being refused now.
+    pub busy: AtomicBool,
+}
+
+/// The files a pass looks at.
+pub(crate) struct Files {
+    /// Commit-log segments, oldest first.
+    pub log: Vec<Arc<MappedFile>>,
+    pub segment_bytes: u64,
+    /// Below this the log is durable.
+    pub flushed: u64,
+    /// End of what is written.
+    pub written: u64,
+    /// Consume-queue segments that are not their queue's newest (cold), and the newest ones.
+    pub cq_cold: Vec<Arc<MappedFile>>,
+    pub cq_hot: Vec<Arc<MappedFile>>,
+}
+
+fn resident(files: &[Arc<MappedFile>]) -> u64 {
+    files.iter().map(|f| f.resident_bytes(0, f.len())).sum()
+}
+
+/// One pass: measure, release what is cold if over the release line, set the busy flag.
+/// Returns whether the flusher should flush now.
+pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, files: &Files) -> bool {
+    stats.budget_bytes.store(budget_bytes, Ordering::Relaxed);
+    let before = resident(&files.log) + resident(&files.cq_cold) + resident(&files.cq_hot);
+    let mut now = before;
+    if before as f64 > budget_bytes as f64 * RELEASE_FRACTION {
+        let hot_from = files.written.saturating_sub(budget_bytes / 2);
+        let cold_end = hot_from.min(files.flushed);
+        for seg in &files.log {
+            let start = seg.start_offset();
+            if start >= cold_end {
+                break;
+            }
+            let to = (cold_end - start).min(files.segment_bytes) as usize;
+            if seg.resident_bytes(0, to) > 0 {
+                seg.release(0, to);
+            }
+        }
+        for seg in &files.cq_cold {
+            if seg.resident_bytes(0, seg.len()) > 0 {
+                seg.release(0, seg.len());
+            }
+        }
+        now = resident(&files.log) + resident(&files.cq_cold) + resident(&files.cq_hot);
+        if now < before {
+            stats.releases.fetch_add(1, Ordering::Relaxed);
+            stats.released_bytes.fetch_add(before - now, Ordering::Relaxed);
+        }
+    }
+    stats.resident_bytes.store(now, Ordering::Relaxed);
+    let dirty = files.written.saturating_sub(files.flushed);
+    let busy = now > budget_bytes && dirty > budget_bytes / 4;
+    if stats.busy.swap(busy, Ordering::AcqRel) != busy {
+        tracing::warn!(
+            resident = now,
+            budget = budget_bytes,
+            dirty,
+            busy,
+            "page-cache budget: flow control changed"
+        );
+    }
+    dirty > budget_bytes / 4
+}
+
+/// The default budget: a quarter of the memory limit of the cgroup this process runs in (v2
+/// `memory.max`, v1 `memory.limit_in_bytes`), else a quarter of the machine's memory.
+#[must_use]
+pub fn default_budget_bytes() -> u64 {
+    cgroup_limit_bytes().or_else(total_memory_bytes).map_or(1 << 30, |b| b / 4)
+}
+
+fn cgroup_limit_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let candidates = if controllers.is_empty() {
+            vec![format!("/sys/fs/cgroup{path}/memory.max")]
+        } else if controllers.split(',').any(|c| c == "memory") {
+            vec![
+                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"),
+                // Inside a container the cgroup's own directory is mounted as the root.
+                "/sys/fs/cgroup/memory/memory.limit_in_bytes".to_owned(),
+            ]
+        } else {
+            continue;
+        };
+        for c in candidates {
+            if let Some(limit) = std::fs::read_to_string(&c).ok().and_then(|v| v.trim().parse::<u64>().ok()) {
+                // v1 reports "no limit" as a number near 2^63.
+                if limit < (1 << 60) {
+                    return Some(limit);
+                }
+            }
+        }
+    }
+    None
+}
+
+fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}

@@ -1,0 +1,109 @@
+//! The page-cache budget on real files: with a budget the store's files stay resident under it
+//! while 48 MiB are written (measured independently with `mincore` on a fresh mapping of each
+//! file), cold data still reads back, and without a budget the same writes stay resident.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
+
+mod support;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use petrel_protocol::message::MessageExt;
+use petrel_store::{FlushMode, MessageStore, MessageStoreConfig};
+use support::{body, record};
+
+const BUDGET_BYTES: u64 = 8 << 20;
+const WRITTEN_BYTES: usize = 48 << 20;
+
+fn config(root: &std::path::Path, budget: Option<u64>) -> MessageStoreConfig {
+    let mut c = MessageStoreConfig::new(root);
+    c.commit_log.segment_size_bytes = 4 << 20;
+    c.commit_log.flush_mode = FlushMode::Async;
+    c.commit_log.async_flush_interval = Duration::from_millis(50);
+    c.cq_entries_per_segment = 4096;
+    c.page_cache_budget_bytes = budget;
+    c
+}
+
+/// Resident bytes of every file under `root`, seen through a mapping of our own.
+fn resident_under(root: &std::path::Path) -> u64 {
+    let mut total = 0;
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+                continue;
+            }
+            let f = std::fs::File::open(&p).unwrap();
+            let len = f.metadata().unwrap().len() as usize;
+            if len == 0 {
+                continue;
+            }
+            // SAFETY: a read-only map of a file the store does not truncate while we look.
+            let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+            let mut vec = vec![0u8; len.div_ceil(4096)];
+            // SAFETY: our mapping, a byte per page.
+            assert_eq!(unsafe { libc::mincore(map.as_ptr() as *mut _, len, vec.as_mut_ptr()) }, 0);
+            total += vec.iter().filter(|b| **b & 1 == 1).count() as u64 * 4096;
+        }
+    }
+    total
+}
+
+/// Writes 48 MiB in 4 KiB records, pausing now and then as a steady producer would; returns
+/// the highest resident figure seen along the way.
+fn write_all(store: &MessageStore, root: &std::path::Path) -> u64 {
+    let mut peak = 0;
+    let n = WRITTEN_BYTES / 4096;
+    for i in 0..n {
+        store
+            .append(&mut record("PC", (i % 4) as i32, &body(i as u64, 3900)), "PC", (i % 4) as i32)
+            .unwrap();
+        if i % 512 == 511 {
+            std::thread::sleep(Duration::from_millis(60));
+            peak = peak.max(resident_under(root));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(600));
+    peak.max(resident_under(root))
+}
+
+#[test]
+fn with_a_budget_the_store_files_stay_under_it_and_cold_data_still_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), Some(BUDGET_BYTES))).unwrap();
+    let peak = write_all(&store, dir.path());
+    let now = resident_under(dir.path());
+    let stats = store.page_cache_stats();
+    eprintln!(
+        "budget {BUDGET_BYTES}: peak {peak}, now {now}, store's own figure {}, released {} in {} passes",
+        stats.resident_bytes.load(Ordering::Relaxed),
+        stats.released_bytes.load(Ordering::Relaxed),
+        stats.releases.load(Ordering::Relaxed)
+    );
+    assert!(now <= BUDGET_BYTES, "{now} resident after the writes, budget {BUDGET_BYTES}");
+    // Between two checks the writer adds what it writes in one interval on top of the line.
+    assert!(peak <= BUDGET_BYTES + (4 << 20), "peak {peak}");
+    assert!(stats.released_bytes.load(Ordering::Relaxed) > (WRITTEN_BYTES as u64) / 2);
+    assert!(!store.page_cache_busy(), "everything is flushed: no flow control");
+    // The oldest record, long released, reads back intact.
+    let got = store.get_messages("PC", 0, 0, 1, None);
+    assert_eq!(got.message_count, 1);
+    let (m, _) = MessageExt::decode(&got.body).unwrap();
+    assert_eq!(&m.body[..], &body(0, 3900)[..]);
+    store.close().unwrap();
+}
+
+#[test]
+fn without_a_budget_what_is_written_stays_resident() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), None)).unwrap();
+    let peak = write_all(&store, dir.path());
+    assert!(
+        peak > (WRITTEN_BYTES as u64) * 3 / 4,
+        "only {peak} resident: the comparison shows nothing"
+    );
+    store.close().unwrap();
+}
