@@ -26,6 +26,13 @@ const READ_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_CONCURRENT_SCRAPES: usize = 16;
 
 /// Appends one metric with its HELP and TYPE lines.
+/// One unlabelled sample per family, all of one kind.
+fn metrics_of_kind(out: &mut String, kind: &str, families: &[(&str, &str, f64)]) {
+    for (name, help, v) in families {
+        metric(out, name, kind, help, &[("", *v)]);
+    }
+}
+
 fn metric(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, f64)]) {
     let _ = writeln!(out, "# HELP {name} {help}");
     let _ = writeln!(out, "# TYPE {name} {kind}");
@@ -341,9 +348,7 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
             load(&s.busy_refusals),
         ),
     ];
-    for (name, help, v) in counters {
-        metric(out, name, "counter", help, &[("", v)]);
-    }
+    metrics_of_kind(out, "counter", &counters);
     render_page_cache(out, broker.store.page_cache_stats());
 }
 
@@ -367,9 +372,7 @@ fn render_page_cache(out: &mut String, pc: &petrel_store::PageCacheStats) {
             if pc.busy.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
         ),
     ];
-    for (name, help, v) in gauges {
-        metric(out, name, "gauge", help, &[("", v)]);
-    }
+    metrics_of_kind(out, "gauge", &gauges);
     let counters = [
         (
             "petrel_page_cache_releases_total",
@@ -387,9 +390,7 @@ fn render_page_cache(out: &mut String, pc: &petrel_store::PageCacheStats) {
             load(&pc.busy_refusals),
         ),
     ];
-    for (name, help, v) in counters {
-        metric(out, name, "counter", help, &[("", v)]);
-    }
+    metrics_of_kind(out, "counter", &counters);
 }
 
 /// Every bound's current use beside its limit.

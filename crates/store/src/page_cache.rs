@@ -62,6 +62,16 @@ fn resident(files: &[Arc<MappedFile>]) -> u64 {
     files.iter().map(|f| f.resident_bytes(0, f.len())).sum()
 }
 
+/// Releases `[0, to)` of `seg` if any of it is resident; returns the resident bytes of the
+/// range before and after (each file is measured once before and, if released, once after).
+fn release_cold(seg: &MappedFile, to: usize) -> (u64, u64) {
+    let before = seg.resident_bytes(0, to);
+    if before == 0 || !seg.release(0, to) {
+        return (before, before);
+    }
+    (before, seg.resident_bytes(0, to))
+}
+
 /// One pass: measure, release what is cold if over the release line, set the busy flag.
 /// Returns whether the flusher should flush now.
 pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, files: &Files) -> bool {
@@ -71,25 +81,22 @@ pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, files: &Files) -> 
     if before as f64 > budget_bytes as f64 * RELEASE_FRACTION {
         let hot_from = files.written.saturating_sub(budget_bytes / 2);
         let cold_end = hot_from.min(files.flushed);
-        for seg in &files.log {
-            let start = seg.start_offset();
-            if start >= cold_end {
-                break;
-            }
-            let to = (cold_end - start).min(files.segment_bytes) as usize;
-            if seg.resident_bytes(0, to) > 0 {
-                seg.release(0, to);
-            }
-        }
-        for seg in &files.cq_cold {
-            if seg.resident_bytes(0, seg.len()) > 0 {
-                seg.release(0, seg.len());
-            }
-        }
-        now = resident(&files.log) + resident(&files.cq_cold) + resident(&files.cq_hot);
-        if now < before {
+        let cold_log = files.log.iter().take_while(|s| s.start_offset() < cold_end).map(|s| {
+            let to = (cold_end - s.start_offset()).min(files.segment_bytes) as usize;
+            (s, to)
+        });
+        let cold_cq = files.cq_cold.iter().map(|s| (s, s.len()));
+        let released: u64 = cold_log
+            .chain(cold_cq)
+            .map(|(seg, to)| {
+                let (was, is) = release_cold(seg, to);
+                was.saturating_sub(is)
+            })
+            .sum();
+        now = before.saturating_sub(released);
+        if released > 0 {
             stats.releases.fetch_add(1, Ordering::Relaxed);
-            stats.released_bytes.fetch_add(before - now, Ordering::Relaxed);
+            stats.released_bytes.fetch_add(released, Ordering::Relaxed);
         }
     }
     stats.resident_bytes.store(now, Ordering::Relaxed);

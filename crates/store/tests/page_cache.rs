@@ -36,7 +36,8 @@ fn resident_under(root: &std::path::Path) -> u64 {
                 dirs.push(p);
                 continue;
             }
-            let f = std::fs::File::open(&p).unwrap();
+            // Temporary files (a checkpoint being replaced) may be gone by now.
+            let Ok(f) = std::fs::File::open(&p) else { continue };
             let len = f.metadata().unwrap().len() as usize;
             if len == 0 {
                 continue;
