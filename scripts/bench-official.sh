@@ -4,13 +4,17 @@
 # other on this machine: 16 synchronous send threads, 20 consumer threads, 1 KiB bodies, a
 # topic of 4 queues, $SECONDS_PER_RUN s per run with the first $DROP_S s dropped (RocketMQ's JIT
 # needs about 60 s), ASYNC_FLUSH and SYNC_FLUSH. Recorded: send TPS, average RT, the tool's max
-# RT, consume TPS, broker CPU per message (from /proc, over the kept window) and max RSS. Beside
-# them, in the same run, the disk's own group-commit limit for 16 writers of 1 KiB
-# (crates/store/examples/group_commit.rs).
+# RT, consume TPS, broker CPU per message (from /proc, over the kept window), max RSS and, as
+# root with the cgroup v1 memory controller, the peak memory (anon + page cache) of a cgroup
+# without a limit that holds only the broker. Beside them, in the same run, the disk's own
+# group-commit limit for 16 writers of 1 KiB (crates/store/examples/group_commit.rs).
 #
 #   scripts/bench-official.sh [OUT]
 #     env: SECONDS_PER_RUN=150 DROP_S=60 MODES="ASYNC_FLUSH SYNC_FLUSH" BROKERS="petrel rocketmq"
 #          PETREL_BIN=target/release/petrel (another build of petrel, to compare builds)
+#          PETREL_RUNS="petrel": one Petrel run per word, LABEL or LABEL:key=value,key=value
+#            (broker.conf settings), e.g. the page-cache budget study:
+#            PETREL_RUNS="petrel-budget:pageCacheBudgetBytes=268435456 petrel-no-budget:pageCacheBudgetBytes=1099511627776"
 #
 # Not part of the suite: about 12 minutes. Prints a Markdown table; logs and samples land in OUT.
 set -euo pipefail
@@ -28,6 +32,17 @@ cargo build --quiet --release -p petrel-store --example group_commit
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests # rocketmq-example 5.5.0 and its client
 mkdir -p "$out"
 lib="tests/clients/java/target/lib/*"
+cg=""
+if [ -w /sys/fs/cgroup/memory ] && [ -f /sys/fs/cgroup/memory/memory.usage_in_bytes ]; then
+  cg=/sys/fs/cgroup/memory/bench-official
+fi
+
+# fresh_cgroup: an empty cgroup without a limit for the next broker (its peak starts at zero).
+fresh_cgroup() {
+  [ -z "$cg" ] && return 0
+  [ -d "$cg" ] && rmdir "$cg"
+  mkdir "$cg"
+}
 
 # sample PID FILE SECONDS: one line a second — time, CPU ticks (utime+stime), VmRSS kB, RssAnon kB.
 sample() {
@@ -58,9 +73,11 @@ run() {
   sample "$pid" "$cell.samples" "$secs"
   kill "$producer" "$consumer" 2>/dev/null || true
   wait "$producer" "$consumer" 2>/dev/null || true
-  python3 - "$cell" "$label" "$flush" "$drop" <<'PY'
+  local peak=0
+  [ -n "$cg" ] && peak=$(cat "$cg/memory.max_usage_in_bytes")
+  python3 - "$cell" "$label" "$flush" "$drop" "$peak" <<'PY'
 import re, sys
-cell, label, flush, drop = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4])
+cell, label, flush, drop, peak = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5])
 # The tools print a line every 10 s covering the 10 s before it; keep those after the drop
 # (the producer starts 3 s after the sampling origin's consumer, so its clock is close enough).
 def lines(path, key):
@@ -86,7 +103,8 @@ cpu_per_msg_us = cpu_s / (mean_tps * window) * 1e6 if mean_tps else 0
 rss = max(s[2] for s in samples) / 1024
 anon = max(s[3] for s in samples) / 1024
 row = (f"| {label} | {flush} | {mean_tps:,.0f} | {mean_rt:.2f} ms | {max_rt:.0f} ms | {failed:.0f} | "
-       f"{(sum(ctps) / len(ctps) if ctps else 0):,.0f} | {cpu_s / window * 100:.0f}% | {cpu_per_msg_us:.1f} µs | {rss:,.0f} MB | {anon:,.0f} MB |")
+       f"{(sum(ctps) / len(ctps) if ctps else 0):,.0f} | {cpu_s / window * 100:.0f}% | {cpu_per_msg_us:.1f} µs | {rss:,.0f} MB | {anon:,.0f} MB | "
+       + (f"{peak / 2**20:,.0f} MiB |" if peak else "– |"))
 open(cell + ".row", "w").write(row + "\n")
 print(row)
 PY
@@ -94,14 +112,20 @@ PY
 
 for flush in $modes; do
   if [[ " $brokers " == *" petrel "* ]]; then
-    start_petrel 39877 39921 --set "flushDiskType=$flush"
-    run petrel "$flush" 127.0.0.1:39877 "$petrel_pid"
-    kill "$petrel_pid"
-    wait "$petrel_pid" || true
-    petrel_pid=""
+    for variant in ${PETREL_RUNS:-petrel}; do
+      settings=()
+      [[ "$variant" == *:* ]] && IFS=, read -ra pairs <<<"${variant#*:}" && for kv in "${pairs[@]}"; do settings+=(--set "$kv"); done
+      fresh_cgroup
+      PETREL_CGROUP=$cg start_petrel 39877 39921 --set "flushDiskType=$flush" "${settings[@]}"
+      run "${variant%%:*}" "$flush" 127.0.0.1:39877 "$petrel_pid"
+      kill "$petrel_pid"
+      wait "$petrel_pid" || true
+      petrel_pid=""
+    done
   fi
   if [[ " $brokers " == *" rocketmq "* ]]; then
-    scripts/reference-rocketmq.sh start "$flush" >/dev/null
+    fresh_cgroup
+    REF_CGROUP=$cg scripts/reference-rocketmq.sh start "$flush" >/dev/null
     run rocketmq "$flush" "127.0.0.1:$REF_NAMESRV_PORT" "$(tail -1 "$REF_STATE_DIR/pids")"
     scripts/reference-rocketmq.sh stop >/dev/null
   fi
@@ -109,13 +133,15 @@ done
 
 echo
 echo "RocketMQ's benchmark Producer (16 sync threads, 1 KiB) and Consumer (20 threads), topic of 4 queues,"
-echo "${secs} s per run, the first ${drop} s dropped; broker CPU and RSS from /proc over the kept window."
+echo "${secs} s per run, the first ${drop} s dropped; broker CPU and RSS from /proc over the kept window;"
+echo "the broker's cgroup peak (memory.max_usage_in_bytes: anon + page cache) over the whole run."
 echo
-echo "| broker | flush | send msg/s | avg RT | max RT (whole run) | send failed | consume msg/s | broker CPU | CPU per message | max RSS | max anon RSS |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+echo "| broker | flush | send msg/s | avg RT | max RT (whole run) | send failed | consume msg/s | broker CPU | CPU per message | max RSS | max anon RSS | cgroup peak |"
+echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 cat "$out"/*.row
 echo
 echo "The disk's group-commit limit on the same disk (16 writers, 1 KiB, one fdatasync per batch), beside Petrel's commit log alone,"
 echo "on fresh files and on zero-filled ones (the steady state under SYNC_FLUSH):"
 echo
+[ -n "$cg" ] && rmdir "$cg"
 target/release/examples/group_commit "$work/group-commit" 20 16 1024

@@ -34,7 +34,8 @@ ref_namesrv() {
 }
 
 # ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
-# waits for it to boot, and prints its pid.
+# waits for it to boot, and prints its pid. Env: REF_BROKER_HEAP (default 512m); REF_CGROUP, a
+# cgroup v1/v2 folder the broker joins before the JVM starts.
 ref_broker() {
   local work=$1 namesrv=$2 port=$3 flush=$4
   mkdir -p "$work/home/conf" "$work/store"
@@ -50,8 +51,13 @@ storePathCommitLog=$work/store/commitlog
 autoCreateTopicEnable=true
 flushDiskType=$flush
 CONF
-  ROCKETMQ_HOME="$work/home" java -Xms512m -Xmx512m -cp "$ref_lib/*" org.apache.rocketmq.broker.BrokerStartup \
-    -c "$work/broker.conf" >"$work/broker.log" 2>&1 &
+  local heap=${REF_BROKER_HEAP:-512m}
+  # The subshell joins the cgroup, then becomes the JVM: the broker is charged from its first page.
+  (
+    [ -n "${REF_CGROUP:-}" ] && echo "$BASHPID" >"$REF_CGROUP/cgroup.procs"
+    ROCKETMQ_HOME="$work/home" exec java "-Xms$heap" "-Xmx$heap" -cp "$ref_lib/*" org.apache.rocketmq.broker.BrokerStartup \
+      -c "$work/broker.conf"
+  ) >"$work/broker.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 120); do
     grep -q "boot success" "$work/broker.log" && { echo "$pid"; return 0; }

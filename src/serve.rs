@@ -37,6 +37,11 @@ pub struct ServeArgs {
     /// Any broker.conf key, e.g. `--set flushDiskType=SYNC_FLUSH`; may repeat.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// For power-failure tests only: journal every store file's synced point here, so that a
+    /// test can rebuild the files as a power failure would leave them after killing this
+    /// process (`petrel_store::power_loss`). Costs a lock per write.
+    #[arg(long, hide = true, value_name = "PATH")]
+    pub power_loss_journal: Option<PathBuf>,
 }
 
 pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
@@ -72,6 +77,10 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
 
 pub fn serve(args: ServeArgs) -> Result<()> {
     let config = config_from(&args)?;
+    if let Some(journal) = &args.power_loss_journal {
+        petrel_store::power_loss::record_syncs_to(journal).with_context(|| format!("open the power-loss journal {}", journal.display()))?;
+        tracing::warn!(journal = %journal.display(), "journalling every sync for a power-failure test");
+    }
     crate::limits::raise_open_file_limit(config.max_connections);
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(run(config, args.namesrv_listen))

@@ -16,12 +16,17 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval
 
 # start_petrel NAMESRV_PORT BROKER_PORT [petrel serve flags…]: a fresh `petrel serve` on loopback
 # with its data in $work/petrel and its log in $work/petrel.log; sets petrel_pid, waits for boot.
+# With PETREL_CGROUP (a cgroup folder) the broker joins it before it starts, so every page it
+# touches is charged there.
 start_petrel() {
   local ns_port=$1 broker_port=$2
   shift 2
   rm -rf "$work/petrel"
-  "${PETREL_BIN:-target/release/petrel}" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
-    --broker-ip 127.0.0.1 "$@" >"$work/petrel.log" 2>&1 &
+  (
+    [ -n "${PETREL_CGROUP:-}" ] && echo "$BASHPID" >"$PETREL_CGROUP/cgroup.procs"
+    exec "${PETREL_BIN:-target/release/petrel}" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" \
+      --listen-port "$broker_port" --broker-ip 127.0.0.1 "$@"
+  ) >"$work/petrel.log" 2>&1 &
   petrel_pid=$!
   for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
 }

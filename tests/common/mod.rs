@@ -79,6 +79,13 @@ impl Petrel {
         }
     }
 
+    /// SIGKILL, then waits for the exit: the process stops wherever it was.
+    pub fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
     /// SIGTERM, then waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");
@@ -160,6 +167,19 @@ impl Client {
             }
             if !cmd.is_response() {
                 self.pushed.push(cmd);
+            }
+        }
+    }
+
+    /// [`Client::call`] for a broker that may die: `None` once the connection is gone.
+    pub fn try_call(&mut self, mut request: RemotingCommand) -> Option<RemotingCommand> {
+        request.opaque = self.next_opaque;
+        self.next_opaque += 1;
+        self.stream.write_all(&request.to_frame().unwrap()).ok()?;
+        loop {
+            let cmd = self.read()?;
+            if cmd.is_response() && cmd.opaque == request.opaque {
+                return Some(cmd);
             }
         }
     }

@@ -22,6 +22,9 @@ pub enum BenchCommand {
     E2e(WorkloadArgs),
     /// The same workload against two name servers in alternation; medians and ratios.
     Compare(CompareArgs),
+    /// Send and consume for a long time against a broker in a memory cgroup: rates, cgroup
+    /// memory (anon + page cache), RSS and OOM kills every second; a table and SVG plots.
+    Soak(crate::soak::SoakArgs),
     /// Runs `petrel serve` with each put-message lock and writes docs/lock-study.md.
     LockStudy(crate::lock_study::LockStudyArgs),
     /// Idle RocketMQ clients (heartbeating) on one broker: memory per connection, and a
@@ -83,6 +86,9 @@ pub struct WorkloadArgs {
     /// Sample this process's CPU and RSS (the broker under test).
     #[arg(long)]
     pub broker_pid: Option<u32>,
+    /// Sample this memory cgroup every second too (the broker's: usage, anon, page cache, OOM kills).
+    #[arg(long)]
+    pub cgroup: Option<PathBuf>,
     /// Where the JSON, Markdown and SVG reports go.
     #[arg(short = 'o', long, default_value = "bench-results")]
     pub out: PathBuf,
@@ -172,6 +178,7 @@ impl WorkloadArgs {
             duration: Duration::from_secs_f64(self.duration),
             count: self.count,
             broker_pid: self.broker_pid,
+            cgroup: self.cgroup.clone(),
             label,
             progress: !self.no_progress,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
@@ -195,6 +202,7 @@ pub async fn execute(command: BenchCommand) -> Result<(), BenchError> {
         BenchCommand::Consume(a) => print_report(&run(a.workload(Kind::Consume)?).await?, &a.out),
         BenchCommand::E2e(a) => print_report(&run(a.workload(Kind::E2e)?).await?, &a.out),
         BenchCommand::Compare(c) => compare(c).await,
+        BenchCommand::Soak(a) => crate::soak::soak(a).await,
         BenchCommand::LockStudy(a) => crate::lock_study::lock_study(a).await,
         BenchCommand::Connections(a) => crate::connections::connections(a).await,
         BenchCommand::ConnectionsWorker(a) => crate::connections::worker(a).await,

@@ -5,6 +5,7 @@
 //! Owns: workloads, statistics and reports. Must never: report a figure without the settings
 //! and machine it came from.
 
+pub mod cgroup;
 pub mod cli;
 pub mod compare;
 pub mod connections;
@@ -13,6 +14,7 @@ pub mod lock_study;
 pub mod procstat;
 pub mod report;
 pub mod run;
+pub mod soak;
 
 pub use cli::BenchCommand;
 pub use run::{BenchError, Kind, SendMode, Workload};

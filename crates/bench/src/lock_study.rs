@@ -220,6 +220,7 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
                             duration: Duration::from_secs_f64(a.duration),
                             count: None,
                             broker_pid: Some(broker.child.id()),
+                            cgroup: None,
                             label: format!("{flush}-{lock}-{size}B-{producers}p"),
                             progress: false,
                             timeout: Duration::from_secs(10),

@@ -58,6 +58,12 @@ pub struct Point {
     pub broker_cpu_pct: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_rss_mb: Option<f64>,
+    /// Messages consumed in this second (e2e and consume runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_per_s: Option<f64>,
+    /// The broker's memory cgroup, when the run was given one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<crate::cgroup::CgroupSample>,
 }
 
 /// Broker resource use over the measured part of the run.
@@ -249,11 +255,11 @@ fn sanitize(label: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::hist::{new_histogram, percentile_curve, record};
 
-    fn sample() -> Report {
+    pub(crate) fn sample() -> Report {
         let mut h = new_histogram();
         for v in [100u64, 200, 300, 400, 10_000] {
             record(&mut h, v);
@@ -285,6 +291,8 @@ mod tests {
                     p99_us: 400,
                     broker_cpu_pct: None,
                     broker_rss_mb: None,
+                    consumed_per_s: None,
+                    cgroup: None,
                 },
                 Point {
                     t_s: 2.0,
@@ -292,6 +300,8 @@ mod tests {
                     p99_us: 10_000,
                     broker_cpu_pct: Some(50.0),
                     broker_rss_mb: Some(12.0),
+                    consumed_per_s: Some(3.0),
+                    cgroup: None,
                 },
             ],
             send_curve: percentile_curve(&h),

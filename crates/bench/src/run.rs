@@ -7,6 +7,7 @@
 //! request is counted by its response code.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,6 +22,7 @@ use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::properties::Properties;
 use tokio::sync::Semaphore;
 
+use crate::cgroup::CgroupMemory;
 use crate::hist::{Percentiles, new_histogram, percentile_curve, record};
 use crate::procstat::ProcSampler;
 use crate::report::{BrokerUsage, Machine, Point, Report};
@@ -84,6 +86,8 @@ pub struct Workload {
     /// Stop after this many measured messages (before `duration` if it comes first).
     pub count: Option<u64>,
     pub broker_pid: Option<u32>,
+    /// The broker's memory cgroup, sampled every second beside its process.
+    pub cgroup: Option<PathBuf>,
     pub label: String,
     pub progress: bool,
     pub timeout: Duration,
@@ -106,6 +110,9 @@ impl Workload {
         s.insert("duration_s".into(), format!("{}", self.duration.as_secs_f64()));
         if let Some(c) = self.count {
             s.insert("count".into(), c.to_string());
+        }
+        if let Some(cg) = &self.cgroup {
+            s.insert("cgroup".into(), cg.display().to_string());
         }
         s
     }
@@ -455,6 +462,8 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
     let started_unix_ms = (now_us() / 1000) as i64;
     let boot = Instant::now();
     let mut sampler = w.broker_pid.map(ProcSampler::new);
+    let cgroup = w.cgroup.as_deref().map(CgroupMemory::open).transpose()?;
+    let mut consumed_before = 0;
     let mut timeline = Vec::new();
     let mut measure_start: Option<Instant> = None;
     let mut last_tick = Instant::now();
@@ -507,6 +516,8 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
             consumed += s.consumed;
         }
         let tps = msgs as f64 / dt;
+        let consumed_per_s = (w.kind != Kind::Produce).then(|| consumed.saturating_sub(consumed_before) as f64 / dt);
+        consumed_before = consumed;
         let p99 = if interval.is_empty() { 0 } else { interval.value_at_quantile(0.99) };
         let usage = sampler.as_mut().and_then(|s| s.sample());
         if let Some(start) = measure_start.filter(|_| !measuring_began_now) {
@@ -520,6 +531,8 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
                 p99_us: p99,
                 broker_cpu_pct: usage.map(|u| u.0),
                 broker_rss_mb: usage.map(|u| u.1),
+                consumed_per_s,
+                cgroup: cgroup.as_ref().and_then(CgroupMemory::sample),
             });
         }
         let phase = if measure_start.is_some() { "run" } else { "warm-up" };

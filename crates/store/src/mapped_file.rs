@@ -8,6 +8,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use memmap2::MmapMut;
@@ -92,6 +93,9 @@ pub struct MappedFile {
     /// What this handle wrote and synced, for the power-failure model (`power_loss`); kept
     /// only while a test asked for it.
     syncs: Option<crate::power_loss::SyncTrack>,
+    /// `[0, cold_end_bytes)` was released and marked for random access (see
+    /// [`MappedFile::release`]): reads there ask the kernel for exactly their pages.
+    cold_end_bytes: AtomicUsize,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as the struct; concurrent access is
@@ -207,6 +211,7 @@ impl MappedFile {
             map,
             base,
             blocks_allocated,
+            cold_end_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -258,8 +263,18 @@ impl MappedFile {
 
     /// The bytes `[pos, pos + len)`. Callers read only what has been published (or, during
     /// recovery, before any writer exists).
+    ///
+    /// In a released range the kernel does no read-around (see [`MappedFile::release`]), so a
+    /// read there first asks for exactly its own pages in one request (`MADV_WILLNEED`): a cold
+    /// read costs one I/O of its own size, not a fault per page, and brings back nothing else.
     pub fn slice(&self, pos: usize, len: usize) -> &[u8] {
         assert!(pos + len <= self.map.len(), "read past the end of {}", self.path.display());
+        if pos < self.cold_end_bytes.load(Ordering::Acquire) && len > 0 {
+            let page = page_bytes();
+            let from = pos / page * page;
+            // SAFETY: a page-aligned range inside our mapping; WILLNEED only starts reads.
+            unsafe { libc::madvise(self.base.add(from).cast(), pos + len - from, libc::MADV_WILLNEED) };
+        }
         // SAFETY: in bounds; published bytes are never written again.
         unsafe { std::slice::from_raw_parts(self.base.add(pos), len) }
     }
@@ -346,6 +361,12 @@ impl MappedFile {
     /// the page cache (`MADV_DONTNEED`, then `POSIX_FADV_DONTNEED`): for ranges that are
     /// durable and cold. Dirty pages stay cached until written back; a later read faults the
     /// data in again. Returns whether anything was asked of the kernel.
+    ///
+    /// The range is also marked `MADV_RANDOM`: a fault there would otherwise read around it
+    /// (up to the device's `read_ahead_kb`, often megabytes — a whole small segment), so one
+    /// cold read by key or a lagging consumer's first pull would undo the release.
+    /// Marked ranges start at 0 and only grow, so a segment keeps at most two mappings' worth
+    /// of kernel areas (cold, then the rest), whatever the number of releases.
     pub fn release(&self, from: usize, to: usize) -> bool {
         let page = page_bytes();
         let from = from.div_ceil(page) * page;
@@ -354,8 +375,14 @@ impl MappedFile {
             return false;
         }
         // SAFETY: a page-aligned range of our own shared file mapping; DONTNEED on it only
-        // drops this process's page-table entries (the file keeps the data).
+        // drops this process's page-table entries (the file keeps the data), RANDOM only
+        // changes how later faults read.
         unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_DONTNEED) };
+        if from == 0 && to > self.cold_end_bytes.load(Ordering::Acquire) {
+            // SAFETY: as above.
+            unsafe { libc::madvise(self.base.cast(), to, libc::MADV_RANDOM) };
+            self.cold_end_bytes.fetch_max(to, Ordering::AcqRel);
+        }
         let reopened;
         let fd = match &self.file {
             Some(f) => f.as_raw_fd(),

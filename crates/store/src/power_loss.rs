@@ -10,11 +10,17 @@
 //! are allocated, or zero-filled, before use, so their old content is zeros). Files replaced by
 //! an fsynced rename (checkpoints, metadata) are whole, old or new.
 //!
+//! A test that kills a whole process (`petrel serve`) cannot read the record from memory: with
+//! [`record_syncs_to`] every change of a file's synced point is also appended to a journal file
+//! before the sync's caller learns it finished (so before any acknowledgement it allows), and
+//! [`drop_unsynced_journaled`] applies the power failure from that journal after the kill.
+//!
 //! Because the record is taken where the system calls are made, a flush that published its
 //! watermark without syncing, or a file written after its last sync, loses data here exactly
 //! as it would on a real machine. The model is conservative: a real sync writes a whole file.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,9 +36,25 @@ static RECORDING: AtomicBool = AtomicBool::new(false);
 /// Every file handle's record since [`record_syncs`]; bounded by the files a test opens.
 static TRACKS: Mutex<Vec<(PathBuf, Arc<Marks>)>> = Mutex::new(Vec::new());
 
+/// The journal of [`record_syncs_to`]; its lock also orders the changes it records.
+static JOURNAL: Mutex<Option<std::fs::File>> = Mutex::new(None);
+
 /// From now on, segment files record their writes and syncs (for the rest of the process).
 pub fn record_syncs() {
     RECORDING.store(true, Ordering::Release);
+}
+
+/// [`record_syncs`], and each change of a file's first unsynced byte is appended to `journal`
+/// as a line `<byte> <path>`: the record outlives a `kill -9` of this process (the journal's
+/// writes are in the page cache, which a killed process does not take with it).
+///
+/// # Errors
+/// The journal cannot be opened.
+pub fn record_syncs_to(journal: &Path) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(journal)?;
+    *JOURNAL.lock() = Some(file);
+    record_syncs();
+    Ok(())
 }
 
 #[derive(Default)]
@@ -44,7 +66,7 @@ struct Marks {
 }
 
 /// One file handle's writes and syncs.
-pub(crate) struct SyncTrack(Arc<Marks>);
+pub(crate) struct SyncTrack(Arc<Marks>, PathBuf);
 
 impl SyncTrack {
     /// A record for a new handle of `path`, if a test asked for records.
@@ -57,12 +79,29 @@ impl SyncTrack {
             first_unsynced: AtomicU64::new(u64::MAX),
         });
         TRACKS.lock().push((path.to_path_buf(), marks.clone()));
-        Some(SyncTrack(marks))
+        Some(SyncTrack(marks, path.to_path_buf()))
+    }
+
+    /// Runs `change` on the marks; a new first unsynced byte it returns goes to the journal, if
+    /// there is one. One lock around both keeps the journal's order the marks' order.
+    fn change(&self, change: impl FnOnce(&Marks) -> Option<u64>) {
+        let mut journal = JOURNAL.lock();
+        if let (Some(byte), Some(file)) = (change(&self.0), journal.as_mut()) {
+            // A lost line would make the model forgive a missing sync: a test must stop here.
+            file.write_all(format!("{byte} {}\n", self.1.display()).as_bytes())
+                .expect("the power-loss journal takes a line");
+        }
     }
 
     pub(crate) fn wrote(&self, pos: usize, len: usize) {
-        self.0.first_unsynced.fetch_min(pos as u64, Ordering::AcqRel);
         self.0.high_water.fetch_max((pos + len) as u64, Ordering::AcqRel);
+        self.change(|m| {
+            {
+                let before = m.first_unsynced.fetch_min(pos as u64, Ordering::AcqRel);
+                (pos as u64) < before
+            }
+            .then_some(pos as u64)
+        });
     }
 
     /// Read before a sync starts: what the sync will cover (files are written in order, so a
@@ -73,14 +112,16 @@ impl SyncTrack {
 
     /// A sync that started when the high water was `covered` has finished.
     pub(crate) fn synced(&self, covered: u64) {
-        let m = &self.0;
-        let mut cur = m.first_unsynced.load(Ordering::Acquire);
-        while cur < covered {
-            match m.first_unsynced.compare_exchange(cur, covered, Ordering::AcqRel, Ordering::Acquire) {
-                Ok(_) => break,
-                Err(now) => cur = now,
+        self.change(|m| {
+            let mut cur = m.first_unsynced.load(Ordering::Acquire);
+            while cur < covered {
+                match m.first_unsynced.compare_exchange(cur, covered, Ordering::AcqRel, Ordering::Acquire) {
+                    Ok(_) => return Some(covered),
+                    Err(now) => cur = now,
+                }
             }
-        }
+            None
+        });
     }
 }
 
@@ -125,6 +166,35 @@ pub fn drop_unsynced(root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
         *e = (*e).min(at);
         false
     });
+    apply(first_unsynced, seed)
+}
+
+/// [`drop_unsynced`] for a process that was killed: the record is read from the journal that
+/// [`record_syncs_to`] wrote (files under `root` only). A line the kill cut short is ignored —
+/// it was written before its sync was reported, so nothing it covers was acknowledged.
+///
+/// # Errors
+/// The journal or a file cannot be read or written.
+pub fn drop_unsynced_journaled(journal: &Path, root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
+    let text = std::fs::read_to_string(journal)?;
+    let mut first_unsynced: HashMap<PathBuf, u64> = HashMap::new();
+    for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+        let parsed = line
+            .trim_end_matches('\n')
+            .split_once(' ')
+            .and_then(|(b, p)| Some((b.parse::<u64>().ok()?, p)));
+        let Some((byte, path)) = parsed else {
+            return Err(std::io::Error::other(format!("power-loss journal line {line:?}")));
+        };
+        if Path::new(path).starts_with(root) {
+            first_unsynced.insert(PathBuf::from(path), byte);
+        }
+    }
+    apply(first_unsynced, seed)
+}
+
+/// Past each file's first unsynced byte, keeps or zeroes each page at random.
+fn apply(first_unsynced: HashMap<PathBuf, u64>, seed: u64) -> std::io::Result<PowerLoss> {
     let mut coin = Coin(seed);
     let mut loss = PowerLoss::default();
     let mut files: Vec<(PathBuf, u64)> = first_unsynced.into_iter().filter(|(_, at)| *at < u64::MAX).collect();

@@ -1,6 +1,7 @@
 //! The page-cache budget on real files: with a budget the store's files stay resident under it
 //! while 48 MiB are written (measured independently with `mincore` on a fresh mapping of each
-//! file), cold data still reads back, and without a budget the same writes stay resident.
+//! file), cold data still reads back, a cold read brings back only its own pages, and without a
+//! budget the same writes stay resident.
 #![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
@@ -25,6 +26,18 @@ fn config(root: &std::path::Path, budget: Option<u64>) -> MessageStoreConfig {
     c
 }
 
+/// Resident bytes of one file, seen through a mapping of our own.
+fn resident_in(path: &std::path::Path) -> u64 {
+    let f = std::fs::File::open(path).unwrap();
+    let len = f.metadata().unwrap().len() as usize;
+    // SAFETY: a read-only map of a file the store does not truncate while we look.
+    let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
+    let mut vec = vec![0u8; len.div_ceil(4096)];
+    // SAFETY: our mapping, a byte per page.
+    assert_eq!(unsafe { libc::mincore(map.as_ptr() as *mut _, len, vec.as_mut_ptr()) }, 0);
+    vec.iter().filter(|b| **b & 1 == 1).count() as u64 * 4096
+}
+
 /// Resident bytes of every file under `root`, seen through a mapping of our own.
 fn resident_under(root: &std::path::Path) -> u64 {
     let mut total = 0;
@@ -37,17 +50,9 @@ fn resident_under(root: &std::path::Path) -> u64 {
                 continue;
             }
             // Temporary files (a checkpoint being replaced) may be gone by now.
-            let Ok(f) = std::fs::File::open(&p) else { continue };
-            let len = f.metadata().unwrap().len() as usize;
-            if len == 0 {
-                continue;
+            if std::fs::metadata(&p).is_ok_and(|m| m.len() > 0) && std::fs::File::open(&p).is_ok() {
+                total += resident_in(&p);
             }
-            // SAFETY: a read-only map of a file the store does not truncate while we look.
-            let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
-            let mut vec = vec![0u8; len.div_ceil(4096)];
-            // SAFETY: our mapping, a byte per page.
-            assert_eq!(unsafe { libc::mincore(map.as_ptr() as *mut _, len, vec.as_mut_ptr()) }, 0);
-            total += vec.iter().filter(|b| **b & 1 == 1).count() as u64 * 4096;
         }
     }
     total
@@ -94,6 +99,33 @@ fn with_a_budget_the_store_files_stay_under_it_and_cold_data_still_reads() {
     assert_eq!(got.message_count, 1);
     let (m, _) = MessageExt::decode(&got.body).unwrap();
     assert_eq!(&m.body[..], &body(0, 3900)[..]);
+    store.close().unwrap();
+}
+
+/// A read far behind the tail (a query by key, a consumer that fell behind) must not undo the
+/// budget: the device's read-ahead (often megabytes) would otherwise bring a whole small
+/// segment back for one record.
+#[test]
+fn a_cold_read_brings_back_only_its_own_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), Some(BUDGET_BYTES))).unwrap();
+    write_all(&store, dir.path());
+    let first_segment = dir.path().join("commitlog").join(format!("{:020}", 0));
+    let before = resident_in(&first_segment);
+    assert!(before < 1 << 20, "the oldest segment was released: {before} resident");
+    for (i, queue_offset) in [(0, 0), (40, 10), (100, 25)] {
+        let got = store.get_messages("PC", i % 4, queue_offset, 1, None);
+        assert_eq!(got.message_count, 1);
+        let (m, _) = MessageExt::decode(&got.body).unwrap();
+        assert_eq!(&m.body[..], &body(i as u64, 3900)[..]);
+    }
+    let after = resident_in(&first_segment);
+    eprintln!("oldest 4 MiB segment: {before} resident, {after} after reading three 3.9 KiB records");
+    // Three records of under 4 KiB each span at most two pages.
+    assert!(
+        after <= before + 6 * 4096,
+        "{after} resident after three cold reads (from {before})"
+    );
     store.close().unwrap();
 }
 
