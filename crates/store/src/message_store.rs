@@ -4,8 +4,9 @@
 //! Owns: the dispatcher thread (commit log → consume queues, never past the readable end, so
 //! under SYNC_FLUSH consumers never see a record a crash could take back; woken by the commit
 //! log when more becomes readable after a quiet spell, polling every half millisecond while
-//! records keep coming), queue reads with
-//! RocketMQ's pull statuses, offset lookups, and waiting for new entries (long polling).
+//! records keep coming), the page-cache budget's thread (apart, so that its passes never delay
+//! dispatch), queue reads with RocketMQ's pull statuses, offset lookups, and waiting for new
+//! entries (long polling).
 //! Must never: block an appender on the dispatcher, or let a queue entry point at a record that
 //! recovery cut.
 
@@ -165,7 +166,8 @@ pub type DispatchListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
 
 pub struct MessageStore {
     inner: Arc<Inner>,
-    dispatcher: Mutex<Option<JoinHandle<()>>>,
+    /// The dispatcher and, with a page-cache budget, the thread that keeps it.
+    threads: Mutex<Vec<JoinHandle<()>>>,
     closed: AtomicBool,
 }
 
@@ -295,6 +297,19 @@ impl Inner {
         Ok(count)
     }
 
+    /// The page-cache budget's own thread: a pass every [`crate::page_cache::KEEP_INTERVAL`]
+    /// until the store stops. Not on the dispatcher: a pass measures every segment with
+    /// `mincore` (several milliseconds for each 1 GiB segment) and releases ranges, and
+    /// consumers would wait that long for new entries.
+    fn page_cache_loop(&self, budget: u64) {
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::park_timeout(crate::page_cache::KEEP_INTERVAL);
+            if !self.stop.load(Ordering::Acquire) {
+                self.keep_page_cache(budget);
+            }
+        }
+    }
+
     /// One pass of the page-cache budget over the log's and the queues' segments.
     fn keep_page_cache(&self, budget: u64) {
         let mut cq_cold = Vec::new();
@@ -393,14 +408,7 @@ impl Inner {
         let mut last_retention = Instant::now();
         let mut last_record = Instant::now();
         let mut last_retry = Instant::now();
-        let mut last_keep = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
-            if let Some(budget) = self.config.page_cache_budget_bytes
-                && last_keep.elapsed() >= crate::page_cache::KEEP_INTERVAL
-            {
-                last_keep = Instant::now();
-                self.keep_page_cache(budget);
-            }
             if self.broken_count.load(Ordering::Acquire) > 0 && last_retry.elapsed() >= BROKEN_QUEUE_RETRY {
                 last_retry = Instant::now();
                 self.retry_broken_queues();
@@ -492,13 +500,33 @@ impl MessageStore {
             "consume queues caught up"
         );
         let worker = inner.clone();
-        let dispatcher = std::thread::Builder::new()
-            .name("store-dispatch".into())
-            .spawn(move || worker.dispatch_loop())
-            .map_err(|e| StoreError::io(&inner.config.root, e))?;
+        let mut threads = vec![
+            std::thread::Builder::new()
+                .name("store-dispatch".into())
+                .spawn(move || worker.dispatch_loop())
+                .map_err(|e| StoreError::io(&inner.config.root, e))?,
+        ];
+        if let Some(budget) = inner.config.page_cache_budget_bytes {
+            let worker = inner.clone();
+            let keeper = std::thread::Builder::new()
+                .name("store-page-cache".into())
+                .spawn(move || worker.page_cache_loop(budget));
+            match keeper {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    let store = MessageStore {
+                        inner,
+                        threads: Mutex::new(threads),
+                        closed: AtomicBool::new(false),
+                    };
+                    store.stop_threads();
+                    return Err(StoreError::io(&store.inner.config.root, e));
+                }
+            }
+        }
         Ok(MessageStore {
             inner,
-            dispatcher: Mutex::new(Some(dispatcher)),
+            threads: Mutex::new(threads),
             closed: AtomicBool::new(false),
         })
     }
@@ -709,7 +737,7 @@ impl MessageStore {
         }
     }
 
-    /// Stops the dispatcher, brings the queues up to date, flushes them and closes the log.
+    /// Stops the store's threads, brings the queues up to date, flushes them and closes the log.
     pub fn close(self) -> Result<()> {
         self.shutdown()
     }
@@ -720,7 +748,7 @@ impl MessageStore {
         if self.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        self.stop_dispatcher();
+        self.stop_threads();
         if self.inner.config.commit_log.flush_mode == crate::FlushMode::Sync {
             // Under SYNC_FLUSH only the durable part is dispatched: let the flusher take the rest.
             self.inner.log.wait_durable(self.inner.log.max_offset())?;
@@ -730,11 +758,11 @@ impl MessageStore {
         self.inner.log.close()
     }
 
-    /// Stops the dispatcher and the log's threads at once, as a crash would (see
+    /// Stops the store's and the log's threads at once, as a crash would (see
     /// [`CommitLog::halt_as_if_crashed`]); for power-failure tests.
     #[doc(hidden)]
     pub fn halt_as_if_crashed(&self) {
-        self.stop_dispatcher();
+        self.stop_threads();
         self.inner.log.halt_as_if_crashed();
     }
 
@@ -758,9 +786,15 @@ impl MessageStore {
         q.get(offset).and_then(|e| self.store_timestamp(&e))
     }
 
-    fn stop_dispatcher(&self) {
+    /// Stops the dispatcher and the page-cache thread and waits for both.
+    fn stop_threads(&self) {
         self.inner.stop.store(true, Ordering::Release);
-        if let Some(h) = self.dispatcher.lock().take() {
+        self.inner.wakeup.wake_always();
+        let threads = std::mem::take(&mut *self.threads.lock());
+        for h in &threads {
+            h.thread().unpark();
+        }
+        for h in threads {
             let _ = h.join();
         }
     }
@@ -768,6 +802,6 @@ impl MessageStore {
 
 impl Drop for MessageStore {
     fn drop(&mut self) {
-        self.stop_dispatcher();
+        self.stop_threads();
     }
 }

@@ -2,7 +2,7 @@
 //! consume-queue segments) under a configured number, on any kernel, instead of letting every
 //! written byte stay mapped until the container's memory limit kills the process.
 //!
-//! Every [`KEEP_INTERVAL`] the dispatcher thread measures what is resident (`mincore`). Above
+//! Every [`KEEP_INTERVAL`] a thread of its own measures what is resident (`mincore`). Above
 //! [`RELEASE_FRACTION`] of the budget it releases what is durable and cold: commit-log ranges
 //! below both the flushed offset and the hot window (the newest half of the budget, where
 //! tailing consumers read), and every consume-queue segment but each queue's newest. Released
