@@ -35,7 +35,8 @@ ref_namesrv() {
 
 # ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
 # waits for it to boot, and prints its pid. Env: REF_BROKER_HEAP (default 512m); REF_CGROUP, a
-# cgroup v1/v2 folder the broker joins before the JVM starts.
+# cgroup v1/v2 folder the broker joins before the JVM starts; REF_BROKER_CONF_EXTRA, broker.conf
+# lines appended last (a later key wins: `brokerId=1` and `brokerRole=SLAVE` make a slave).
 ref_broker() {
   local work=$1 namesrv=$2 port=$3 flush=$4
   mkdir -p "$work/home/conf" "$work/store"
@@ -50,6 +51,7 @@ storePathRootDir=$work/store
 storePathCommitLog=$work/store/commitlog
 autoCreateTopicEnable=true
 flushDiskType=$flush
+${REF_BROKER_CONF_EXTRA:-}
 CONF
   local heap=${REF_BROKER_HEAP:-512m}
   # The subshell joins the cgroup, then becomes the JVM: the broker is charged from its first page.

@@ -22,6 +22,9 @@ scripts/interop-namesrv.sh
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
 
+echo "== interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
+scripts/interop-replication.sh
+
 echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh
 

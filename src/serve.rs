@@ -139,6 +139,7 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         Arc::new(RocketMqFront(broker.clone())),
         broker.config.server_limits(),
     )?;
+    let fast_server = start_fast_channel(&broker).await?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -158,6 +159,9 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     shutdown_signal().await;
     tracing::info!("shutting down: draining connections, then unregistering, flushing, writing the checkpoint");
     broker.long_poll.close();
+    if let Some(fast) = fast_server {
+        fast.drain().await;
+    }
     server.drain().await;
     tasks.abort_all();
     broker.shutdown().await.context("clean shutdown")?;
@@ -166,6 +170,33 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     }
     tracing::info!("shutdown complete");
     Ok(())
+}
+
+/// RocketMQ's "VIP channel": the same requests on `listenPort - 2` (or `fastListenPort`).
+/// RocketMQ's slaves copy a master's topic table over it. Best effort on the default port.
+async fn start_fast_channel(broker: &Arc<Broker>) -> Result<Option<Server>> {
+    let c = &broker.config;
+    let (port, required) = match c.fast_listen_port {
+        Some(0) => return Ok(None),
+        Some(p) => (p, true),
+        None if c.listen_port > 2 => (c.listen_port - 2, false),
+        None => return Ok(None),
+    };
+    let listen = SocketAddr::from(([0, 0, 0, 0], port));
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) if !required => {
+            tracing::warn!(%listen, error = %e, "no fast channel (RocketMQ slaves copy topics over it); set fastListenPort to choose its port");
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("fast channel: listen on {listen}")),
+    };
+    Ok(Some(Server::start(
+        "broker-fast",
+        listener,
+        Arc::new(RocketMqFront(broker.clone())),
+        c.server_limits(),
+    )?))
 }
 
 async fn start_metrics(

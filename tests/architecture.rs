@@ -45,8 +45,10 @@ fn crates_depend_only_on_what_the_architecture_allows() {
                 "petrel-store",
                 "petrel-remoting",
                 "petrel-namesrv",
+                "petrel-replication",
             ][..],
         ),
+        ("replication", &["petrel-store"][..]),
         ("client", &["petrel-protocol", "petrel-remoting"][..]),
         ("bench", &["petrel-protocol", "petrel-client"][..]),
     ]);

@@ -20,16 +20,33 @@ pub struct Petrel {
     pub dir: tempfile::TempDir,
     pub ns_port: u16,
     pub broker_port: u16,
+    /// The master's HA port (`haListenPort`), free like the others rather than `broker_port + 1`.
+    pub ha_port: u16,
+    /// Serve RocketMQ's "VIP channel" on `broker_port - 2` (off unless asked for: that port was
+    /// not checked to be free).
+    pub fast_channel: bool,
     child: Option<Child>,
     pub extra_args: Vec<String>,
 }
 
 impl Petrel {
     pub fn start(extra_args: &[&str]) -> Petrel {
+        Self::start_as(extra_args, false)
+    }
+
+    /// [`Petrel::start`] with RocketMQ's "VIP channel" on `broker_port - 2` (RocketMQ's slaves
+    /// copy their master's topics over it).
+    pub fn start_with_fast_channel(extra_args: &[&str]) -> Petrel {
+        Self::start_as(extra_args, true)
+    }
+
+    fn start_as(extra_args: &[&str], fast_channel: bool) -> Petrel {
         let mut p = Petrel {
             dir: tempfile::tempdir().unwrap(),
             ns_port: free_port(),
             broker_port: free_port(),
+            ha_port: free_port(),
+            fast_channel,
             child: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
         };
@@ -63,6 +80,11 @@ impl Petrel {
             .args(["--namesrv-listen", &format!("127.0.0.1:{}", self.ns_port)])
             .args(["--listen-port", &self.broker_port.to_string()])
             .args(["--broker-ip", "127.0.0.1"])
+            .args(["--set", &format!("haListenPort={}", self.ha_port)])
+            .args([
+                "--set",
+                &format!("fastListenPort={}", if self.fast_channel { self.broker_port - 2 } else { 0 }),
+            ])
             .args(&self.extra_args)
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
@@ -231,6 +253,33 @@ pub fn send_v2(topic: &str, queue_id: i32, tags: &str, seq: usize, body: &[u8]) 
 /// PULL_MESSAGE as a pull consumer sends it; long polling when `suspend_ms > 0`.
 pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i64) -> RemotingCommand {
     petrel_client::Client::pull_request(group, topic, queue_id, offset, 32, suspend_ms)
+}
+
+/// Pulls `topic`'s queue from `c`, starting at `from`, until `count` messages came back (an
+/// answer other than SUCCESS is retried: a slave may not have the topic or the messages yet);
+/// returns their bodies. Fails after `patience`.
+pub fn pull_bodies(c: &mut Client, topic: &str, queue_id: i32, from: i64, count: usize, patience: Duration) -> Vec<String> {
+    let mut bodies = Vec::new();
+    let mut offset = from;
+    let deadline = Instant::now() + patience;
+    while bodies.len() < count {
+        let r = c.call(pull("BodyReaders", topic, queue_id, offset, 0));
+        assert!(
+            Instant::now() < deadline,
+            "pulled {} of {count}; last answer {} {:?}",
+            bodies.len(),
+            r.code,
+            r.remark
+        );
+        if r.code != petrel_protocol::codes::response_code::SUCCESS {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        let msgs = petrel_protocol::message::decode_messages(&r.body).unwrap();
+        bodies.extend(msgs.iter().map(|m| String::from_utf8(m.body.to_vec()).unwrap()));
+        offset = r.ext("nextBeginOffset").unwrap().parse().unwrap();
+    }
+    bodies
 }
 
 /// HEART_BEAT of one consumer of `group` subscribed to all of `topic`.

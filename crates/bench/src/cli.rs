@@ -25,6 +25,9 @@ pub enum BenchCommand {
     /// Send and consume for a long time against a broker in a memory cgroup: rates, cgroup
     /// memory (anon + page cache), RSS and OOM kills every second; a table and SVG plots.
     Soak(crate::soak::SoakArgs),
+    /// The seed's replication experiment: a master with 0–4 slaves, senders × receivers, the
+    /// whole run's time against the number of replicas, and a fit of the seed's model.
+    Replication(crate::replication::ReplicationArgs),
     /// Runs `petrel serve` with each put-message lock and writes docs/lock-study.md.
     LockStudy(crate::lock_study::LockStudyArgs),
     /// Idle RocketMQ clients (heartbeating) on one broker: memory per connection, and a
@@ -204,6 +207,7 @@ pub async fn execute(command: BenchCommand) -> Result<(), BenchError> {
         BenchCommand::Compare(c) => compare(c).await,
         BenchCommand::Soak(a) => crate::soak::soak(a).await,
         BenchCommand::LockStudy(a) => crate::lock_study::lock_study(a).await,
+        BenchCommand::Replication(a) => crate::replication::replication(a).await,
         BenchCommand::Connections(a) => crate::connections::connections(a).await,
         BenchCommand::ConnectionsWorker(a) => crate::connections::worker(a).await,
     }

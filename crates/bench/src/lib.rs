@@ -12,6 +12,7 @@ pub mod connections;
 pub mod hist;
 pub mod lock_study;
 pub mod procstat;
+pub mod replication;
 pub mod report;
 pub mod run;
 pub mod soak;

@@ -96,6 +96,10 @@ pub struct Report {
     pub send_curve: Vec<(f64, u64)>,
     /// (percentile, µs) of born → consume latency.
     pub e2e_curve: Vec<(f64, u64)>,
+    /// Seconds from the start of the measurement to the last measured message consumed: the
+    /// whole run's time, first sent to last received (e2e).
+    #[serde(default)]
+    pub drained_s: Option<f64>,
     pub broker: Option<BrokerUsage>,
 }
 
@@ -306,6 +310,7 @@ pub(crate) mod tests {
             ],
             send_curve: percentile_curve(&h),
             e2e_curve: Vec::new(),
+            drained_s: None,
             broker: None,
         }
     }

@@ -164,6 +164,8 @@ struct ConsumerStats {
     born: Histogram<u64>,
     interval_born: Histogram<u64>,
     consumed: u64,
+    /// When the last measured message was consumed, µs since the epoch.
+    last_consumed_us: u64,
 }
 
 /// What every task shares.
@@ -368,6 +370,7 @@ async fn consume_queue(
             record(&mut s.interval_born, now.saturating_sub(born));
             record(&mut s.store, now.saturating_sub(m.store_timestamp as u64 * 1000));
             s.consumed += 1;
+            s.last_consumed_us = now;
         }
     }
 }
@@ -409,6 +412,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
                 born: new_histogram(),
                 interval_born: new_histogram(),
                 consumed: 0,
+                last_consumed_us: 0,
             })));
         }
         for (k, q) in queues.iter().enumerate() {
@@ -591,12 +595,17 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
     let mut store = new_histogram();
     let mut born = new_histogram();
     let mut consumed = 0;
+    let mut last_consumed_us = 0;
     for s in &consumer_stats {
         let s = s.lock();
         merge(&mut store, &s.store);
         merge(&mut born, &s.born);
         consumed += s.consumed;
+        last_consumed_us = last_consumed_us.max(s.last_consumed_us);
     }
+    let measure_start_us = shared.measure_start_us.load(Ordering::Relaxed);
+    let drained_s =
+        (w.kind == Kind::E2e && last_consumed_us > measure_start_us).then(|| (last_consumed_us - measure_start_us) as f64 / 1e6);
     let counted = if w.kind == Kind::Consume { consumed } else { messages };
     let secs = measured_s.max(1e-3);
     Ok(Report {
@@ -621,6 +630,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
         timeline,
         send_curve: percentile_curve(&send),
         e2e_curve: percentile_curve(&born),
+        drained_s,
         broker: w.broker_pid.filter(|_| !cpu_samples.is_empty()).map(|pid| BrokerUsage {
             pid,
             cpu_pct_mean: cpu_samples.iter().sum::<f64>() / cpu_samples.len() as f64,

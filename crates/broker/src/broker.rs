@@ -13,6 +13,7 @@ use crate::chores::registration::{Identity, NameServers, Registrar};
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
 use crate::long_poll::LongPoll;
+use crate::replication::Replication;
 use crate::services::admin::AdminService;
 use crate::services::consume::{ConsumeService, ConsumeSettings};
 use crate::services::groups::GroupService;
@@ -35,6 +36,8 @@ pub struct Broker {
     pub long_poll: Arc<LongPoll>,
     pub stats: Arc<BrokerStats>,
     pub registrar: Arc<Registrar>,
+    /// A master's HA server and ack gate, or a slave's HA client.
+    pub replication: Replication,
     /// The address clients reach this broker at, written into message ids.
     pub store_host: SocketAddr,
 }
@@ -59,6 +62,7 @@ impl Broker {
         name_servers: NameServers,
         tweak_store: impl FnOnce(&mut petrel_store::MessageStoreConfig),
     ) -> Result<Arc<Broker>, BrokerError> {
+        crate::replication::check_roles(&config)?;
         let config = Arc::new(config);
         let root = config.store_path_root_dir.clone();
         let io = |e: std::io::Error| BrokerError::Internal(format!("broker metadata: {e}"));
@@ -94,13 +98,15 @@ impl Broker {
         let notifier = long_poll.clone();
         store.set_dispatch_listener(Arc::new(move |topic: &str, queue_id: i32| notifier.notify(topic, queue_id)));
         let store_host = config.advertised_addr();
+        let replication = Replication::start(&config, &store)?;
+        let ha_port = replication.listen_port().unwrap_or_else(|| crate::replication::ha_port(&config));
         let registrar = Registrar::new(
             Identity {
                 cluster: config.broker_cluster_name.clone(),
                 broker_name: config.broker_name.clone(),
                 broker_id: config.broker_id,
                 broker_addr: store_host.to_string(),
-                ha_server_addr: format!("{}:{}", store_host.ip(), u32::from(config.listen_port) + 1),
+                ha_server_addr: format!("{}:{ha_port}", store_host.ip()),
             },
             name_servers,
             &topics,
@@ -119,6 +125,9 @@ impl Broker {
                 trace_on: config.trace_on,
                 max_message_size_bytes: config.max_message_size_bytes,
                 sync_flush_timeout: std::time::Duration::from_millis(config.sync_flush_timeout_ms),
+                is_slave: !config.broker_role.is_master(),
+                replicas: replication.gate(),
+                slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
             },
         );
         let consume = ConsumeService::new(
@@ -156,6 +165,7 @@ impl Broker {
             long_poll,
             stats,
             registrar,
+            replication,
             store_host,
         }))
     }
@@ -180,6 +190,7 @@ impl Broker {
             me.offsets.table().persist().map_err(io)?;
             me.topics.write_file().map_err(io)?;
             me.groups.write_file().map_err(io)?;
+            me.replication.stop();
             me.pool.shutdown();
             me.store.shutdown()?;
             Ok(())

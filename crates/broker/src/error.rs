@@ -43,6 +43,9 @@ pub enum BrokerError {
     /// A configured limit on what the broker holds is reached (topics, groups).
     #[error("{0}")]
     LimitReached(String),
+    /// Fewer replicas are in sync than `minInSyncReplicas`: refused before writing.
+    #[error("{0}")]
+    InSyncReplicasNotEnough(String),
     /// The broker cannot take writes now (disk full, a flush failed, shutting down).
     #[error("{0}")]
     Unavailable(String),

@@ -13,13 +13,14 @@ mod front;
 mod long_poll;
 pub mod metrics;
 mod persist;
+pub mod replication;
 pub mod services;
 mod stats;
 mod store_pool;
 
 pub use broker::Broker;
 pub use chores::registration::{NameServers, Registrar};
-pub use config::{BrokerConfig, ConfigError, MetricsExporter};
+pub use config::{BrokerConfig, BrokerRole, ConfigError, MetricsExporter};
 pub use error::BrokerError;
 pub use front::{RocketMqFront, served_codes};
 pub use long_poll::LongPoll;

@@ -350,6 +350,92 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
     ];
     metrics_of_kind(out, "counter", &counters);
     render_page_cache(out, broker.store.page_cache_stats());
+    render_replication(out, broker);
+}
+
+/// A master's slaves (each one's lag, who is in sync, the replicated watermark and the wait
+/// for it), or a slave's view of its master.
+fn render_replication(out: &mut String, broker: &Broker) {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    if let Some(slave) = broker.replication.slave() {
+        let st = slave.state();
+        let gauges = [
+            (
+                "petrel_ha_master_connected",
+                "1 while this slave is connected to its master's HA server.",
+                if st.connected.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
+            ),
+            (
+                "petrel_ha_lag_bytes",
+                "The master's offset in its last frame minus this slave's end.",
+                (load(&st.master_offset) - broker.store.commit_log().max_offset() as f64).max(0.0),
+            ),
+        ];
+        metrics_of_kind(out, "gauge", &gauges);
+        let counters = [
+            (
+                "petrel_ha_received_bytes_total",
+                "Log bytes received from the master.",
+                load(&st.bytes),
+            ),
+            (
+                "petrel_ha_reconnects_total",
+                "Connections to the master that ended.",
+                load(&st.reconnects),
+            ),
+        ];
+        metrics_of_kind(out, "counter", &counters);
+        return;
+    }
+    let Some(gate) = broker.replication.gate() else { return };
+    let slaves = gate.slaves();
+    let lag: Vec<(String, f64)> = slaves
+        .iter()
+        .map(|s| (format!("{{slave=\"{}\"}}", s.addr), s.lag_bytes as f64))
+        .collect();
+    let samples: Vec<(&str, f64)> = lag.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+    metric(
+        out,
+        "petrel_ha_slave_lag_bytes",
+        "gauge",
+        "The master's end minus what each slave reported holding.",
+        &samples,
+    );
+    let gauges = [
+        ("petrel_ha_slaves", "Slaves connected.", slaves.len() as f64),
+        (
+            "petrel_ha_in_sync_replicas",
+            "Replicas in sync, the master included.",
+            1.0 + slaves.iter().filter(|s| s.in_sync).count() as f64,
+        ),
+        (
+            "petrel_ha_replicated_offset",
+            "The offset every send below it has the acks its policy needs for.",
+            gate.replicated().get() as f64,
+        ),
+    ];
+    metrics_of_kind(out, "gauge", &gauges);
+    let s = &broker.stats;
+    histogram(
+        out,
+        "petrel_replica_wait_seconds",
+        "A SYNC_MASTER send from its append to the replicated watermark passing it.",
+        &s.replica_wait_ns.snapshot(),
+        1e-9,
+    );
+    let counters = [
+        (
+            "petrel_slave_timeouts_total",
+            "SYNC_MASTER sends answered FLUSH_SLAVE_TIMEOUT.",
+            load(&s.slave_timeouts),
+        ),
+        (
+            "petrel_slave_not_available_total",
+            "SYNC_MASTER sends answered SLAVE_NOT_AVAILABLE (too few slaves in sync).",
+            load(&s.slave_not_available),
+        ),
+    ];
+    metrics_of_kind(out, "counter", &counters);
 }
 
 /// The page-cache budget: resident bytes against it, and what releasing and flow control did.
@@ -559,6 +645,7 @@ mod tests {
         let config = crate::BrokerConfig {
             store_path_root_dir: dir.path().to_owned(),
             broker_ip1: Some("127.0.0.1".parse().unwrap()),
+            ha_listen_port: Some(0),
             ..crate::BrokerConfig::default()
         };
         let broker = Broker::open(config, crate::NameServers::External(vec![])).unwrap();

@@ -24,4 +24,10 @@ pub struct BrokerStats {
     pub send_ns: Log2Histogram,
     /// A SYNC_FLUSH send from its append to the flushed watermark passing it, ns.
     pub flush_wait_ns: Log2Histogram,
+    /// SYNC_MASTER sends whose replicas did not confirm within `slaveTimeout`.
+    pub slave_timeouts: AtomicU64,
+    /// SYNC_MASTER sends answered SLAVE_NOT_AVAILABLE (too few slaves in sync).
+    pub slave_not_available: AtomicU64,
+    /// A SYNC_MASTER send from its append to the replicated watermark passing it, ns.
+    pub replica_wait_ns: Log2Histogram,
 }

@@ -31,6 +31,8 @@ pub(crate) struct Live {
     pub(crate) cluster: String,
     pub(crate) broker_name: String,
     pub(crate) broker_id: i64,
+    /// Where its slaves connect (RocketMQ's HA port), as it registered it.
+    pub(crate) ha_server_addr: String,
 }
 
 #[derive(Default)]
@@ -94,6 +96,7 @@ pub(crate) struct Registration<'a> {
     pub(crate) broker_name: &'a str,
     pub(crate) broker_addr: &'a str,
     pub(crate) broker_id: i64,
+    pub(crate) ha_server_addr: &'a str,
     pub(crate) enable_acting_master: Option<bool>,
     pub(crate) topics: Option<TopicConfigSerializeWrapper>,
     pub(crate) connection: Option<u64>,
@@ -125,6 +128,7 @@ impl Routes {
                 cluster: r.cluster.to_owned(),
                 broker_name: r.broker_name.to_owned(),
                 broker_id: r.broker_id,
+                ha_server_addr: r.ha_server_addr.to_owned(),
             },
         );
         if r.broker_id == MASTER_ID
@@ -143,6 +147,18 @@ impl Routes {
                 );
             }
         }
+    }
+
+    /// What a slave of `broker_name` is told when it registers: its master's address and the
+    /// master's HA address, as RocketMQ's name server answers (`None` for a master, or while
+    /// the set has no master).
+    pub(crate) fn master_of(&self, broker_name: &str, broker_id: i64) -> Option<(String, String)> {
+        if broker_id == MASTER_ID {
+            return None;
+        }
+        let master = self.brokers.get(broker_name)?.broker_addrs.get(&MASTER_ID)?;
+        let live = self.live.get(master)?;
+        Some((master.clone(), live.ha_server_addr.clone()))
     }
 
     /// Removes one broker address; a broker name left without addresses leaves its cluster and

@@ -47,11 +47,21 @@ fn prepare_next(s: &Shared) {
     let cancelled = || s.shutdown.load(Ordering::Acquire);
     let created = MappedFile::create_with(&s.config.dir, wanted, s.config.segment_size_bytes, cancelled, zero_fill);
     let mut next = s.next.lock();
+    if next.wanted != wanted {
+        // An empty log was moved to begin elsewhere (a replica joining a master) while this
+        // segment was being created: nobody will want it.
+        drop(next);
+        if let Ok(f) = created {
+            let path = f.path().to_owned();
+            drop(f);
+            let _ = std::fs::remove_file(path);
+        }
+        return;
+    }
     next.attempts += 1;
     next.retry_requested = false;
     match created {
         Ok(f) => {
-            assert_eq!(next.wanted, wanted, "only a roll moves the wanted segment, and it needs this one");
             next.ready = Some(Arc::new(f));
             next.error = None;
             next.error_at = None;

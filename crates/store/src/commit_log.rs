@@ -186,15 +186,17 @@ pub struct RecoveryReport {
 }
 
 /// Touched only under the put-message lock.
-struct WriteState {
-    current: Option<Arc<MappedFile>>,
-    write_offset: u64,
-    queue_offsets: HashMap<String, BTreeMap<i32, i64>>,
+pub(crate) struct WriteState {
+    pub(crate) current: Option<Arc<MappedFile>>,
+    pub(crate) write_offset: u64,
+    pub(crate) queue_offsets: HashMap<String, BTreeMap<i32, i64>>,
+    /// On a replica: where the parse of the master's byte stream stands.
+    pub(crate) replica: crate::replica::ReplicaCursor,
 }
 
 impl WriteState {
     /// The next queue offset of a topic-queue (allocating only for a queue seen the first time).
-    fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+    pub(crate) fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
         if !self.queue_offsets.contains_key(topic) {
             self.queue_offsets.insert(topic.to_owned(), BTreeMap::new());
         }
@@ -246,7 +248,7 @@ pub(crate) struct Stage {
 
 /// How an append may wait.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Blocking {
+pub(crate) enum Blocking {
     /// Never: hand back [`StoreError::WouldBlock`] instead.
     No,
     /// For the next segment, and through page faults.
@@ -292,7 +294,7 @@ pub(crate) struct Shared {
 unsafe impl Sync for Shared {}
 
 pub struct CommitLog {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: RecoveryReport,
     closed: AtomicBool,
@@ -304,7 +306,7 @@ fn now_ms() -> i64 {
 
 impl Shared {
     /// Runs `f` on the write state under the put-message lock.
-    fn with_write_state<R>(&self, f: impl FnOnce(&mut WriteState) -> R) -> R {
+    pub(crate) fn with_write_state<R>(&self, f: impl FnOnce(&mut WriteState) -> R) -> R {
         let _guard = acquire(self.lock.as_ref());
         // SAFETY: the put-message lock is held, and this is the only way to reach `write`.
         f(unsafe { &mut *self.write.get() })
@@ -339,7 +341,7 @@ impl Shared {
         }
     }
 
-    fn check_writable(&self) -> Result<()> {
+    pub(crate) fn check_writable(&self) -> Result<()> {
         if self.writable.load(Ordering::Acquire) {
             Ok(())
         } else if let Some(reason) = self.flushed.failure().or_else(|| self.written.failure()) {
@@ -401,14 +403,14 @@ impl Shared {
     }
 
     /// Hands a run of bytes to the writer thread (under the put-message lock, in log order).
-    fn stage_one(&self, item: Staged) {
+    pub(crate) fn stage_one(&self, item: Staged) {
         let mut stage = self.stage.lock();
         stage.bytes += item.bytes.len();
         stage.items.push_back(item);
     }
 
     /// Waits (blocking) or refuses (non-blocking) while the stage has no room for `size` more.
-    fn wait_for_stage_room(&self, size: usize, blocking: Blocking) -> Result<()> {
+    pub(crate) fn wait_for_stage_room(&self, size: usize, blocking: Blocking) -> Result<()> {
         let mut stage = self.stage.lock();
         // An empty stage takes a run of any size, so one larger than the bound still goes.
         while stage.bytes > 0 && stage.bytes + size > self.config.max_staged_bytes {
@@ -425,7 +427,7 @@ impl Shared {
     }
 
     /// The prepared segment starting at `start`; waits for the allocator when blocking.
-    fn take_next_segment(&self, start: u64, blocking: Blocking) -> Result<Arc<MappedFile>> {
+    pub(crate) fn take_next_segment(&self, start: u64, blocking: Blocking) -> Result<Arc<MappedFile>> {
         let mut next = self.next.lock();
         assert_eq!(next.wanted, start, "the allocator prepares the segment the writer needs");
         let mut waited = false;
@@ -603,6 +605,7 @@ impl CommitLog {
                 current,
                 write_offset: end,
                 queue_offsets: by_topic,
+                replica: crate::replica::ReplicaCursor::at(end),
             }),
             segments: RwLock::new(kept),
             published: AtomicU64::new(end),

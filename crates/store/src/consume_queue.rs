@@ -20,6 +20,17 @@ use crate::mapped_file::{MappedFile, remove_partial_segments};
 /// Bytes of one entry.
 pub const CQ_ENTRY_BYTES: u64 = 20;
 
+/// The size word of a blank slot: written before the first entry of a queue that does not begin
+/// at a segment's start (a replica that joined the master's log late), so that recovery can tell
+/// "the queue begins later" from "these slots were lost" (zeros). RocketMQ fills such slots alike.
+const BLANK_SIZE: i32 = i32::MAX;
+
+fn blank_slot() -> [u8; 20] {
+    let mut b = [0u8; 20];
+    b[8..12].copy_from_slice(&BLANK_SIZE.to_be_bytes());
+    b
+}
+
 /// One entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CqEntry {
@@ -40,8 +51,9 @@ impl CqEntry {
     fn decode(b: &[u8]) -> Option<CqEntry> {
         let offset = i64::from_be_bytes(b[0..8].try_into().expect("8 bytes"));
         let size = i32::from_be_bytes(b[8..12].try_into().expect("4 bytes"));
-        // An all-zero slot is unwritten; entry 0 of the log at offset 0 still has a size.
-        (offset >= 0 && size > 0).then(|| CqEntry {
+        // An all-zero slot is unwritten; entry 0 of the log at offset 0 still has a size. A
+        // blank (size i32::MAX) stands before a queue's first entry: no entry either.
+        (offset >= 0 && size > 0 && size != BLANK_SIZE).then(|| CqEntry {
             commit_log_offset: offset as u64,
             size_bytes: size as u32,
             tags_code: i64::from_be_bytes(b[12..20].try_into().expect("8 bytes")),
@@ -91,11 +103,21 @@ impl ConsumeQueue {
                 MappedFile::open(&dir.join(format!("{start:020}")), start, segment_bytes)?.mapping_only(),
             ));
         }
-        let min_offset = segments.first().map_or(0, |s| (s.start_offset() / CQ_ENTRY_BYTES) as i64);
+        // A queue that began mid-segment (on a replica that joined at a later segment of the
+        // master's log) has blank slots before its first entry.
+        let leading_empty = segments.first().map_or(0, |s| {
+            (0..entries_per_segment)
+                .take_while(|slot| s.slice((slot * CQ_ENTRY_BYTES) as usize, 20) == blank_slot())
+                .count() as u64
+        });
+        let min_offset = segments
+            .first()
+            .map_or(0, |s| (s.start_offset() / CQ_ENTRY_BYTES + leading_empty) as i64);
         // The end: first slot that is empty or points past the commit log.
         let mut max_offset = min_offset;
-        'scan: for seg in &segments {
-            for slot in 0..entries_per_segment {
+        'scan: for (i, seg) in segments.iter().enumerate() {
+            let first_slot = if i == 0 { leading_empty } else { 0 };
+            for slot in first_slot..entries_per_segment {
                 let pos = (slot * CQ_ENTRY_BYTES) as usize;
                 match CqEntry::decode(seg.slice(pos, 20)) {
                     Some(e) if e.commit_log_offset + u64::from(e.size_bytes) <= commit_log_end => max_offset += 1,
@@ -167,6 +189,14 @@ impl ConsumeQueue {
                 }
             }
         }
+        let starts_late = queue_offset > max && max == self.min_offset() && self.segments.read().is_empty();
+        if starts_late {
+            // An empty queue starts where its first record says: on a replica that joined at
+            // a later segment of the master's log, queue offsets do not start at 0.
+            self.min_offset.store(queue_offset, Ordering::Release);
+            self.max_offset.store(queue_offset, Ordering::Release);
+            max = queue_offset;
+        }
         if queue_offset > max {
             return Err(StoreError::Layout {
                 path: self.dir.display().to_string(),
@@ -186,6 +216,14 @@ impl ConsumeQueue {
                 }
             }
         };
+        if starts_late {
+            // Blanks before the first entry (bounded by a segment's slots), so that a restart
+            // finds the queue's start rather than mistaking the slots for lost ones.
+            for pos in (0..at - start).step_by(CQ_ENTRY_BYTES as usize) {
+                // SAFETY: the single writer writes slots below `min_offset`, which readers never read.
+                unsafe { seg.write_at(pos as usize, &blank_slot()) };
+            }
+        }
         // SAFETY: the single writer (under `write`) writes the slot past `max_offset`, which
         // readers do not read until `max_offset` is published below.
         unsafe { seg.write_at((at - start) as usize, &entry.encode()) };

@@ -37,6 +37,8 @@ pub enum StoreError {
     },
     #[error("queue {topic}:{queue_id} cannot take messages: its consume queue cannot be written ({reason}); other queues can")]
     QueueUnavailable { topic: String, queue_id: i32, reason: String },
+    #[error("replicated bytes at offset {got} do not continue this log, which ends at {expected}")]
+    ReplicaGap { expected: u64, got: u64 },
     #[error("store layout problem in {path}: {reason}")]
     Layout { path: String, reason: String },
 }

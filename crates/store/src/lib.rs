@@ -16,6 +16,7 @@ mod message_store;
 mod page_cache;
 pub mod power_loss;
 mod recovery;
+mod replica;
 mod stats;
 mod wakeup;
 mod watermark;

@@ -344,7 +344,9 @@ impl Inner {
     /// Dispatches every readable record not yet in a consume queue; returns how many.
     fn dispatch_available(&self) -> Result<u64> {
         // The filler that ends a segment may have been written after the last look.
-        let mut offset = self.log.next_record_offset(self.dispatched.load(Ordering::Acquire), 0);
+        // A log that begins past 0 (a replica that joined late) starts its dispatch there.
+        let from = self.dispatched.load(Ordering::Acquire).max(self.log.min_offset());
+        let mut offset = self.log.next_record_offset(from, 0);
         let mut count = 0;
         // Bounded: at most one entry per queue, and a batch rarely touches more than a few.
         let mut touched: Vec<(String, i32)> = Vec::new();

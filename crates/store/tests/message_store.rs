@@ -238,3 +238,41 @@ fn a_stale_consume_queue_slot_gives_way_to_the_commit_log() {
     assert_eq!(first.commit_log_offset as u64, new[0], "entry 0 points at the new record");
     store.close().unwrap();
 }
+
+fn cq_entry(offset: u64) -> petrel_store::CqEntry {
+    petrel_store::CqEntry {
+        commit_log_offset: offset,
+        size_bytes: 100,
+        tags_code: 0,
+    }
+}
+
+#[test]
+fn a_queue_that_begins_late_keeps_its_start_across_a_reopen_but_lost_slots_do_not_look_like_one() {
+    use petrel_store::ConsumeQueue;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        // A replica that joined late: the queue's first record has queue offset 100.
+        let late = ConsumeQueue::open(dir.path(), "T", 0, 64, u64::MAX).unwrap();
+        late.append(100, cq_entry(5000)).unwrap();
+        late.append(101, cq_entry(5100)).unwrap();
+        late.flush().unwrap();
+        let from_zero = ConsumeQueue::open(dir.path(), "T", 1, 64, u64::MAX).unwrap();
+        for i in 0..3 {
+            from_zero.append(i, cq_entry(i as u64 * 100)).unwrap();
+        }
+        from_zero.flush().unwrap();
+    }
+    let late = ConsumeQueue::open(dir.path(), "T", 0, 64, u64::MAX).unwrap();
+    assert_eq!((late.min_offset(), late.max_offset()), (100, 102));
+    assert_eq!(late.get(100).map(|e| e.commit_log_offset), Some(5000));
+    assert!(late.get(99).is_none());
+    // A power failure that lost queue 1's first slot (zeros) leaves a queue that recovery
+    // rebuilds from the log, not one that "begins" at 1.
+    let path = dir.path().join("T").join("1").join(format!("{:020}", 0));
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[..20].fill(0);
+    std::fs::write(&path, bytes).unwrap();
+    let lost = ConsumeQueue::open(dir.path(), "T", 1, 64, u64::MAX).unwrap();
+    assert_eq!((lost.min_offset(), lost.max_offset()), (0, 0));
+}

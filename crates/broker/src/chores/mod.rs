@@ -8,6 +8,7 @@
 pub mod expiry;
 pub mod offset_flush;
 pub mod registration;
+pub mod slave_sync;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,4 +37,7 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         broker.groups.clone(),
         Duration::from_millis(broker.config.channel_expired_timeout_ms),
     ));
+    if broker.replication.slave().is_some() {
+        tasks.spawn(slave_sync::run(broker.clone()));
+    }
 }

@@ -14,7 +14,7 @@ use petrel_namesrv::NameServer;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::body::{RegisterBrokerBody, register_body_crc32};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
-use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader};
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
 use crate::persist::{Coalesced, Job};
@@ -78,11 +78,21 @@ enum Targets {
     External(Vec<Endpoint>),
 }
 
+/// A slave's master, as the name server's answer to its registration names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LearnedMaster {
+    /// Where clients and the slave's metadata sync reach the master.
+    pub addr: String,
+    /// The master's HA server.
+    pub ha_addr: String,
+}
+
 pub struct Registrar {
     identity: Identity,
     targets: Targets,
     topics: Weak<TopicService>,
     work: Arc<Coalesced>,
+    learned: parking_lot::Mutex<Option<LearnedMaster>>,
 }
 
 impl Registrar {
@@ -105,6 +115,7 @@ impl Registrar {
             targets,
             topics: Arc::downgrade(topics),
             work: Coalesced::new("registration"),
+            learned: parking_lot::Mutex::new(None),
         })
     }
 
@@ -154,22 +165,36 @@ impl Registrar {
         RemotingCommand::request(rc::UNREGISTER_BROKER, 0).with_ext_fields(header.to_ext())
     }
 
+    /// The master the name servers last named in answer to this broker's registration (a
+    /// slave's; a master is told none).
+    #[must_use]
+    pub fn learned_master(&self) -> Option<LearnedMaster> {
+        self.learned.lock().clone()
+    }
+
+    fn learn(&self, answer: &RemotingCommand) {
+        let Ok(h) = RegisterBrokerResponseHeader::from_command(answer) else {
+            return;
+        };
+        if let (Some(addr), Some(ha_addr)) = (h.master_addr.filter(|a| !a.is_empty()), h.ha_server_addr.filter(|a| !a.is_empty())) {
+            *self.learned.lock() = Some(LearnedMaster { addr, ha_addr });
+        }
+    }
+
     /// Registers with every name server now; failures are logged (the next period retries).
     pub async fn register_all(&self) {
         let Some(request) = self.register_request() else { return };
         match &self.targets {
-            Targets::Embedded(ns) => {
-                if let Some(r) = ns.handle(&request)
-                    && r.code != resp::SUCCESS
-                {
-                    tracing::error!(code = r.code, remark = ?r.remark, "embedded name server refused registration");
-                }
-            }
+            Targets::Embedded(ns) => match ns.handle(&request) {
+                Some(r) if r.code == resp::SUCCESS => self.learn(&r),
+                Some(r) => tracing::error!(code = r.code, remark = ?r.remark, "embedded name server refused registration"),
+                None => {}
+            },
             Targets::External(endpoints) => {
                 let calls = endpoints.iter().map(|e| e.call(request.clone(), REGISTER_TIMEOUT));
                 for (e, result) in endpoints.iter().zip(futures::future::join_all(calls).await) {
                     match result {
-                        Ok(r) if r.code == resp::SUCCESS => {}
+                        Ok(r) if r.code == resp::SUCCESS => self.learn(&r),
                         Ok(r) => tracing::warn!(addr = %e.addr, code = r.code, remark = ?r.remark, "name server refused registration"),
                         Err(err) => tracing::warn!(addr = %e.addr, error = %err, "registration failed"),
                     }

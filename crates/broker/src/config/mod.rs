@@ -19,7 +19,7 @@ use petrel_lock::LockKind;
 use petrel_remoting::{ConnectionLimits, ServerLimits};
 use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
 
-pub use value::{ConfigValue, MetricsExporter, at_least, at_least_if_set, within};
+pub use value::{BrokerRole, ConfigValue, MetricsExporter, at_least, at_least_if_set, within};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -45,6 +45,7 @@ pub enum Section {
     Processes,
     Storage,
     Connections,
+    Replication,
     Topics,
     Metrics,
 }
@@ -120,6 +121,8 @@ config_table! {
             "External name servers, `host:port;host:port` (also `--namesrv-addr`). Unset: the name server runs inside `petrel serve`. Set: the broker keeps one connection to each, sends REGISTER_BROKER every `registerNameServerPeriod` and on every topic change, and UNREGISTER_BROKER on shutdown; Apache RocketMQ's name servers work too."
         "listenPort" => listen_port: u16 = 10911, check at_least(1);
             "The broker's port, on all interfaces (also `--listen-port`)."
+        "fastListenPort" => fast_listen_port: Option<u16> = None;
+            "A second port serving the same requests: RocketMQ's \"VIP channel\", which its slaves use to copy a master's topics and clients may use for sends. Unset: `listenPort - 2` when that port is free (a warning otherwise); `0`: none; a port: that one, or the broker does not start."
         "brokerIP1" => broker_ip1: Option<IpAddr> = None;
             "The address advertised in routes and written into offset message ids (also `--broker-ip`). Default: the address of the interface the host routes outbound traffic through, else `127.0.0.1`."
         "registerNameServerPeriod" => register_name_server_period_ms: u64 = 30_000, check within(10_000, 60_000);
@@ -170,6 +173,38 @@ config_table! {
             "Petrel: bytes of answers waiting for one connection's socket; at the bound the broker stops reading that connection until the client reads."
         "shutdownDrainTimeoutMillis" => shutdown_drain_timeout_ms: u64 = 5000;
             "Petrel: on SIGTERM, how long connections may take to finish the answers they owe (new requests are no longer read) before the store is closed."
+    }
+    Replication {
+        "brokerRole" => broker_role: BrokerRole = BrokerRole::AsyncMaster;
+            "`ASYNC_MASTER`: sends are answered without waiting for slaves. `SYNC_MASTER`: a send is answered once enough replicas hold it (see `inSyncReplicas` and `allAckInSyncStateSet`). `SLAVE`: follows the master of its `brokerName` (brokerId must be above 0) and refuses sends with `SERVICE_NOT_AVAILABLE` (14)."
+        "haListenPort" => ha_listen_port: Option<u16> = None;
+            "Port of a master's HA server, where slaves connect (RocketMQ's classic HA protocol). Default: `listenPort + 1`."
+        "haMasterAddress" => ha_master_address: Option<String> = None;
+            "A slave's master, `host:haPort`. Default: learnt from the name server's answer to the slave's registration (the master of the same `brokerName`)."
+        "haSendHeartbeatInterval" => ha_send_heartbeat_interval_ms: u64 = 5000, check at_least(100);
+            "Milliseconds between a slave's reports when nothing arrives, and between a master's heartbeat frames when nothing is written."
+        "haHousekeepingInterval" => ha_housekeeping_interval_ms: u64 = 20_000, check at_least(1000);
+            "Milliseconds without traffic after which either side closes an HA connection."
+        "haTransferBatchSize" => ha_transfer_batch_size: usize = 32 * 1024, check within(1024, 4 << 20);
+            "Largest frame a master sends a slave, bytes (at most 4 MiB, the read buffer of RocketMQ's slave)."
+        "haMaxGapNotInSync" => ha_max_gap_not_in_sync: u64 = 256 << 20, check at_least(1);
+            "A slave further behind the master than this many bytes is not in sync: sends stop waiting for it."
+        "slaveTimeout" => slave_timeout_ms: u64 = 3000, check at_least(1);
+            "Milliseconds a SYNC_MASTER send waits for its replicas before answering `FLUSH_SLAVE_TIMEOUT` (12); the message is stored on the master either way."
+        "inSyncReplicas" => in_sync_replicas: usize = 1, check at_least(1);
+            "Replicas, the master included, that must hold a SYNC_MASTER send before it is answered. Petrel is stricter than RocketMQ 5 here: RocketMQ's default of 1 makes a SYNC_MASTER wait for no slave; Petrel's SYNC_MASTER always waits for at least one (`max(inSyncReplicas, 2)`), as RocketMQ 4 did and as its `2m-2s-sync` sample expects."
+        "minInSyncReplicas" => min_in_sync_replicas: usize = 1, check at_least(1);
+            "While fewer replicas than this (the master included) are in sync, a master refuses sends before writing them (`SYSTEM_ERROR`, \"in-sync replicas not enough\")."
+        "allAckInSyncStateSet" => all_ack_in_sync_state_set: bool = false;
+            "SYNC_MASTER sends wait for every slave in sync rather than for `inSyncReplicas`; with no slave in sync they wait for none (raise `minInSyncReplicas` to refuse instead)."
+        "totalReplicas" => total_replicas: usize = 1, check at_least(1);
+            "Replicas in the broker set, the master included (informational; RocketMQ uses it with acting-master mode)."
+        "syncFromLastFile" => sync_from_last_file: bool = false;
+            "An empty slave receives only the master's newest segment (what RocketMQ's classic master always sends) instead of the master's whole log."
+        "slaveReadEnable" => slave_read_enable: bool = false;
+            "A slave serves pulls and tells consumers to stay (`suggestWhichBrokerId` = its id); otherwise it still answers but suggests the master."
+        "haMaxSlaves" => ha_max_slaves: usize = 16, check within(1, 256);
+            "Petrel: slaves a master serves at once; a further connection is closed as it arrives."
     }
     Topics {
         "autoCreateTopicEnable" => auto_create_topic_enable: bool = true;
@@ -350,6 +385,7 @@ pub const SECTIONS: &[(Section, &str)] = &[
     (Section::Processes, "processes"),
     (Section::Storage, "storage"),
     (Section::Connections, "connections"),
+    (Section::Replication, "replication"),
     (Section::Topics, "topics"),
     (Section::Metrics, "metrics"),
 ];

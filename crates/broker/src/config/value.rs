@@ -125,6 +125,45 @@ impl ConfigValue for LockKind {
     }
 }
 
+/// RocketMQ's `brokerRole`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BrokerRole {
+    /// A master whose sends do not wait for slaves.
+    AsyncMaster,
+    /// A master whose sends wait for slaves' acks (how many: `inSyncReplicas`,
+    /// `allAckInSyncStateSet`).
+    SyncMaster,
+    /// Follows a master's commit log; refuses sends.
+    Slave,
+}
+
+impl BrokerRole {
+    #[must_use]
+    pub fn is_master(self) -> bool {
+        self != BrokerRole::Slave
+    }
+}
+
+impl ConfigValue for BrokerRole {
+    const EXPECTED: &'static str = "ASYNC_MASTER, SYNC_MASTER or SLAVE";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "ASYNC_MASTER" => Some(BrokerRole::AsyncMaster),
+            "SYNC_MASTER" => Some(BrokerRole::SyncMaster),
+            "SLAVE" => Some(BrokerRole::Slave),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            BrokerRole::AsyncMaster => "ASYNC_MASTER",
+            BrokerRole::SyncMaster => "SYNC_MASTER",
+            BrokerRole::Slave => "SLAVE",
+        }
+        .to_owned()
+    }
+}
+
 /// RocketMQ's `metricsExporterType`; Petrel serves Prometheus only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricsExporter {

@@ -16,9 +16,11 @@ use crate::error::BrokerError;
 #[must_use]
 pub fn code_of(e: &BrokerError) -> i32 {
     match e {
-        BrokerError::BadRequest(_) | BrokerError::Internal(_) | BrokerError::NotSupported(_) | BrokerError::LimitReached(_) => {
-            resp::SYSTEM_ERROR
-        }
+        BrokerError::BadRequest(_)
+        | BrokerError::Internal(_)
+        | BrokerError::NotSupported(_)
+        | BrokerError::LimitReached(_)
+        | BrokerError::InSyncReplicasNotEnough(_) => resp::SYSTEM_ERROR,
         BrokerError::InvalidParameter(_) => resp::INVALID_PARAMETER,
         BrokerError::MessageIllegal(_) => resp::MESSAGE_ILLEGAL,
         BrokerError::NoPermission(_) => resp::NO_PERMISSION,
@@ -32,6 +34,7 @@ pub fn code_of(e: &BrokerError) -> i32 {
         BrokerError::Store(s) => match s {
             StoreError::DiskFull { .. } | StoreError::NotWritable(_) | StoreError::FlushFailed(_) => resp::SERVICE_NOT_AVAILABLE,
             StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
+            StoreError::ReplicaGap { .. } => resp::SYSTEM_ERROR,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
             StoreError::WouldBlock(_) => resp::SYSTEM_BUSY,
             StoreError::Io { .. } | StoreError::Layout { .. } | StoreError::Corrupt { .. } | StoreError::QueueUnavailable { .. } => {

@@ -146,6 +146,13 @@ impl GroupService {
     /// # Errors
     /// The file cannot be written.
     pub fn write_file(&self) -> std::io::Result<()> {
+        write_atomically(&self.path, &self.to_json())
+    }
+
+    /// The known groups as `config/subscriptionGroup.json` holds them
+    /// (GET_ALL_SUBSCRIPTIONGROUP_CONFIG's answer).
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
         let file = GroupFile {
             subscription_group_table: self
                 .known
@@ -160,8 +167,29 @@ impl GroupService {
                 })
                 .collect(),
         };
-        let text = serde_json::to_vec(&file).map_err(std::io::Error::other)?;
-        write_atomically(&self.path, &text)
+        serde_json::to_vec(&file).unwrap_or_default()
+    }
+
+    /// A slave learns its master's groups (up to `maxGroups`); returns how many were new.
+    ///
+    /// # Errors
+    /// The master's table does not parse.
+    pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, String> {
+        let master: GroupFile = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        let mut known = self.known.write();
+        let before = known.len();
+        for group in master.subscription_group_table.into_keys() {
+            if known.len() >= self.max_groups {
+                break;
+            }
+            known.insert(group);
+        }
+        let added = known.len() - before;
+        drop(known);
+        if added > 0 {
+            self.persist.request();
+        }
+        Ok(added)
     }
 
     /// Whether the consumer group exists (a client registered it, now or before a restart).

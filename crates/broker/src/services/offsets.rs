@@ -104,6 +104,36 @@ impl OffsetTable {
         clamped
     }
 
+    /// The table as `config/consumerOffset.json` holds it (GET_ALL_CONSUMER_OFFSET's answer).
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&*self.committed.read()).unwrap_or_default()
+    }
+
+    /// A slave takes its master's committed offsets, entry by entry over its own (RocketMQ's
+    /// slaves do the same); returns how many queue offsets changed.
+    ///
+    /// # Errors
+    /// The master's table does not parse.
+    pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, String> {
+        let master: OffsetFile = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        let mut changed = 0;
+        let mut table = self.committed.write();
+        for (k, queues) in master.offset_table {
+            let mine = table.offset_table.entry(k).or_default();
+            for (queue_id, offset) in queues {
+                if mine.insert(queue_id, offset) != Some(offset) {
+                    changed += 1;
+                }
+            }
+        }
+        drop(table);
+        if changed > 0 {
+            self.dirty.store(true, Ordering::Release);
+        }
+        Ok(changed)
+    }
+
     /// Writes the file if anything changed since the last write (off the runtime: the offset
     /// chore runs it on the blocking pool).
     ///

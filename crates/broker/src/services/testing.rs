@@ -112,6 +112,8 @@ impl TestBroker {
             store_path_root_dir: dir.path().to_owned(),
             broker_ip1: Some("127.0.0.1".parse().unwrap()),
             mapped_file_size_commit_log: 1 << 20,
+            // Tests run side by side: the HA server takes any free port.
+            ha_listen_port: Some(0),
             ..BrokerConfig::default()
         };
         configure(&mut config);

@@ -213,6 +213,21 @@ impl TopicService {
         Ok((config, true))
     }
 
+    /// A slave takes its master's table whole when the master's version differs (RocketMQ's
+    /// slaves do the same); returns whether anything changed. Written to disk later.
+    pub fn replace_from_master(&self, master: TopicConfigSerializeWrapper) -> bool {
+        let mut t = self.table.write();
+        if t.data_version == master.data_version && t.topic_config_table == master.topic_config_table {
+            return false;
+        }
+        let (before, after) = (t.topic_config_table.len(), master.topic_config_table.len());
+        *t = master;
+        drop(t);
+        tracing::info!(before, after, "topic table taken from the master");
+        self.persist.request();
+        true
+    }
+
     /// Resolves once every change so far is on disk and the name servers know it.
     ///
     /// # Errors

@@ -2,7 +2,7 @@
 
 use petrel_protocol::body::{RegisterBrokerBody, from_json, register_body_crc32};
 use petrel_protocol::codes::response_code as resp;
-use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, UnregisterBrokerRequestHeader};
+use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader};
 use petrel_protocol::{ExtFields, RemotingCommand};
 use petrel_remoting::{answer, error};
 
@@ -34,17 +34,28 @@ pub(super) fn register(ns: &NameServer, request: &RemotingCommand, origin: Origi
             Err(e) => return error(request, resp::SYSTEM_ERROR, format!("bad REGISTER_BROKER body: {e}")),
         }
     };
-    ns.routes.write().register(Registration {
+    let mut routes = ns.routes.write();
+    routes.register(Registration {
         cluster: &h.cluster_name,
         broker_name: &h.broker_name,
         broker_addr: &h.broker_addr,
         broker_id: h.broker_id,
+        ha_server_addr: &h.ha_server_addr,
         enable_acting_master: h.enable_acting_master,
         topics: body.map(|b| b.topic_config_serialize_wrapper),
         connection: origin.connection,
     });
-    // A lone master: no HA server and no master address to report, so an empty header.
-    answer(request, resp::SUCCESS).with_ext_fields(ExtFields::default())
+    // A slave learns its master (and where to follow it); a master gets an empty header.
+    let ext = match routes.master_of(&h.broker_name, h.broker_id) {
+        Some((master_addr, ha_server_addr)) => RegisterBrokerResponseHeader {
+            ha_server_addr: Some(ha_server_addr),
+            master_addr: Some(master_addr),
+        }
+        .to_ext(),
+        None => ExtFields::default(),
+    };
+    drop(routes);
+    answer(request, resp::SUCCESS).with_ext_fields(ext)
 }
 
 pub(super) fn unregister(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {

@@ -4,6 +4,7 @@ mod admin;
 mod client;
 mod message;
 mod offset;
+mod replica;
 mod topic;
 
 use std::sync::Arc;
@@ -43,6 +44,10 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::GET_BROKER_RUNTIME_INFO, admin::runtime_info::handle),
     (rc::GET_BROKER_CONFIG, admin::broker_config::handle),
     (rc::VIEW_MESSAGE_BY_ID, admin::view_message::handle),
+    (rc::GET_ALL_CONSUMER_OFFSET, replica::metadata::consumer_offsets),
+    (rc::GET_ALL_DELAY_OFFSET, replica::metadata::delay_offsets),
+    (rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, replica::metadata::subscription_groups),
+    (rc::GET_ALL_MESSAGE_REQUEST_MODE, replica::metadata::message_request_modes),
 ];
 
 pub(super) fn route(code: i32) -> Option<HandlerFn> {

@@ -22,6 +22,7 @@ use petrel_protocol::body::perm;
 use petrel_protocol::message::MessageExt;
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
 use petrel_protocol::properties::{Properties, decode_properties, keys};
+use petrel_replication::{AckGate, Refusal, ReplicaWait};
 use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError};
 
 use super::BrokerError;
@@ -62,6 +63,11 @@ pub enum Durability {
     Stored,
     /// Stored, but the disk did not confirm within `syncFlushTimeout`; it will later.
     FlushTimedOut,
+    /// Stored (and durable as the flush mode promises), but the replicas the policy needs did
+    /// not confirm within `slaveTimeout`.
+    SlaveTimedOut,
+    /// Stored on the master, but too few slaves were in sync to wait for.
+    SlaveNotAvailable,
 }
 
 #[derive(Debug, Clone)]
@@ -94,6 +100,11 @@ pub struct ProduceSettings {
     pub trace_on: bool,
     pub max_message_size_bytes: usize,
     pub sync_flush_timeout: Duration,
+    /// A slave refuses sends.
+    pub is_slave: bool,
+    /// A SYNC_MASTER's gate: which replicas a send waits for.
+    pub replicas: Option<Arc<AckGate>>,
+    pub slave_timeout: Duration,
 }
 
 pub struct ProduceService {
@@ -159,7 +170,13 @@ impl ProduceService {
                 "[PC_SYNCHRONIZED]broker busy, start flow control for a while (unflushed data keeps the page cache over pageCacheBudgetBytes)".into(),
             ));
         }
+        if self.settings.is_slave {
+            return Err(BrokerError::Unavailable(
+                "service not available now: this broker is a slave (brokerRole=SLAVE); messages are put to the master".into(),
+            ));
+        }
         let p = self.prepare(&req)?;
+        let replicas = self.replica_wait()?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
         let log = self.store.commit_log();
         let mark = if self.sync_flush() {
@@ -176,7 +193,11 @@ impl ProduceService {
         let end = results.last().map_or(0, AppendResult::end_offset);
         let bytes: u64 = results.iter().map(|r| u64::from(r.size_bytes)).sum();
         assert_eq!(results.len(), count, "one result per record");
-        let durability = self.wait_durable(slot, end).await?;
+        let (durability, replicated) = tokio::join!(self.wait_durable(slot, end), self.wait_replicated(replicas, end));
+        let durability = match (durability?, replicated) {
+            (Durability::Stored, Some(replicated)) => replicated,
+            (durability, _) => durability,
+        };
         self.stats.put_messages.fetch_add(results.len() as u64, Ordering::Relaxed);
         self.stats.put_bytes.fetch_add(bytes, Ordering::Relaxed);
         if topic_created {
@@ -216,6 +237,42 @@ impl ProduceService {
                 "the record was not written within {} ms",
                 self.settings.sync_flush_timeout.as_millis()
             ))),
+        }
+    }
+
+    /// Whether this send waits for replicas, decided before anything is written.
+    fn replica_wait(&self) -> Result<ReplicaWait, BrokerError> {
+        let Some(gate) = &self.settings.replicas else {
+            return Ok(ReplicaWait::None);
+        };
+        gate.before_append().map_err(|e| match e {
+            Refusal::InSyncReplicasNotEnough { .. } => BrokerError::InSyncReplicasNotEnough(e.to_string()),
+            Refusal::Busy(why) => BrokerError::Busy(why),
+            Refusal::Failed(why) => BrokerError::Unavailable(why),
+        })
+    }
+
+    /// Waits until the replicas the policy needs hold everything below `end`; `None` when the
+    /// send waits for none.
+    async fn wait_replicated(&self, wait: ReplicaWait, end: u64) -> Option<Durability> {
+        let slot = match wait {
+            ReplicaWait::None => return None,
+            ReplicaWait::NotEnough { in_sync, needed } => {
+                self.stats.slave_not_available.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(in_sync, needed, "too few replicas in sync to wait for");
+                return Some(Durability::SlaveNotAvailable);
+            }
+            ReplicaWait::Wait(slot) => slot,
+        };
+        let started = Instant::now();
+        let waited = tokio::time::timeout(self.settings.slave_timeout, slot.wait(end)).await;
+        self.stats.replica_wait_ns.record(started.elapsed().as_nanos() as u64);
+        match waited {
+            Ok(Ok(())) => Some(Durability::Stored),
+            Ok(Err(_)) | Err(_) => {
+                self.stats.slave_timeouts.fetch_add(1, Ordering::Relaxed);
+                Some(Durability::SlaveTimedOut)
+            }
         }
     }
 

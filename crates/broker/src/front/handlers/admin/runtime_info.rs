@@ -1,4 +1,5 @@
-//! GET_BROKER_RUNTIME_INFO (28): what `mqadmin clusterList` and `brokerStatus` show.
+//! GET_BROKER_RUNTIME_INFO (28): what `mqadmin clusterList` and `brokerStatus` show, with the
+//! replication state (a master's slaves and their lag, a slave's master).
 
 use std::sync::Arc;
 
@@ -13,7 +14,8 @@ use crate::front::reply::later;
 pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let broker = broker.clone();
     later(request.clone(), async move {
-        let table = broker.admin.runtime_info().await?;
+        let mut table = broker.admin.runtime_info().await?;
+        table.extend(crate::replication::runtime_keys(&broker));
         Ok(answer(&request, resp::SUCCESS).with_body(body::to_json(&KvTable { table })))
     })
 }

@@ -35,7 +35,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     let offset = pull.queue_offset;
     later(request.clone(), async move {
         let got = broker.consume.pull(pull).await?;
-        Ok(answer_pull(&request, offset, got))
+        Ok(answer_pull(&request, offset, got, Role::of(&broker)))
     })
 }
 
@@ -53,9 +53,35 @@ fn code_of(status: GetStatus, offset: i64) -> i32 {
     }
 }
 
-fn answer_pull(request: &RemotingCommand, offset: i64, got: PullOutcome) -> RemotingCommand {
+/// What the pull's answer depends on of the broker's replication role.
+#[derive(Clone, Copy)]
+struct Role {
+    /// A slave's id; `None` on a master.
+    slave_id: Option<i64>,
+    slave_read_enable: bool,
+}
+
+impl Role {
+    fn of(broker: &Broker) -> Role {
+        Role {
+            slave_id: (!broker.config.broker_role.is_master()).then_some(broker.config.broker_id),
+            slave_read_enable: broker.config.slave_read_enable,
+        }
+    }
+}
+
+fn answer_pull(request: &RemotingCommand, offset: i64, got: PullOutcome, role: Role) -> RemotingCommand {
+    let mut code = code_of(got.status, offset);
+    if role.slave_id.is_some() && code == resp::PULL_OFFSET_MOVED {
+        // A slave may simply lag its master: it never tells a consumer to move its offset
+        // (RocketMQ's default, offsetCheckInSlave=false), it sends it back to the master.
+        code = resp::PULL_RETRY_IMMEDIATELY;
+    }
     let header = PullMessageResponseHeader {
-        suggest_which_broker_id: 0,
+        suggest_which_broker_id: match role.slave_id {
+            Some(id) if role.slave_read_enable && code != resp::PULL_RETRY_IMMEDIATELY => id,
+            _ => 0,
+        },
         next_begin_offset: got.next_begin_offset,
         min_offset: got.min_offset,
         max_offset: got.max_offset,
@@ -64,7 +90,7 @@ fn answer_pull(request: &RemotingCommand, offset: i64, got: PullOutcome) -> Remo
         group_sys_flag: Some(0),
         forbidden_type: None,
     };
-    answer(request, code_of(got.status, offset))
+    answer(request, code)
         .with_remark(got.status.name())
         .with_ext_fields(header.to_ext())
         .with_body(got.body)

@@ -51,6 +51,8 @@ fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> R
     let code = match outcome.durability {
         Durability::Stored => resp::SUCCESS,
         Durability::FlushTimedOut => resp::FLUSH_DISK_TIMEOUT,
+        Durability::SlaveTimedOut => resp::FLUSH_SLAVE_TIMEOUT,
+        Durability::SlaveNotAvailable => resp::SLAVE_NOT_AVAILABLE,
     };
     let header = SendMessageResponseHeader {
         msg_id: outcome.msg_id,

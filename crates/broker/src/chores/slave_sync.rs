@@ -1,0 +1,76 @@
+//! A slave's chores: follow the master the name servers name (unless `haMasterAddress` fixes
+//! it), and take the master's metadata over remoting — topics (GET_ALL_TOPIC_CONFIG), committed
+//! consumer offsets (GET_ALL_CONSUMER_OFFSET) and consumer groups
+//! (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) — as RocketMQ's `SlaveSynchronize` does, but every
+//! [`SYNC_PERIOD`] rather than every 60 s: a topic created on the master is readable on the slave
+//! within seconds, and offsets a consumer would resume from are at most that old.
+//!
+//! Owns: the slave's connection to its master's remoting port. Must never: wait on the master
+//! without a deadline, or stop the slave when the master is away.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{TopicConfigSerializeWrapper, from_json};
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
+
+use crate::broker::Broker;
+
+/// Between two looks at the master (its address, its topics).
+pub const SYNC_PERIOD: Duration = Duration::from_secs(3);
+const CALL_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Runs until the task is dropped.
+pub async fn run(broker: Arc<Broker>) {
+    let mut tick = tokio::time::interval(SYNC_PERIOD);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut conn: Option<(String, Arc<Connection>)> = None;
+    loop {
+        tick.tick().await;
+        let Some(slave) = broker.replication.slave() else { return };
+        let learned = broker.registrar.learned_master();
+        if learned.is_none() {
+            // Until a master registers, ask again sooner than the registration period.
+            broker.registrar.request();
+        }
+        if broker.config.ha_master_address.is_none() {
+            slave.set_master(learned.as_ref().map(|m| m.ha_addr.clone()));
+        }
+        let Some(master) = learned else { continue };
+        if let Err(e) = sync_metadata(&broker, &master.addr, &mut conn).await {
+            tracing::debug!(master = %master.addr, error = %e, "metadata sync from the master failed; retrying");
+            conn = None;
+        }
+    }
+}
+
+async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, Arc<Connection>)>) -> Result<(), String> {
+    if conn.as_ref().is_none_or(|(a, c)| a != addr || c.is_closed()) {
+        let c = petrel_remoting::connect(addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
+            .await
+            .map_err(|e| e.to_string())?;
+        *conn = Some((addr.to_owned(), c));
+    }
+    let (_, c) = conn.as_ref().ok_or("no connection")?;
+    let table: TopicConfigSerializeWrapper = from_json(&fetch(c, rc::GET_ALL_TOPIC_CONFIG).await?).map_err(|e| e.to_string())?;
+    broker.topics.replace_from_master(table);
+    let offsets = fetch(c, rc::GET_ALL_CONSUMER_OFFSET).await?;
+    broker.offsets.table().merge_from_master(&offsets)?;
+    let groups = fetch(c, rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await?;
+    broker.groups.merge_from_master(&groups)?;
+    Ok(())
+}
+
+/// The body of the master's answer to `code`.
+async fn fetch(c: &Connection, code: i32) -> Result<bytes::Bytes, String> {
+    let answer = c
+        .call(RemotingCommand::request(code, 0), CALL_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string())?;
+    if answer.code != resp::SUCCESS {
+        return Err(format!("request {code} answered {}: {:?}", answer.code, answer.remark));
+    }
+    Ok(answer.body)
+}

@@ -1,0 +1,29 @@
+//! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)
+//! and GET_ALL_MESSAGE_REQUEST_MODE (402): the tables a slave copies from its master, in the
+//! layout of the files RocketMQ keeps them in (`consumerOffset.json`, `delayOffset.json`,
+//! `subscriptionGroup.json`, `messageRequestMode.json`). Petrel has no delay levels or POP
+//! request modes yet, so those two tables are empty, as on a RocketMQ broker that never used them.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+
+pub(crate) fn consumer_offsets(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.offsets.table().to_json()))
+}
+
+pub(crate) fn subscription_groups(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.groups.to_json()))
+}
+
+pub(crate) fn delay_offsets(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(br#"{"offsetTable":{}}"#.to_vec()))
+}
+
+pub(crate) fn message_request_modes(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(br#"{"messageRequestModeMap":{}}"#.to_vec()))
+}

@@ -1,0 +1,3 @@
+//! What a slave reads from its master to take over its metadata (RocketMQ's `SlaveSynchronize`).
+
+pub(super) mod metadata;

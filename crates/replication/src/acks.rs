@@ -1,0 +1,356 @@
+//! The master's view of its slaves' acks, and the gate a SYNC_MASTER send passes through.
+//!
+//! Acks are offsets: a slave reports the end of what it holds, so one report acknowledges every
+//! record below it, however many. The gate turns the reports of the slaves *in sync* into one
+//! monotonic offset, the `replicated` watermark, which sends wait on exactly as SYNC_FLUSH sends
+//! wait on `flushed` — a future per send, no thread per send, a bounded waiter table.
+//!
+//! A slave is in sync once it holds everything the watermark already covers (it cannot hold
+//! back what was acknowledged before it came) and while it is connected and behind the
+//! master by at most `haMaxGapNotInSync` bytes.
+//!
+//! Owns: each connected slave's ack offset and in-sync state, and the `replicated` watermark.
+//! Must never: move the watermark past the master's own end, count a slave that is not in sync,
+//! or let a send wait when the policy cannot be met (it is told so before it appends).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use petrel_store::{Slot, WaitError, Watermark};
+
+/// How many replicas a send waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AckMode {
+    /// ASYNC_MASTER: sends never wait for slaves.
+    None,
+    /// This many replicas, the master included (at least 2), must hold the bytes.
+    Count(usize),
+    /// Every replica in sync must hold the bytes (the master alone: no wait).
+    AllInSync,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct AckPolicy {
+    pub mode: AckMode,
+    /// Sends are refused before anything is written while fewer replicas (the master included)
+    /// are in sync.
+    pub min_in_sync_replicas: usize,
+    /// A slave further behind than this is not in sync.
+    pub max_gap_bytes: u64,
+}
+
+/// What a send must do about replicas, decided before it appends.
+pub enum ReplicaWait {
+    /// Nothing: no slave needs to ack.
+    None,
+    /// Wait on the `replicated` watermark with this slot.
+    Wait(Slot),
+    /// Too few slaves are in sync for the policy: store on the master and say so at once
+    /// (RocketMQ's SLAVE_NOT_AVAILABLE) rather than wait out the timeout.
+    NotEnough { in_sync: usize, needed: usize },
+}
+
+/// Why a send is refused before it is written.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Refusal {
+    #[error("in-sync replicas not enough: {in_sync} in sync (the master included), minInSyncReplicas is {min}")]
+    InSyncReplicasNotEnough { in_sync: usize, min: usize },
+    #[error("{0}")]
+    Busy(String),
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// One connected slave as the gate tracks it.
+struct SlaveAck {
+    addr: String,
+    ack_offset: Option<u64>,
+    in_sync: bool,
+    connected_at: Instant,
+    last_report_at: Option<Instant>,
+}
+
+/// A connected slave, for metrics and runtime info.
+#[derive(Debug, Clone)]
+pub struct SlaveStatus {
+    pub id: u64,
+    pub addr: String,
+    /// The end of what it reported holding; `None` before its first report.
+    pub ack_offset: Option<u64>,
+    pub in_sync: bool,
+    /// The master's end minus the slave's.
+    pub lag_bytes: u64,
+    pub connected_ms: u64,
+    /// Since its last report.
+    pub silent_ms: u64,
+}
+
+/// The offset `mode` lets the watermark reach, given the acks of the slaves in sync; `None`
+/// when too few are in sync to reach any.
+#[must_use]
+pub fn agreed_offset(mode: AckMode, master_end: u64, in_sync_acks: &mut [u64]) -> Option<u64> {
+    match mode {
+        AckMode::None => Some(master_end),
+        AckMode::Count(n) => {
+            let slaves_needed = n.saturating_sub(1);
+            if slaves_needed == 0 {
+                return Some(master_end);
+            }
+            in_sync_acks.sort_unstable_by(|a, b| b.cmp(a));
+            in_sync_acks.get(slaves_needed - 1).map(|ack| (*ack).min(master_end))
+        }
+        AckMode::AllInSync => Some(in_sync_acks.iter().copied().min().unwrap_or(master_end).min(master_end)),
+    }
+}
+
+/// The gate: slaves' acks in, the `replicated` watermark out.
+pub struct AckGate {
+    policy: AckPolicy,
+    mark: Arc<Watermark>,
+    slaves: Mutex<BTreeMap<u64, SlaveAck>>,
+    master_end: Box<dyn Fn() -> u64 + Send + Sync>,
+}
+
+impl AckGate {
+    /// A gate whose watermark starts at `initial` (everything stored before the master started
+    /// counts as settled) with room for `capacity` waiting sends; `master_end` reads the
+    /// master's written end.
+    #[must_use]
+    pub fn new(policy: AckPolicy, initial: u64, capacity: usize, master_end: Box<dyn Fn() -> u64 + Send + Sync>) -> Arc<AckGate> {
+        assert!(
+            !matches!(policy.mode, AckMode::Count(n) if n < 2),
+            "a count of acks below 2 waits for no slave: use AckMode::None"
+        );
+        Arc::new(AckGate {
+            policy,
+            mark: Watermark::new("replicated", initial, capacity.max(1)),
+            slaves: Mutex::new(BTreeMap::new()),
+            master_end,
+        })
+    }
+
+    #[must_use]
+    pub fn policy(&self) -> AckPolicy {
+        self.policy
+    }
+
+    /// What sends wait on.
+    #[must_use]
+    pub fn replicated(&self) -> &Arc<Watermark> {
+        &self.mark
+    }
+
+    /// Decides, before a send appends, whether it will wait for slaves.
+    ///
+    /// # Errors
+    /// [`Refusal::InSyncReplicasNotEnough`] below `minInSyncReplicas`; [`Refusal::Busy`] when
+    /// every waiter slot is taken.
+    pub fn before_append(&self) -> Result<ReplicaWait, Refusal> {
+        if self.policy.mode == AckMode::None {
+            return Ok(ReplicaWait::None);
+        }
+        let in_sync = 1 + self.slaves.lock().values().filter(|s| s.in_sync).count();
+        if in_sync < self.policy.min_in_sync_replicas {
+            return Err(Refusal::InSyncReplicasNotEnough {
+                in_sync,
+                min: self.policy.min_in_sync_replicas,
+            });
+        }
+        match self.policy.mode {
+            AckMode::Count(needed) if in_sync < needed => return Ok(ReplicaWait::NotEnough { in_sync, needed }),
+            AckMode::AllInSync if in_sync == 1 => return Ok(ReplicaWait::None),
+            _ => {}
+        }
+        self.mark.reserve().map(ReplicaWait::Wait).map_err(|e| match e {
+            WaitError::Busy { .. } => Refusal::Busy(format!("[REPLICA_WAITERS_FULL] {e}")),
+            other => Refusal::Failed(other.to_string()),
+        })
+    }
+
+    pub(crate) fn connected(&self, id: u64, addr: String) {
+        self.slaves.lock().insert(
+            id,
+            SlaveAck {
+                addr,
+                ack_offset: None,
+                in_sync: false,
+                connected_at: Instant::now(),
+                last_report_at: None,
+            },
+        );
+    }
+
+    pub(crate) fn disconnected(&self, id: u64) {
+        if self.slaves.lock().remove(&id).is_some_and(|s| s.in_sync) {
+            tracing::warn!(slave = id, "an in-sync slave disconnected");
+        }
+        self.recompute();
+    }
+
+    /// A slave reported holding everything below `offset`.
+    pub(crate) fn acked(&self, id: u64, offset: u64) {
+        {
+            let mut slaves = self.slaves.lock();
+            let Some(s) = slaves.get_mut(&id) else { return };
+            s.ack_offset = Some(offset);
+            s.last_report_at = Some(Instant::now());
+        }
+        self.recompute();
+    }
+
+    /// Re-derives who is in sync and advances the watermark as far as the policy allows.
+    pub fn recompute(&self) {
+        let end = (self.master_end)();
+        let settled = self.mark.get();
+        let mut acks = Vec::new();
+        {
+            let mut slaves = self.slaves.lock();
+            for (id, s) in slaves.iter_mut() {
+                let Some(ack) = s.ack_offset else { continue };
+                let close_enough = end.saturating_sub(ack) <= self.policy.max_gap_bytes;
+                let was = s.in_sync;
+                s.in_sync = close_enough && (was || ack >= settled);
+                if s.in_sync != was {
+                    tracing::info!(slave = id, addr = %s.addr, ack, end, in_sync = s.in_sync, "slave sync state changed");
+                }
+                if s.in_sync {
+                    acks.push(ack);
+                }
+            }
+        }
+        if let Some(to) = agreed_offset(self.policy.mode, end, &mut acks) {
+            self.mark.advance(to);
+        }
+    }
+
+    /// The connected slaves.
+    #[must_use]
+    pub fn slaves(&self) -> Vec<SlaveStatus> {
+        let end = (self.master_end)();
+        self.slaves
+            .lock()
+            .iter()
+            .map(|(id, s)| SlaveStatus {
+                id: *id,
+                addr: s.addr.clone(),
+                ack_offset: s.ack_offset,
+                in_sync: s.in_sync,
+                lag_bytes: end.saturating_sub(s.ack_offset.unwrap_or(0)),
+                connected_ms: s.connected_at.elapsed().as_millis() as u64,
+                silent_ms: s.last_report_at.unwrap_or(s.connected_at).elapsed().as_millis() as u64,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn a_count_takes_the_kth_highest_ack_of_the_slaves_it_needs() {
+        let mut acks = vec![10, 30, 20];
+        assert_eq!(agreed_offset(AckMode::Count(2), 100, &mut acks), Some(30));
+        assert_eq!(agreed_offset(AckMode::Count(3), 100, &mut acks), Some(20));
+        assert_eq!(agreed_offset(AckMode::Count(4), 100, &mut acks), Some(10));
+        assert_eq!(agreed_offset(AckMode::Count(5), 100, &mut acks), None, "only three slaves");
+        assert_eq!(
+            agreed_offset(AckMode::Count(2), 25, &mut acks),
+            Some(25),
+            "never past the master's end"
+        );
+    }
+
+    #[test]
+    fn all_in_sync_takes_the_slowest_and_the_master_alone_settles_at_its_end() {
+        assert_eq!(agreed_offset(AckMode::AllInSync, 100, &mut [40, 70]), Some(40));
+        assert_eq!(agreed_offset(AckMode::AllInSync, 100, &mut []), Some(100));
+    }
+
+    fn gate(mode: AckMode, end: &Arc<AtomicU64>) -> Arc<AckGate> {
+        let e = end.clone();
+        AckGate::new(
+            AckPolicy {
+                mode,
+                min_in_sync_replicas: 1,
+                max_gap_bytes: 1000,
+            },
+            0,
+            4,
+            Box::new(move || e.load(Ordering::SeqCst)),
+        )
+    }
+
+    #[test]
+    fn a_slave_joins_only_holding_what_is_settled_and_leaves_when_too_far_behind() {
+        let end = Arc::new(AtomicU64::new(500));
+        let g = gate(AckMode::Count(2), &end);
+        assert!(matches!(
+            g.before_append().unwrap(),
+            ReplicaWait::NotEnough { in_sync: 1, needed: 2 }
+        ));
+        g.connected(1, "a".into());
+        g.acked(1, 400);
+        assert!(g.slaves()[0].in_sync);
+        assert_eq!(g.replicated().get(), 400);
+        assert!(matches!(g.before_append().unwrap(), ReplicaWait::Wait(_)));
+        // A second slave that holds less than what is settled does not count yet.
+        g.connected(2, "b".into());
+        g.acked(2, 100);
+        assert!(!g.slaves()[1].in_sync);
+        g.acked(2, 450);
+        assert!(g.slaves()[1].in_sync);
+        // The master runs 1,000 bytes past the first slave: it drops out.
+        end.store(1500, Ordering::SeqCst);
+        g.acked(1, 401);
+        assert!(!g.slaves()[0].in_sync);
+        g.disconnected(2);
+        assert!(matches!(g.before_append().unwrap(), ReplicaWait::NotEnough { .. }));
+    }
+
+    #[test]
+    fn the_watermark_never_passes_the_master_or_goes_back() {
+        let end = Arc::new(AtomicU64::new(100));
+        let g = gate(AckMode::AllInSync, &end);
+        g.connected(1, "a".into());
+        g.acked(1, 80);
+        assert_eq!(g.replicated().get(), 80);
+        g.connected(2, "b".into());
+        g.acked(2, 90);
+        g.acked(1, 95);
+        assert_eq!(g.replicated().get(), 90);
+        g.disconnected(2);
+        assert_eq!(g.replicated().get(), 95);
+        g.disconnected(1);
+        assert_eq!(g.replicated().get(), 100, "the master alone settles at its end");
+    }
+
+    #[test]
+    fn below_min_in_sync_replicas_a_send_is_refused_before_it_writes() {
+        let end = Arc::new(AtomicU64::new(0));
+        let e = end.clone();
+        let g = AckGate::new(
+            AckPolicy {
+                mode: AckMode::AllInSync,
+                min_in_sync_replicas: 2,
+                max_gap_bytes: 1000,
+            },
+            0,
+            1,
+            Box::new(move || e.load(Ordering::SeqCst)),
+        );
+        assert!(matches!(
+            g.before_append(),
+            Err(Refusal::InSyncReplicasNotEnough { in_sync: 1, min: 2 })
+        ));
+        g.connected(1, "a".into());
+        g.acked(1, 0);
+        let held = g.before_append().unwrap();
+        assert!(matches!(held, ReplicaWait::Wait(_)));
+        assert!(matches!(g.before_append(), Err(Refusal::Busy(_))), "one waiter slot");
+    }
+}

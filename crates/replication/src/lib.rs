@@ -1,0 +1,18 @@
+//! Petrel's replication: a master streams its commit log to slaves over RocketMQ's classic HA
+//! protocol (raw TCP on `haListenPort`, byte-compatible with Apache RocketMQ's master and
+//! slave), the slaves append the bytes at the master's offsets and report how far they hold
+//! it, and the master turns those reports into the `replicated` watermark that SYNC_MASTER
+//! sends wait on.
+//!
+//! Owns: the HA wire format, the master's HA server, the slave's HA client and the ack gate.
+//! Must never: know what a request code means (the broker maps the gate's answers to RocketMQ's
+//! codes), or touch the commit log except through the store's replication calls.
+
+mod acks;
+mod master;
+mod slave;
+pub mod wire;
+
+pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, agreed_offset};
+pub use master::{HaMaster, MasterConfig};
+pub use slave::{HaSlave, SlaveConfig, SlaveState};

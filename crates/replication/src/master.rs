@@ -1,0 +1,347 @@
+//! The master's HA server: accepts slaves on `haListenPort` and streams its commit log to each,
+//! concurrently and independently — a slow or dead slave delays nobody but itself.
+//!
+//! Each slave gets two threads, as in RocketMQ: a reader that takes its reports (the acks) and
+//! a transfer that sends `[offset][size][bytes]` frames of the log as it is written, up to
+//! `haTransferBatchSize` bytes each, or a heartbeat frame after `haSendHeartbeatInterval`
+//! without data. A transfer never waits per message: it wakes on the `written` watermark and
+//! sends everything written since, so one frame carries many records at high load.
+//!
+//! Where a slave starts: at the offset it reports; an empty slave (offset 0) gets the
+//! master's whole log from its oldest segment, or only the newest segment with
+//! `syncFromLastFile=true` (RocketMQ's classic master always does the latter). A slave that
+//! reports an offset the master cannot serve (below its oldest segment, or past its end: the
+//! slave diverged) is disconnected with an error naming both offsets.
+//!
+//! Owns: the listener, the slave connections and their threads. Must never: block the async
+//! runtime (these are threads), hold more than `maxSlaves` connections, or send a byte the
+//! master has not written.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use petrel_store::MessageStore;
+
+use crate::acks::AckGate;
+use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
+
+/// The master side's settings.
+#[derive(Debug, Clone)]
+pub struct MasterConfig {
+    pub listen: SocketAddr,
+    /// Largest frame body, bytes (`haTransferBatchSize`).
+    pub transfer_batch_bytes: usize,
+    /// A heartbeat frame after this long without data (`haSendHeartbeatInterval`).
+    pub heartbeat_interval: Duration,
+    /// A slave silent for this long is disconnected (`haHousekeepingInterval`).
+    pub housekeeping_interval: Duration,
+    /// Slaves connected at once; more are refused as they arrive.
+    pub max_slaves: usize,
+    /// An empty slave gets only the newest segment, as RocketMQ's classic master sends.
+    pub sync_from_last_file: bool,
+}
+
+struct Slave {
+    id: u64,
+    addr: SocketAddr,
+    stream: TcpStream,
+    /// The first report, which tells the transfer where to start.
+    first_report: Mutex<Option<u64>>,
+    reported: Condvar,
+    closed: AtomicBool,
+    /// Next offset the transfer sends.
+    next_offset: AtomicU64,
+}
+
+impl Slave {
+    fn close(&self, why: &str) {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            tracing::info!(slave = self.id, addr = %self.addr, why, "slave connection closed");
+            let _ = self.stream.shutdown(Shutdown::Both);
+            self.reported.notify_all();
+        }
+    }
+}
+
+struct Inner {
+    store: Arc<MessageStore>,
+    config: MasterConfig,
+    gate: Arc<AckGate>,
+    slaves: Mutex<Vec<Arc<Slave>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// A running HA server.
+pub struct HaMaster {
+    inner: Arc<Inner>,
+    local_addr: SocketAddr,
+    acceptor: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl HaMaster {
+    /// Binds `config.listen` and starts accepting slaves.
+    ///
+    /// # Errors
+    /// The address cannot be bound.
+    pub fn start(store: Arc<MessageStore>, gate: Arc<AckGate>, config: MasterConfig) -> std::io::Result<HaMaster> {
+        assert!(config.transfer_batch_bytes > 0 && config.max_slaves > 0);
+        let listener = TcpListener::bind(config.listen)?;
+        let local_addr = listener.local_addr()?;
+        let inner = Arc::new(Inner {
+            store,
+            config,
+            gate,
+            slaves: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            stop: AtomicBool::new(false),
+        });
+        let acceptor = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("ha-accept".into())
+                .spawn(move || accept_loop(&inner, &listener))?
+        };
+        let housekeeping = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("ha-housekeeping".into())
+                .spawn(move || housekeeping_loop(&inner))?
+        };
+        inner.threads.lock().push(housekeeping);
+        tracing::info!(%local_addr, "HA server listening");
+        Ok(HaMaster {
+            inner,
+            local_addr,
+            acceptor: Mutex::new(Some(acceptor)),
+        })
+    }
+
+    #[must_use]
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    #[must_use]
+    pub fn gate(&self) -> &Arc<AckGate> {
+        &self.inner.gate
+    }
+
+    /// Closes every slave connection and stops the threads.
+    pub fn stop(&self) {
+        if self.inner.stop.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // Wake the acceptor with a connection of our own.
+        let _ = TcpStream::connect_timeout(&self.local_addr, Duration::from_secs(1));
+        if let Some(h) = self.acceptor.lock().take() {
+            let _ = h.join();
+        }
+        for s in self.inner.slaves.lock().drain(..) {
+            s.close("the master stops");
+        }
+        let threads: Vec<JoinHandle<()>> = self.inner.threads.lock().drain(..).collect();
+        for h in threads {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for HaMaster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
+    for stream in listener.incoming() {
+        if inner.stop.load(Ordering::Acquire) {
+            return;
+        }
+        let stream = match stream {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(error = %e, "HA accept failed");
+                std::thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        if let Err(e) = admit(inner, stream) {
+            tracing::warn!(error = %e, "could not start serving a slave");
+        }
+    }
+}
+
+fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
+    let addr = stream.peer_addr()?;
+    let mut slaves = inner.slaves.lock();
+    slaves.retain(|s| !s.closed.load(Ordering::Acquire));
+    if slaves.len() >= inner.config.max_slaves {
+        tracing::warn!(%addr, max = inner.config.max_slaves, "refusing a slave: the master already serves its maximum");
+        return Ok(());
+    }
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(inner.config.housekeeping_interval))?;
+    stream.set_write_timeout(Some(inner.config.housekeeping_interval))?;
+    let slave = Arc::new(Slave {
+        id: inner.next_id.fetch_add(1, Ordering::Relaxed),
+        addr,
+        stream,
+        first_report: Mutex::new(None),
+        reported: Condvar::new(),
+        closed: AtomicBool::new(false),
+        next_offset: AtomicU64::new(0),
+    });
+    tracing::info!(slave = slave.id, %addr, "slave connected");
+    inner.gate.connected(slave.id, addr.to_string());
+    slaves.push(slave.clone());
+    drop(slaves);
+    let (reader, writer) = (slave.stream.try_clone()?, slave.stream.try_clone()?);
+    let mut threads = inner.threads.lock();
+    threads.retain(|h| !h.is_finished());
+    let (i, s) = (inner.clone(), slave.clone());
+    threads.push(
+        std::thread::Builder::new()
+            .name(format!("ha-read-{}", slave.id))
+            .spawn(move || read_reports(&i, &s, reader))?,
+    );
+    let (i, s) = (inner.clone(), slave);
+    threads.push(
+        std::thread::Builder::new()
+            .name(format!("ha-send-{}", s.id))
+            .spawn(move || transfer(&i, &s, writer))?,
+    );
+    Ok(())
+}
+
+/// The reader: every report is an ack. Ends on EOF, an error, or silence past housekeeping.
+fn read_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+    let mut buf = [0u8; REPORT_BYTES];
+    let why = loop {
+        if let Err(e) = stream.read_exact(&mut buf) {
+            break if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+                format!("no report for {:?}", inner.config.housekeeping_interval)
+            } else {
+                format!("read: {e}")
+            };
+        }
+        let offset = match decode_report(buf) {
+            Ok(o) => o,
+            Err(e) => break e,
+        };
+        {
+            let mut first = slave.first_report.lock();
+            if first.is_none() {
+                *first = Some(offset);
+                slave.reported.notify_all();
+            }
+        }
+        inner.gate.acked(slave.id, offset);
+        if slave.closed.load(Ordering::Acquire) {
+            break "closed".into();
+        }
+    };
+    slave.close(&why);
+    inner.gate.disconnected(slave.id);
+}
+
+/// Where the transfer to a slave that reported `reported` starts, or why it cannot.
+fn start_offset(inner: &Inner, reported: u64) -> Result<u64, String> {
+    let log = inner.store.commit_log();
+    let (min, max) = (log.min_offset(), log.max_offset());
+    if reported == 0 {
+        if inner.config.sync_from_last_file {
+            let size = log.config().segment_size_bytes;
+            return Ok(max - max % size);
+        }
+        return Ok(min);
+    }
+    if reported < min {
+        return Err(format!(
+            "the slave holds up to {reported}, but the master's log now begins at {min}: the bytes between are gone; give the slave an empty store"
+        ));
+    }
+    if reported > max {
+        return Err(format!(
+            "the slave holds up to {reported}, past the master's end {max}: their logs diverged; give the slave an empty store"
+        ));
+    }
+    Ok(reported)
+}
+
+/// The transfer: frames of the log from the slave's start point, heartbeats when idle.
+fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+    let reported = {
+        let mut first = slave.first_report.lock();
+        let deadline = Instant::now() + inner.config.housekeeping_interval;
+        while first.is_none() && !slave.closed.load(Ordering::Acquire) {
+            if slave.reported.wait_until(&mut first, deadline).timed_out() {
+                break;
+            }
+        }
+        *first
+    };
+    let Some(reported) = reported else {
+        slave.close("no first report");
+        return;
+    };
+    let mut next = match start_offset(inner, reported) {
+        Ok(o) => o,
+        Err(why) => {
+            tracing::error!(slave = slave.id, addr = %slave.addr, "{why}");
+            slave.close(&why);
+            return;
+        }
+    };
+    tracing::info!(slave = slave.id, reported, from = next, "transfer starts");
+    let log = inner.store.commit_log();
+    let mut last_sent = Instant::now();
+    let why = loop {
+        if slave.closed.load(Ordering::Acquire) || inner.stop.load(Ordering::Acquire) {
+            break "stopped".to_owned();
+        }
+        slave.next_offset.store(next, Ordering::Release);
+        let Some(bytes) = log.read_raw(next, inner.config.transfer_batch_bytes) else {
+            break format!("offset {next} is no longer in the master's log (deleted while the slave was behind)");
+        };
+        if bytes.is_empty() && last_sent.elapsed() < inner.config.heartbeat_interval {
+            // Short enough that a stop or a closed connection is noticed soon.
+            let wait = inner
+                .config
+                .heartbeat_interval
+                .saturating_sub(last_sent.elapsed())
+                .min(Duration::from_millis(500));
+            let target = next + 1;
+            if let Err(petrel_store::WaitError::Failed(reason)) = log.written_watermark().wait_blocking(target, wait) {
+                break format!("the master's log failed: {reason}");
+            }
+            continue;
+        }
+        let header = FrameHeader {
+            offset: next,
+            size: bytes.len() as u32,
+        };
+        if let Err(e) = stream.write_all(&header.encode()).and_then(|()| stream.write_all(&bytes)) {
+            break format!("write: {e}");
+        }
+        next += bytes.len() as u64;
+        last_sent = Instant::now();
+    };
+    slave.close(&why);
+}
+
+/// Re-derives sync states every second: a master with no traffic still notices a slave that
+/// stopped reporting, and its watermark still follows its end where the policy says so.
+fn housekeeping_loop(inner: &Inner) {
+    while !inner.stop.load(Ordering::Acquire) {
+        std::thread::park_timeout(Duration::from_millis(200));
+        inner.gate.recompute();
+    }
+}

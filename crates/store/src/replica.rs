@@ -1,0 +1,288 @@
+//! The commit log as replication sees it: a master reads its log as raw bytes to stream them,
+//! and a replica appends those bytes at the master's offsets, so that the two logs are the same
+//! byte for byte (RocketMQ's HA protocol carries exactly this; see `petrel-replication`).
+//!
+//! The stream ignores record boundaries: a chunk may end inside a record, and a segment's
+//! filler travels with the rest of the segment. The replica therefore parses records as they
+//! complete — to keep the queue offsets it would need as a master, and to refuse a stream that
+//! is not a commit log before writing any of it.
+//!
+//! Owns: the replica's parse cursor. Must never: write replicated bytes anywhere but at the
+//! log's end, let a chunk cross a segment, count a record before all its bytes arrived, or hold
+//! more than one partial record (the carry is bounded by the largest record).
+
+use bytes::Bytes;
+use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, RecordView};
+
+use crate::commit_log::{BLANK_BYTES, Blocking, CommitLog, Staged};
+use crate::error::{Result, StoreError};
+
+/// Where a replica's parse of the master's stream stands.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ReplicaCursor {
+    /// Start of the first record (or filler) not yet parsed.
+    next_record: u64,
+    /// The bytes of that record received so far, when it started in an earlier chunk.
+    carry: Vec<u8>,
+}
+
+/// A record a chunk completed: its topic, queue and queue offset.
+type Completed = (String, i32, i64);
+
+impl ReplicaCursor {
+    /// A cursor at a record boundary (the recovered end of the log).
+    pub(crate) fn at(end: u64) -> ReplicaCursor {
+        ReplicaCursor {
+            next_record: end,
+            carry: Vec::new(),
+        }
+    }
+
+    /// Parses the records that `bytes`, at `offset` (the log's end), completes. Returns the
+    /// cursor after them and the records, leaving `self` as it was: the caller applies both
+    /// once the chunk is accepted.
+    fn scan(&self, offset: u64, bytes: &[u8], segment_bytes: u64) -> Result<(ReplicaCursor, Vec<Completed>)> {
+        let chunk_end = offset + bytes.len() as u64;
+        // The filler's tail lies past the cursor's record: nothing in this chunk to parse.
+        if self.carry.is_empty() && self.next_record >= chunk_end {
+            return Ok((self.clone(), Vec::new()));
+        }
+        let joined;
+        let (data, base) = if self.carry.is_empty() {
+            assert!(self.next_record >= offset, "the cursor never lags the log's end without a carry");
+            (bytes, offset)
+        } else {
+            assert_eq!(
+                self.next_record + self.carry.len() as u64,
+                offset,
+                "the carry ends where the log ends"
+            );
+            joined = [self.carry.as_slice(), bytes].concat();
+            (joined.as_slice(), self.next_record)
+        };
+        let mut at = self.next_record;
+        let mut done = Vec::new();
+        // Bounded: every turn moves `at` forward by a record or to the next segment.
+        while at < chunk_end {
+            let rel = (at - base) as usize;
+            let Some(head) = data.get(rel..rel + 8) else { break };
+            let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
+            let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
+            let segment_end = at - at % segment_bytes + segment_bytes;
+            if magic == BLANK_MAGIC_CODE {
+                at = segment_end;
+                continue;
+            }
+            if (magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2) || size < 8 || at + size as u64 + BLANK_BYTES > segment_end {
+                return Err(StoreError::BadRecord(format!(
+                    "the replicated stream has no record at offset {at} (size {size}, magic {magic:#x})"
+                )));
+            }
+            let Some(record) = data.get(rel..rel + size as usize) else { break };
+            let view = RecordView::parse(record).map_err(|e| StoreError::BadRecord(format!("replicated record at {at}: {e}")))?;
+            done.push((view.topic.to_owned(), view.queue_id, view.queue_offset));
+            at += size as u64;
+        }
+        let carry = if at < chunk_end {
+            data[(at - base) as usize..].to_vec()
+        } else {
+            Vec::new()
+        };
+        Ok((ReplicaCursor { next_record: at, carry }, done))
+    }
+}
+
+impl CommitLog {
+    /// Makes an empty log begin at `offset`, a segment boundary: a replica that joins a master
+    /// whose log no longer starts at 0. Does nothing when the log already ends there.
+    ///
+    /// # Errors
+    /// [`StoreError::ReplicaGap`] when the log is not empty; [`StoreError::Layout`] for an
+    /// offset that is not a segment boundary.
+    pub fn start_at(&self, offset: u64) -> Result<()> {
+        let s = &self.shared;
+        if !offset.is_multiple_of(s.config.segment_size_bytes) {
+            return Err(StoreError::Layout {
+                path: s.config.dir.display().to_string(),
+                reason: format!("a log can only begin on a segment boundary, not at {offset}"),
+            });
+        }
+        s.with_write_state(|w| {
+            if w.write_offset == offset {
+                return Ok(());
+            }
+            if w.write_offset != 0 || w.current.is_some() || !s.segments.read().is_empty() {
+                return Err(StoreError::ReplicaGap {
+                    expected: w.write_offset,
+                    got: offset,
+                });
+            }
+            let unused = {
+                let mut next = s.next.lock();
+                next.wanted = offset;
+                next.retry_requested = true;
+                next.error = None;
+                next.ready.take()
+            };
+            if let Some(unused) = unused {
+                let path = unused.path().to_owned();
+                drop(unused);
+                std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+            }
+            w.write_offset = offset;
+            w.replica = ReplicaCursor::at(offset);
+            s.published.store(offset, std::sync::atomic::Ordering::SeqCst);
+            s.written.advance(offset);
+            s.flushed.advance(offset);
+            s.next_changed.notify_all();
+            s.allocator_wakeup.wake_always();
+            tracing::info!(offset, "empty commit log begins at the master's offset");
+            Ok(())
+        })
+    }
+
+    /// Appends `bytes` of the master's log, which held them at `offset` (this log's end), and
+    /// returns the new end. Blocks for the next segment or for room in the stage: for the
+    /// replication thread, not the async runtime.
+    ///
+    /// # Errors
+    /// [`StoreError::ReplicaGap`] when `offset` is not this log's end; [`StoreError::BadRecord`]
+    /// when the bytes are not a commit log or cross a segment (the two sides' segment sizes
+    /// differ); a write failure. Nothing is written on an error.
+    pub fn append_replicated(&self, offset: u64, bytes: Bytes) -> Result<u64> {
+        let s = &self.shared;
+        s.check_writable()?;
+        let len = bytes.len() as u64;
+        let segment_bytes = s.config.segment_size_bytes;
+        if len == 0 {
+            return Ok(offset);
+        }
+        if offset % segment_bytes + len > segment_bytes {
+            return Err(StoreError::BadRecord(format!(
+                "a replicated chunk of {len} bytes at {offset} crosses a segment boundary \
+                 (is the master's segment size {segment_bytes} bytes, as here?)"
+            )));
+        }
+        s.wait_for_stage_room(bytes.len(), Blocking::Yes)?;
+        s.with_write_state(|w| -> Result<()> {
+            if w.write_offset != offset {
+                return Err(StoreError::ReplicaGap {
+                    expected: w.write_offset,
+                    got: offset,
+                });
+            }
+            let (cursor, records) = w.replica.scan(offset, &bytes, segment_bytes)?;
+            let current_ends = w.current.as_ref().map(|c| c.start_offset() + segment_bytes);
+            if current_ends.is_none_or(|e| offset >= e) {
+                if !offset.is_multiple_of(segment_bytes) {
+                    return Err(StoreError::ReplicaGap {
+                        expected: offset - offset % segment_bytes,
+                        got: offset,
+                    });
+                }
+                let next = s.take_next_segment(offset, Blocking::Yes)?;
+                s.segments.write().push(next.clone());
+                w.current = Some(next);
+                s.allocator_wakeup.wake();
+            } else if offset % segment_bytes < segment_bytes / 2 && (offset + len) % segment_bytes >= segment_bytes / 2 {
+                s.allocator_wakeup.wake();
+            }
+            s.stats
+                .appended_records
+                .fetch_add(records.len() as u64, std::sync::atomic::Ordering::Release);
+            for (topic, queue_id, queue_offset) in &records {
+                *w.next_queue_offset(topic, *queue_id) = queue_offset + 1;
+            }
+            w.replica = cursor;
+            w.write_offset += len;
+            s.stage_one(Staged {
+                offset,
+                bytes,
+                end: w.write_offset,
+            });
+            Ok(())
+        })?;
+        if !crate::writer::write_staged(s) {
+            return Err(StoreError::NotWritable("writing the commit log failed".into()));
+        }
+        Ok(offset + len)
+    }
+
+    /// Up to `max_bytes` of the log's raw bytes from `offset`, never past the written end or the
+    /// segment holding `offset`: empty when nothing is written there yet, `None` when `offset`
+    /// lies below the oldest segment or past the end.
+    #[must_use]
+    pub fn read_raw(&self, offset: u64, max_bytes: usize) -> Option<Bytes> {
+        let end = self.max_offset();
+        if offset >= end {
+            return (offset == end).then(Bytes::new);
+        }
+        let seg = self.shared.segment_at(offset)?;
+        let segment_end = seg.start_offset() + self.shared.config.segment_size_bytes;
+        let n = (max_bytes as u64).min(end - offset).min(segment_end - offset);
+        let pos = (offset - seg.start_offset()) as usize;
+        Some(Bytes::copy_from_slice(seg.slice(pos, n as usize)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(topic: &str, queue_id: i32, queue_offset: i64, body_len: usize) -> Vec<u8> {
+        let msg = petrel_protocol::message::MessageExt {
+            topic: topic.into(),
+            queue_id,
+            queue_offset,
+            body: vec![7; body_len].into(),
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            store_host: "127.0.0.1:2".parse().unwrap(),
+            ..Default::default()
+        };
+        let mut out = bytes::BytesMut::new();
+        msg.encode(&mut out).unwrap();
+        out.to_vec()
+    }
+
+    #[test]
+    fn a_record_split_over_chunks_counts_once_when_it_completes() {
+        let a = record("T", 1, 5, 100);
+        let b = record("T", 2, 9, 300);
+        let stream = [a.clone(), b.clone()].concat();
+        let cursor = ReplicaCursor::at(0);
+        let cut = a.len() + 50;
+        let (c1, first) = cursor.scan(0, &stream[..cut], 1 << 20).unwrap();
+        assert_eq!(first, vec![("T".to_owned(), 1, 5)]);
+        assert_eq!(c1.carry.len(), 50);
+        let (c2, second) = c1.scan(cut as u64, &stream[cut..], 1 << 20).unwrap();
+        assert_eq!(second, vec![("T".to_owned(), 2, 9)]);
+        assert!(c2.carry.is_empty());
+        assert_eq!(c2.next_record, stream.len() as u64);
+    }
+
+    #[test]
+    fn a_filler_skips_to_the_next_segment_even_across_chunks() {
+        let seg = 4096u64;
+        let a = record("T", 0, 0, 100);
+        let mut first = a.clone();
+        let filler_at = first.len();
+        first.extend_from_slice(&((seg as usize - filler_at) as i32).to_be_bytes());
+        first.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+        first.resize(1000, 0);
+        let (c1, done) = ReplicaCursor::at(0).scan(0, &first, seg).unwrap();
+        assert_eq!(done.len(), 1);
+        assert_eq!(c1.next_record, seg, "the cursor jumps to the next segment");
+        let (c2, none) = c1.scan(1000, &[0u8; 3096], seg).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(c2.next_record, seg);
+        let b = record("T", 0, 1, 10);
+        let (_, next) = c2.scan(seg, &b, seg).unwrap();
+        assert_eq!(next, vec![("T".to_owned(), 0, 1)]);
+    }
+
+    #[test]
+    fn bytes_that_are_not_a_log_are_refused() {
+        let e = ReplicaCursor::at(0).scan(0, &[0xAB; 64], 4096).unwrap_err();
+        assert!(matches!(e, StoreError::BadRecord(_)), "{e}");
+    }
+}

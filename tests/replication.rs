@@ -1,0 +1,230 @@
+//! Master → slave replication between real `petrel serve` processes over RocketMQ's classic HA
+//! protocol: the slave's commit log matches the master's byte for byte, a consumer reading the
+//! slave gets every message, SYNC_MASTER answers follow the slaves' acks, and a killed slave
+//! catches up after its restart.
+
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Client, Petrel, pull, pull_bodies, send_v2};
+use petrel_protocol::codes::response_code as resp;
+
+/// Small segments, so that a few megabytes cross several segment boundaries.
+const SEGMENT: &str = "mappedFileSizeCommitLog=1048576";
+
+fn master(role: &str, extra: &[&str]) -> Petrel {
+    let role = format!("brokerRole={role}");
+    let mut args = vec!["--set", SEGMENT, "--set", &role];
+    args.extend_from_slice(extra);
+    Petrel::start(&args)
+}
+
+fn slave_of(master: &Petrel, extra: &[&str]) -> Petrel {
+    let ns = format!("127.0.0.1:{}", master.ns_port);
+    let mut args = vec![
+        "--namesrv-addr",
+        &ns,
+        "--set",
+        SEGMENT,
+        "--set",
+        "brokerRole=SLAVE",
+        "--set",
+        "brokerId=1",
+    ];
+    args.extend_from_slice(extra);
+    Petrel::start(&args)
+}
+
+fn wait_for(what: &str, timeout: Duration, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !ok() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Sends until one is acknowledged by the slave too (SUCCESS rather than SLAVE_NOT_AVAILABLE).
+fn wait_in_sync(c: &mut Client, topic: &str) {
+    let mut seq = 0;
+    wait_for("the slave to be in sync", Duration::from_secs(30), || {
+        seq += 1;
+        // Queue 3: the queues the tests read stay free of warm-up messages.
+        c.call(send_v2(topic, 3, "warm", seq, b"warm-up")).code == resp::SUCCESS
+    });
+}
+
+/// The commit-log files of `dir`, name → bytes.
+fn commit_log(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir.join("commitlog"))
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.bytes()
+                .all(|b| b.is_ascii_digit())
+                .then(|| (name, std::fs::read(e.path()).unwrap()))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Every segment of the master's log is in the slave's, byte for byte (a segment the master
+/// only prepared, still zero, may be missing).
+fn assert_same_log(master: &Petrel, slave: &Petrel) {
+    let (m, s) = (commit_log(&master.data_dir()), commit_log(&slave.data_dir()));
+    assert!(m.len() >= 3, "the run crossed segments: {} segments", m.len());
+    for (name, bytes) in &m {
+        match s.iter().find(|(n, _)| n == name) {
+            Some((_, theirs)) => assert!(theirs == bytes, "segment {name} differs between master and slave"),
+            None => assert!(bytes.iter().all(|b| *b == 0), "segment {name} is missing on the slave"),
+        }
+    }
+}
+
+fn body(i: usize) -> String {
+    format!("{i:06}-{}", "x".repeat(2000))
+}
+
+/// The bodies `0..n` came back, in order (the first difference is reported, not 4 MB of bodies).
+fn assert_bodies(got: &[String], n: usize) {
+    assert_eq!(got.len(), n, "message count");
+    if let Some(i) = (0..n).find(|i| got[*i] != body(*i)) {
+        panic!("message {i} differs: {:.40}…", got[i]);
+    }
+}
+
+#[test]
+fn a_sync_master_answers_once_its_slave_holds_the_message_and_the_logs_match() {
+    let mut m = master("SYNC_MASTER", &[]);
+    let mut c = m.broker();
+    // No slave yet: stored on the master, and said so.
+    let r = c.call(send_v2("Replicated", 0, "T", 0, b"before the slave"));
+    assert_eq!(r.code, resp::SLAVE_NOT_AVAILABLE, "{:?}", r.remark);
+    let mut s = slave_of(&m, &[]);
+    wait_in_sync(&mut c, "Replicated");
+    for i in 0..2000 {
+        let r = c.call(send_v2("Replicated", 1, "T", i, body(i).as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "send {i}: {:?}", r.remark);
+    }
+    // The slave serves the same messages (its topic table comes from the master).
+    let mut sc = s.broker();
+    assert_bodies(&pull_all_queue(&mut sc, "Replicated", 1, 2000), 2000);
+    // A slave refuses sends.
+    let r = sc.call(send_v2("Replicated", 0, "T", 0, b"to the slave"));
+    assert_eq!(r.code, resp::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
+    drop((c, sc));
+    assert!(m.terminate().success());
+    assert!(s.terminate().success());
+    assert_same_log(&m, &s);
+}
+
+/// Pulls the queue from `c` until `count` messages came back; returns their bodies.
+fn pull_all_queue(c: &mut Client, topic: &str, queue_id: i32, count: usize) -> Vec<String> {
+    pull_bodies(c, topic, queue_id, 0, count, Duration::from_secs(30))
+}
+
+#[test]
+fn a_killed_slave_catches_up_after_its_restart_with_identical_bytes() {
+    let mut m = master("SYNC_MASTER", &["--set", "slaveTimeout=1000"]);
+    let mut s = slave_of(&m, &[]);
+    let mut c = m.broker();
+    wait_in_sync(&mut c, "Catchup");
+    for i in 0..500 {
+        assert_eq!(c.call(send_v2("Catchup", 0, "T", i, body(i).as_bytes())).code, resp::SUCCESS);
+    }
+    s.kill();
+    // Without its slave the master still stores every send and says the slave is missing.
+    for i in 500..1500 {
+        let r = c.call(send_v2("Catchup", 0, "T", i, body(i).as_bytes()));
+        assert!(
+            r.code == resp::SLAVE_NOT_AVAILABLE || r.code == resp::FLUSH_SLAVE_TIMEOUT,
+            "send {i} while the slave is down: {} {:?}",
+            r.code,
+            r.remark
+        );
+    }
+    s.spawn();
+    wait_in_sync(&mut c, "Catchup");
+    assert_bodies(&pull_all_queue(&mut s.broker(), "Catchup", 0, 1500), 1500);
+    drop(c);
+    assert!(m.terminate().success());
+    assert!(s.terminate().success());
+    assert_same_log(&m, &s);
+}
+
+#[test]
+fn an_async_master_never_waits_and_min_in_sync_replicas_refuses_before_writing() {
+    let m = master("ASYNC_MASTER", &[]);
+    let r = m.broker().call(send_v2("NoWait", 0, "T", 0, b"x"));
+    assert_eq!(r.code, resp::SUCCESS, "an ASYNC_MASTER without slaves: {:?}", r.remark);
+
+    let strict = master("SYNC_MASTER", &["--set", "minInSyncReplicas=2"]);
+    let mut c = strict.broker();
+    let r = c.call(send_v2("Strict", 0, "T", 0, b"x"));
+    assert_eq!(r.code, resp::SYSTEM_ERROR, "{:?}", r.remark);
+    assert!(
+        r.remark.as_deref().unwrap_or("").contains("in-sync replicas not enough"),
+        "{:?}",
+        r.remark
+    );
+    let s = slave_of(&strict, &[]);
+    wait_for("a send to pass with the slave in sync", Duration::from_secs(30), || {
+        c.call(send_v2("Strict", 0, "T", 1, b"y")).code == resp::SUCCESS
+    });
+    // Nothing was written by the refused sends: the queue holds only what succeeded.
+    let mut sc = s.broker();
+    let got = pull_all_queue(&mut sc, "Strict", 0, 1);
+    assert_eq!(got, vec!["y".to_owned()]);
+}
+
+fn min_offset(c: &mut Client, topic: &str, queue_id: i32) -> i64 {
+    let h = petrel_protocol::header::GetMinOffsetRequestHeader {
+        topic: topic.into(),
+        queue_id,
+        bname: None,
+    };
+    let r = c.call(
+        petrel_protocol::RemotingCommand::request(petrel_protocol::codes::request_code::GET_MIN_OFFSET, 0)
+            .with_ext_fields(petrel_protocol::header::CommandHeader::to_ext(&h)),
+    );
+    r.ext("offset").unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_slave_that_joins_late_with_sync_from_last_file_starts_at_the_newest_segment_and_keeps_it() {
+    let m = master("ASYNC_MASTER", &["--set", "syncFromLastFile=true"]);
+    let mut c = m.broker();
+    // About 4.5 segments of 1 MiB before the slave exists.
+    for i in 0..2200 {
+        assert_eq!(c.call(send_v2("Late", 0, "T", i, body(i).as_bytes())).code, resp::SUCCESS);
+    }
+    let mut s = slave_of(&m, &[]);
+    for i in 2200..2400 {
+        assert_eq!(c.call(send_v2("Late", 0, "T", i, body(i).as_bytes())).code, resp::SUCCESS);
+    }
+    let mut sc = s.broker();
+    wait_for("the slave to hold the newest messages", Duration::from_secs(30), || {
+        let r = sc.call(pull("ReplicaReaders", "Late", 0, 2399, 0));
+        r.code == resp::SUCCESS
+    });
+    let first = min_offset(&mut sc, "Late", 0);
+    // Where the master's newest segment began when the slave connected.
+    assert!(first > 0 && first < 2400, "the slave's queue begins in the newest segment: {first}");
+    assert!(
+        commit_log(&s.data_dir()).len() < commit_log(&m.data_dir()).len(),
+        "the slave holds fewer segments than the master"
+    );
+    let tail = pull_bodies(&mut sc, "Late", 0, first, 2400 - first as usize, Duration::from_secs(30));
+    assert_eq!(tail.first().map(String::as_str), Some(body(first as usize).as_str()));
+    assert_eq!(tail.last().map(String::as_str), Some(body(2399).as_str()));
+    // Its queue still begins there after a restart.
+    drop(sc);
+    assert!(s.terminate().success());
+    s.spawn();
+    assert_eq!(min_offset(&mut s.broker(), "Late", 0), first);
+}
