@@ -228,3 +228,34 @@ fn a_slave_that_joins_late_with_sync_from_last_file_starts_at_the_newest_segment
     s.spawn();
     assert_eq!(min_offset(&mut s.broker(), "Late", 0), first);
 }
+
+#[test]
+fn with_every_in_sync_replica_acking_consumers_never_read_past_what_the_slaves_hold() {
+    let m = master("SYNC_MASTER", &["--set", "allAckInSyncStateSet=true", "--set", "slaveTimeout=500"]);
+    let s = slave_of(&m, &[]);
+    let mut c = m.broker();
+    let info = || petrel_protocol::RemotingCommand::request(petrel_protocol::codes::request_code::GET_BROKER_RUNTIME_INFO, 0);
+    wait_for("the slave to be in sync", Duration::from_secs(30), || {
+        assert_eq!(c.call(send_v2("Visible", 3, "warm", 0, b"warm-up")).code, resp::SUCCESS);
+        String::from_utf8_lossy(&c.call(info()).body).contains(r#""haInSyncSlaves":"1""#)
+    });
+    assert_eq!(c.call(send_v2("Visible", 0, "T", 0, b"acked")).code, resp::SUCCESS);
+    // The slave stops (SIGSTOP) without closing its connection: the master cannot know yet.
+    // SAFETY: plain kill(2) on our child's pid.
+    unsafe { libc::kill(s.pid() as i32, libc::SIGSTOP) };
+    let r = c.call(send_v2("Visible", 0, "T", 1, b"not on the slave"));
+    assert_eq!(r.code, resp::FLUSH_SLAVE_TIMEOUT, "{:?}", r.remark);
+    let r = c.call(pull("Readers", "Visible", 0, 1, 0));
+    assert_ne!(
+        r.code,
+        resp::SUCCESS,
+        "a message the slave does not hold is not readable on the master"
+    );
+    // SAFETY: as above.
+    unsafe { libc::kill(s.pid() as i32, libc::SIGCONT) };
+    wait_for(
+        "the message to become readable once the slave holds it",
+        Duration::from_secs(30),
+        || c.call(pull("Readers", "Visible", 0, 1, 0)).code == resp::SUCCESS,
+    );
+}

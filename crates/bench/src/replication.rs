@@ -75,7 +75,8 @@ pub struct Cell {
     pub messages: u64,
     /// First sent to last received.
     pub run_s: f64,
-    pub send_tps: f64,
+    /// Messages over `run_s`.
+    pub msgs_per_s: f64,
     pub send_p50_us: u64,
     pub send_p99_us: u64,
     pub send_p9999_us: u64,
@@ -237,13 +238,14 @@ async fn measure(a: &ReplicationArgs, namesrv: &str, replicas: usize, senders: u
     })
     .await?;
     report.write(&a.out)?;
+    let run_s = report.drained_s.unwrap_or(report.measured_s);
     Ok(Cell {
         replicas,
         senders,
         receivers,
         messages: report.messages,
-        run_s: report.drained_s.unwrap_or(report.measured_s),
-        send_tps: report.tps,
+        run_s,
+        msgs_per_s: report.messages as f64 / run_s.max(1e-6),
         send_p50_us: report.send_us.p50,
         send_p99_us: report.send_us.p99,
         send_p9999_us: report.send_us.p9999,
@@ -297,10 +299,19 @@ pub async fn replication(a: ReplicationArgs) -> Result<(), BenchError> {
     write_results(&a, &results)
 }
 
-fn fits(results: &[Cell]) -> Vec<Fit> {
-    let mut cells: Vec<(usize, usize)> = results.iter().map(|c| (c.senders, c.receivers)).collect();
-    cells.dedup();
+/// The distinct cells measured, in the order first measured.
+fn cells_of(results: &[Cell]) -> Vec<(usize, usize)> {
+    let mut cells: Vec<(usize, usize)> = Vec::new();
+    for c in results {
+        if !cells.contains(&(c.senders, c.receivers)) {
+            cells.push((c.senders, c.receivers));
+        }
+    }
     cells
+}
+
+fn fits(results: &[Cell]) -> Vec<Fit> {
+    cells_of(results)
         .into_iter()
         .filter_map(|(s, r)| {
             let points: Vec<(usize, f64)> = results
@@ -325,7 +336,7 @@ fn markdown(a: &ReplicationArgs, results: &[Cell], fits: &[Fit]) -> String {
         "{}: {} messages of {} B per cell, {}, {}; time = first sent to last received.\n\n",
         a.label, a.messages, a.size, a.role, a.flush
     );
-    md.push_str("| senders × receivers | slaves | time | vs 0 slaves | send msg/s | send P50 | send P99 | send P99.99 | errors |\n");
+    md.push_str("| senders × receivers | slaves | time | vs 0 slaves | msg/s | send P50 | send P99 | send P99.99 | errors |\n");
     md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for c in results {
         let base = results
@@ -338,7 +349,7 @@ fn markdown(a: &ReplicationArgs, results: &[Cell], fits: &[Fit]) -> String {
             c.receivers,
             c.replicas,
             c.run_s,
-            c.send_tps,
+            c.msgs_per_s,
             crate::hist::fmt_us(c.send_p50_us),
             crate::hist::fmt_us(c.send_p99_us),
             crate::hist::fmt_us(c.send_p9999_us),
@@ -384,9 +395,7 @@ fn plot(results: &[Cell], path: &Path) -> Result<(), Box<dyn std::error::Error>>
         .build_cartesian_2d(0.0..n_max, 0.0..t_max)?;
     chart.configure_mesh().x_desc("slaves").y_desc("seconds").draw()?;
     let colors = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];
-    let mut cells: Vec<(usize, usize)> = results.iter().map(|c| (c.senders, c.receivers)).collect();
-    cells.dedup();
-    for (i, (s, r)) in cells.iter().enumerate() {
+    for (i, (s, r)) in cells_of(results).iter().enumerate() {
         let points = results
             .iter()
             .filter(|c| c.senders == *s && c.receivers == *r)

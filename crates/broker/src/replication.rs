@@ -131,6 +131,13 @@ impl Replication {
             config.max_durability_waiters,
             Box::new(move || log.commit_log().max_offset()),
         );
+        if gate.policy().mode == AckMode::AllInSync {
+            // Consumers read only what every in-sync replica holds (RocketMQ's confirmOffset):
+            // a message they saw survives the loss of the master.
+            store.commit_log().gate_readers_on(gate.replicated().clone());
+            let readers = store.clone();
+            gate.set_on_advance(Box::new(move || readers.commit_log().wake_readers()));
+        }
         let listen = SocketAddr::from(([0, 0, 0, 0], ha_port(config)));
         let ha = HaMaster::start(
             store.clone(),

@@ -111,6 +111,8 @@ pub struct AckGate {
     mark: Arc<Watermark>,
     slaves: Mutex<BTreeMap<u64, SlaveAck>>,
     master_end: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// Runs after the watermark moved (the store's readers follow it in all-ack mode).
+    on_advance: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl AckGate {
@@ -128,7 +130,13 @@ impl AckGate {
             mark: Watermark::new("replicated", initial, capacity.max(1)),
             slaves: Mutex::new(BTreeMap::new()),
             master_end,
+            on_advance: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Registers what runs each time the watermark moves (set once).
+    pub fn set_on_advance(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.on_advance.set(f);
     }
 
     #[must_use]
@@ -220,8 +228,13 @@ impl AckGate {
                 }
             }
         }
-        if let Some(to) = agreed_offset(self.policy.mode, end, &mut acks) {
+        if let Some(to) = agreed_offset(self.policy.mode, end, &mut acks)
+            && to > self.mark.get()
+        {
             self.mark.advance(to);
+            if let Some(f) = self.on_advance.get() {
+                f();
+            }
         }
     }
 

@@ -50,8 +50,9 @@ struct Slave {
     id: u64,
     addr: SocketAddr,
     stream: TcpStream,
-    /// The first report, which tells the transfer where to start.
-    first_report: Mutex<Option<u64>>,
+    /// The latest report (the first tells the transfer where to start; each one is an ack).
+    acked: Mutex<Option<u64>>,
+    /// Signalled on every report.
     reported: Condvar,
     closed: AtomicBool,
     /// Next offset the transfer sends.
@@ -194,7 +195,7 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
         id: inner.next_id.fetch_add(1, Ordering::Relaxed),
         addr,
         stream,
-        first_report: Mutex::new(None),
+        acked: Mutex::new(None),
         reported: Condvar::new(),
         closed: AtomicBool::new(false),
         next_offset: AtomicU64::new(0),
@@ -236,13 +237,8 @@ fn read_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
             Ok(o) => o,
             Err(e) => break e,
         };
-        {
-            let mut first = slave.first_report.lock();
-            if first.is_none() {
-                *first = Some(offset);
-                slave.reported.notify_all();
-            }
-        }
+        *slave.acked.lock() = Some(offset);
+        slave.reported.notify_all();
         inner.gate.acked(slave.id, offset);
         if slave.closed.load(Ordering::Acquire) {
             break "closed".into();
@@ -279,7 +275,7 @@ fn start_offset(inner: &Inner, reported: u64) -> Result<u64, String> {
 /// The transfer: frames of the log from the slave's start point, heartbeats when idle.
 fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
     let reported = {
-        let mut first = slave.first_report.lock();
+        let mut first = slave.acked.lock();
         let deadline = Instant::now() + inner.config.housekeeping_interval;
         while first.is_none() && !slave.closed.load(Ordering::Acquire) {
             if slave.reported.wait_until(&mut first, deadline).timed_out() {
@@ -303,6 +299,8 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
     tracing::info!(slave = slave.id, reported, from = next, "transfer starts");
     let log = inner.store.commit_log();
     let mut last_sent = Instant::now();
+    let mut held_since: Option<Instant> = None;
+    let mut frame = Vec::with_capacity(crate::wire::FRAME_HEADER_BYTES + inner.config.transfer_batch_bytes);
     let why = loop {
         if slave.closed.load(Ordering::Acquire) || inner.stop.load(Ordering::Acquire) {
             break "stopped".to_owned();
@@ -324,17 +322,47 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
             }
             continue;
         }
+        if !bytes.is_empty() && bytes.len() < inner.config.transfer_batch_bytes && hold(slave, next, &mut held_since) {
+            continue;
+        }
+        held_since = None;
         let header = FrameHeader {
             offset: next,
             size: bytes.len() as u32,
         };
-        if let Err(e) = stream.write_all(&header.encode()).and_then(|()| stream.write_all(&bytes)) {
+        // One write per frame: header and bytes together.
+        frame.clear();
+        frame.extend_from_slice(&header.encode());
+        frame.extend_from_slice(&bytes);
+        if let Err(e) = stream.write_all(&frame) {
             break format!("write: {e}");
         }
         next += bytes.len() as u64;
         last_sent = Instant::now();
     };
     slave.close(&why);
+}
+
+/// Longest a partial frame waits for the previous frame's ack.
+const MAX_HOLD: Duration = Duration::from_millis(2);
+
+/// Whether to hold a partial frame back, waiting (here, up to [`MAX_HOLD`] in all) for the
+/// slave to ack what was sent before it. While a frame is on its way, the records that arrive
+/// then travel together in the next one — one frame, one ack, one wake-up on each side for
+/// many messages when many senders wait — and a lone sender, whose previous record is already
+/// acknowledged, is never held.
+fn hold(slave: &Slave, sent_end: u64, held_since: &mut Option<Instant>) -> bool {
+    let since = *held_since.get_or_insert_with(Instant::now);
+    let Some(left) = MAX_HOLD.checked_sub(since.elapsed()) else {
+        return false;
+    };
+    let mut acked = slave.acked.lock();
+    if acked.is_none_or(|a| a >= sent_end) || slave.closed.load(Ordering::Acquire) {
+        return false;
+    }
+    let _ = slave.reported.wait_for(&mut acked, left);
+    // Look again at the log: more may have been written meanwhile.
+    true
 }
 
 /// Re-derives sync states every second: a master with no traffic still notices a slave that

@@ -282,6 +282,9 @@ pub(crate) struct Shared {
     pub(crate) checkpoint_wakeup: Wakeup,
     /// Told when more of the log becomes readable (the store's dispatcher).
     pub(crate) on_readable: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+    /// When set, readers see nothing past this watermark either (a master whose consumers may
+    /// only read what every in-sync replica holds: RocketMQ's confirmOffset).
+    pub(crate) reader_gate: OnceLock<Arc<Watermark>>,
     /// Threads stop; the flusher flushes what is published first.
     pub(crate) shutdown: AtomicBool,
     /// An ASYNC_FLUSH flush is wanted before the interval ends (the page-cache budget).
@@ -626,6 +629,7 @@ impl CommitLog {
             flusher_wakeup: Wakeup::default(),
             checkpoint_wakeup: Wakeup::default(),
             on_readable: OnceLock::new(),
+            reader_gate: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             flush_requested: AtomicBool::new(false),
             abandon: AtomicBool::new(false),
@@ -772,12 +776,25 @@ impl CommitLog {
     }
 
     /// What readers may see: the durable end under SYNC_FLUSH (consumers must never get a
-    /// message that a crash could still take back), the written end under ASYNC_FLUSH.
+    /// message that a crash could still take back), the written end under ASYNC_FLUSH, and never
+    /// past the reader gate when one is set.
     pub fn readable_end(&self) -> u64 {
-        match self.shared.config.flush_mode {
+        let end = match self.shared.config.flush_mode {
             FlushMode::Sync => self.flushed_offset(),
             FlushMode::Async => self.max_offset(),
-        }
+        };
+        self.shared.reader_gate.get().map_or(end, |gate| end.min(gate.get()))
+    }
+
+    /// From now on readers see nothing past `gate` either (set once; later calls are ignored).
+    /// Whoever advances `gate` calls [`CommitLog::wake_readers`].
+    pub fn gate_readers_on(&self, gate: Arc<Watermark>) {
+        let _ = self.shared.reader_gate.set(gate);
+    }
+
+    /// Tells the readers (the dispatcher) that more of the log may be readable.
+    pub fn wake_readers(&self) {
+        self.shared.notify_readable();
     }
 
     /// The bytes of the record starting at `offset`, if it lies below

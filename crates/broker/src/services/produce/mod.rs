@@ -22,7 +22,7 @@ use petrel_protocol::body::perm;
 use petrel_protocol::message::MessageExt;
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
 use petrel_protocol::properties::{Properties, decode_properties, keys};
-use petrel_replication::{AckGate, Refusal, ReplicaWait};
+use petrel_replication::{AckGate, AckMode, Refusal, ReplicaWait};
 use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError};
 
 use super::BrokerError;
@@ -256,7 +256,14 @@ impl ProduceService {
     /// send waits for none.
     async fn wait_replicated(&self, wait: ReplicaWait, end: u64) -> Option<Durability> {
         let slot = match wait {
-            ReplicaWait::None => return None,
+            ReplicaWait::None => {
+                if let Some(gate) = self.settings.replicas.as_ref().filter(|g| g.policy().mode == AckMode::AllInSync) {
+                    // No slave to wait for: what consumers may read (gated on the watermark in
+                    // all-ack mode) moves on now, not at the next housekeeping tick.
+                    gate.recompute();
+                }
+                return None;
+            }
             ReplicaWait::NotEnough { in_sync, needed } => {
                 self.stats.slave_not_available.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(in_sync, needed, "too few replicas in sync to wait for");
