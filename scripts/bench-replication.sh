@@ -45,7 +45,7 @@ for slaves in 0 1; do
   if [ "$slaves" = 1 ]; then
     pids+=("$(REF_BROKER_CONF_EXTRA=$'brokerId=1\nbrokerRole=SLAVE' ref_broker "$work/slave" "$ns" 47921 ASYNC_FLUSH)")
   fi
-  target/release/petrel bench replication --external "$ns" --label rocketmq --role SYNC_MASTER \
+  target/release/petrel bench replication --external "$ns" --label "rocketmq-$slaves-slaves" --role SYNC_MASTER \
     --replicas "$slaves" --cells "$ref_cells" --messages "$msgs" --out "$out"
   stop_all
 done

@@ -17,6 +17,9 @@ use crate::error::BrokerError;
 
 /// How long a slave waits between attempts to reach its master.
 const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
+/// An ASYNC_MASTER's frames wait this long for more records: a slave at most this much further
+/// behind, for one frame (and one wake-up on each side) per millisecond rather than per record.
+const ASYNC_LINGER: Duration = Duration::from_millis(1);
 
 pub enum Replication {
     Master { ha: HaMaster },
@@ -149,6 +152,11 @@ impl Replication {
                 housekeeping_interval: Duration::from_millis(config.ha_housekeeping_interval_ms),
                 max_slaves: config.ha_max_slaves,
                 sync_from_last_file: config.sync_from_last_file,
+                linger: if config.broker_role == BrokerRole::AsyncMaster {
+                    ASYNC_LINGER
+                } else {
+                    Duration::ZERO
+                },
             },
         )
         .map_err(|e| io(&format!("HA server: listen on {listen}"), e))?;

@@ -44,6 +44,10 @@ pub struct MasterConfig {
     pub max_slaves: usize,
     /// An empty slave gets only the newest segment, as RocketMQ's classic master sends.
     pub sync_from_last_file: bool,
+    /// How long a partial frame may wait for more records when no send waits for the slaves
+    /// (ASYNC_MASTER): fewer, fuller frames for a lag of at most this. Zero when sends wait
+    /// (they hold a frame only while the previous one is unacknowledged).
+    pub linger: Duration,
 }
 
 struct Slave {
@@ -322,8 +326,20 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
             }
             continue;
         }
-        if !bytes.is_empty() && bytes.len() < inner.config.transfer_batch_bytes && hold(slave, next, &mut held_since) {
-            continue;
+        if !bytes.is_empty() && bytes.len() < inner.config.transfer_batch_bytes {
+            let held = if inner.config.linger.is_zero() {
+                hold(slave, next, &mut held_since)
+            } else {
+                linger(
+                    log,
+                    next + inner.config.transfer_batch_bytes as u64,
+                    inner.config.linger,
+                    &mut held_since,
+                )
+            };
+            if held {
+                continue;
+            }
         }
         held_since = None;
         let header = FrameHeader {
@@ -362,6 +378,20 @@ fn hold(slave: &Slave, sent_end: u64, held_since: &mut Option<Instant>) -> bool 
     }
     let _ = slave.reported.wait_for(&mut acked, left);
     // Look again at the log: more may have been written meanwhile.
+    true
+}
+
+/// Whether to hold a partial frame back for more records (up to `limit` in all, or until the
+/// log reaches `full`, a whole frame). Only where no send waits for the slave.
+fn linger(log: &petrel_store::CommitLog, full: u64, limit: Duration, held_since: &mut Option<Instant>) -> bool {
+    let since = *held_since.get_or_insert_with(Instant::now);
+    let Some(left) = limit.checked_sub(since.elapsed()) else {
+        return false;
+    };
+    if log.max_offset() >= full {
+        return false;
+    }
+    let _ = log.written_watermark().wait_blocking(full, left);
     true
 }
 
