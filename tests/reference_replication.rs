@@ -56,6 +56,30 @@ fn reference(function: &str, work: &Path, args: &[&str], conf_extra: &str) -> Re
     }
 }
 
+/// The official admin tool's output (`ref_mqadmin` in scripts/reference-lib.sh).
+fn mqadmin(namesrv: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("source scripts/reference-lib.sh && ref_mqadmin \"$@\"")
+        .arg("mqadmin")
+        .arg(namesrv)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `mqadmin clusterList` through `namesrv` shows `addr` as broker-a's brokerId `id`.
+fn assert_cluster_member(namesrv: &str, addr: &str, id: &str) {
+    let listing = mqadmin(namesrv, &["clusterList"]);
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains(addr) && l.split_whitespace().take(3).eq(["DefaultCluster", "broker-a", id])),
+        "clusterList shows {addr} as broker-a's brokerId {id}:\n{listing}"
+    );
+}
+
 /// Offset after the last record of a commit-log segment that starts at 0 (records back to
 /// back; the first zero size word ends them).
 fn log_end(segment: &[u8]) -> usize {
@@ -136,6 +160,8 @@ fn an_apache_rocketmq_slave_follows_a_petrel_master() {
     send_all(&mut c, "FromPetrel", 1000..2000);
     let end = wait_same_bytes(&master.data_dir().join("commitlog"), &slave.work.join("store/commitlog"));
     assert!(end > 2000 * 500, "the whole log was replicated: {end} bytes");
+    // Petrel's name server lists the RocketMQ slave as broker-a's brokerId 1.
+    assert_cluster_member(&ns, &format!("127.0.0.1:{port}"), "1");
     // RocketMQ's slave first takes its master's topics 60 s after it starts (SlaveSynchronize).
     assert_bodies(
         &pull_bodies(&mut Client::connect(port), "FromPetrel", 0, 0, 2000, Duration::from_secs(120)),
@@ -165,4 +191,6 @@ fn a_petrel_slave_follows_an_apache_rocketmq_master() {
     assert!(end > 2000 * 500, "the whole log was replicated: {end} bytes");
     // Petrel's slave takes its master's topics every 3 s.
     assert_bodies(&slave_bodies(&slave), 2000);
+    // mqadmin lists the Petrel slave under the RocketMQ master's name, as brokerId 1.
+    assert_cluster_member(&ns, &format!("127.0.0.1:{}", slave.broker_port), "1");
 }
