@@ -406,8 +406,6 @@ impl Inner {
 
     fn dispatch_loop(self: Arc<Self>) {
         self.wakeup.register_current();
-        let mut last_flush = Instant::now();
-        let mut last_retention = Instant::now();
         let mut last_record = Instant::now();
         let mut last_retry = Instant::now();
         while !self.stop.load(Ordering::Acquire) {
@@ -429,6 +427,22 @@ impl Inner {
                     tracing::error!(error = %e, "dispatch failed; retrying in 100 ms");
                     std::thread::sleep(Duration::from_millis(100));
                 }
+            }
+        }
+    }
+
+    /// The maintenance thread: consume-queue flushes with the dispatch checkpoint, and
+    /// retention. Not on the dispatcher: each flush syncs every queue and the checkpoint file,
+    /// and deleting a 1 GiB segment can take a while, on a disk the commit log keeps busy — a
+    /// consumer would wait that long for new entries.
+    fn maintenance_loop(&self) {
+        let mut last_flush = Instant::now();
+        let mut last_retention = Instant::now();
+        let tick = self.config.cq_flush_interval.min(self.config.retention_check_interval);
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::park_timeout(tick);
+            if self.stop.load(Ordering::Acquire) {
+                return;
             }
             if last_retention.elapsed() >= self.config.retention_check_interval {
                 last_retention = Instant::now();
@@ -508,6 +522,22 @@ impl MessageStore {
                 .spawn(move || worker.dispatch_loop())
                 .map_err(|e| StoreError::io(&inner.config.root, e))?,
         ];
+        let worker = inner.clone();
+        match std::thread::Builder::new()
+            .name("store-maintain".into())
+            .spawn(move || worker.maintenance_loop())
+        {
+            Ok(h) => threads.push(h),
+            Err(e) => {
+                let store = MessageStore {
+                    inner,
+                    threads: Mutex::new(threads),
+                    closed: AtomicBool::new(false),
+                };
+                store.stop_threads();
+                return Err(StoreError::io(&store.inner.config.root, e));
+            }
+        }
         if let Some(budget) = inner.config.page_cache_budget_bytes {
             let worker = inner.clone();
             let keeper = std::thread::Builder::new()
@@ -599,7 +629,7 @@ impl MessageStore {
 
     /// Deletes expired commit-log segments (see [`CommitLog::delete_expired`]) and the consume
     /// queue entries that pointed into them; returns how many segments went. Also runs every
-    /// `retention_check_interval` on the dispatcher thread.
+    /// `retention_check_interval` on the store's maintenance thread.
     pub fn run_retention(&self) -> Result<usize> {
         self.inner.run_retention()
     }
@@ -788,7 +818,7 @@ impl MessageStore {
         q.get(offset).and_then(|e| self.store_timestamp(&e))
     }
 
-    /// Stops the dispatcher and the page-cache thread and waits for both.
+    /// Stops the dispatcher, the maintenance and the page-cache threads and waits for them.
     fn stop_threads(&self) {
         self.inner.stop.store(true, Ordering::Release);
         self.inner.wakeup.wake_always();
