@@ -1,0 +1,271 @@
+//! The Raft log and vote on disk, for one controller.
+//!
+//! Files in the controller's directory:
+//! - `raft-log`: records `[length 4][crc32 4][entry as JSON]`, appended and `fdatasync`ed before
+//!   openraft is told the entries are durable;
+//! - `raft-vote`, `raft-meta` (purged and committed log ids): JSON written to a temporary file,
+//!   synced, renamed over the old one, and the directory synced.
+//!
+//! A crash can tear only the last record of `raft-log` (appends are the only in-place writes);
+//! opening drops a torn tail, which Raft allows because an entry counts as stored only after
+//! the sync that covered it. Truncation and purging rewrite the file through a rename: the
+//! controller's log is small (a few commands per broker event, purged after each snapshot).
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::ops::RangeBounds;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
+use openraft::{Entry, LogId, OptionalSend, RaftLogReader, StorageError, StorageIOError, Vote};
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use super::TypeConfig;
+
+/// The largest record the log accepts, so a damaged length cannot make opening allocate without bound.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+const LOG_FILE: &str = "raft-log";
+const VOTE_FILE: &str = "raft-vote";
+const META_FILE: &str = "raft-meta";
+
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+struct Meta {
+    last_purged: Option<LogId<u64>>,
+    committed: Option<LogId<u64>>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    log: File,
+    entries: BTreeMap<u64, Entry<TypeConfig>>,
+    vote: Option<Vote<u64>>,
+    meta: Meta,
+}
+
+/// The log store openraft writes through; clones share one log.
+#[derive(Debug, Clone)]
+pub struct LogStore {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl LogStore {
+    /// Opens (creating if needed) the log in `dir`, dropping a torn last record.
+    pub fn open(dir: &Path) -> io::Result<LogStore> {
+        fs::create_dir_all(dir)?;
+        let vote = read_json(&dir.join(VOTE_FILE))?;
+        let meta: Meta = read_json(&dir.join(META_FILE))?.unwrap_or_default();
+        let path = dir.join(LOG_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let (entries, good_len) = decode_records(&bytes);
+        let log = OpenOptions::new().create(true).append(true).open(&path)?;
+        if good_len < bytes.len() {
+            tracing::warn!(path = %path.display(), kept_bytes = good_len, dropped_bytes = bytes.len() - good_len, "dropping a torn tail of the raft log");
+            log.set_len(good_len as u64)?;
+            log.sync_all()?;
+        }
+        let first_kept = meta.last_purged.map_or(0, |id| id.index + 1);
+        let entries = entries
+            .into_iter()
+            .filter(|e| e.log_id.index >= first_kept)
+            .map(|e| (e.log_id.index, e))
+            .collect();
+        let inner = Inner {
+            dir: dir.to_owned(),
+            log,
+            entries,
+            vote,
+            meta,
+        };
+        Ok(LogStore {
+            inner: Arc::new(Mutex::new(inner)),
+        })
+    }
+}
+
+/// Decodes records until the first one that is short or fails its checksum; returns the
+/// entries and the length of the good prefix.
+fn decode_records(bytes: &[u8]) -> (Vec<Entry<TypeConfig>>, usize) {
+    let mut entries = Vec::new();
+    let mut at = 0usize;
+    while let Some(header) = bytes.get(at..at + 8) {
+        let len = u32::from_be_bytes([header[0], header[1], header[2], header[3]]) as usize;
+        let crc = u32::from_be_bytes([header[4], header[5], header[6], header[7]]);
+        let Some(body) = bytes.get(at + 8..at + 8 + len).filter(|_| len <= MAX_RECORD_BYTES) else {
+            break;
+        };
+        if crc32fast::hash(body) != crc {
+            break;
+        }
+        let Ok(entry) = serde_json::from_slice::<Entry<TypeConfig>>(body) else {
+            break;
+        };
+        entries.push(entry);
+        at += 8 + len;
+    }
+    (entries, at)
+}
+
+fn encode_record(entry: &Entry<TypeConfig>, out: &mut Vec<u8>) -> io::Result<()> {
+    let body = serde_json::to_vec(entry).map_err(io::Error::other)?;
+    if body.len() > MAX_RECORD_BYTES {
+        return Err(io::Error::other(format!(
+            "a raft entry of {} bytes is over {MAX_RECORD_BYTES}",
+            body.len()
+        )));
+    }
+    let len = u32::try_from(body.len()).map_err(io::Error::other)?;
+    out.extend_from_slice(&len.to_be_bytes());
+    out.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    Ok(())
+}
+
+fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>> {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(io::Error::other),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a mix.
+pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let mut file = File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl Inner {
+    fn save_meta(&self) -> io::Result<()> {
+        let bytes = serde_json::to_vec(&self.meta).map_err(io::Error::other)?;
+        replace_file(&self.dir.join(META_FILE), &bytes)
+    }
+
+    /// Rewrites `raft-log` to hold exactly `self.entries`.
+    fn rewrite_log(&mut self) -> io::Result<()> {
+        let mut bytes = Vec::new();
+        for entry in self.entries.values() {
+            encode_record(entry, &mut bytes)?;
+        }
+        let path = self.dir.join(LOG_FILE);
+        replace_file(&path, &bytes)?;
+        self.log = OpenOptions::new().append(true).open(&path)?;
+        Ok(())
+    }
+
+    fn read_range<RB: RangeBounds<u64>>(&self, range: RB) -> Vec<Entry<TypeConfig>> {
+        self.entries.range(range).map(|(_, e)| e.clone()).collect()
+    }
+}
+
+fn write_err(e: io::Error) -> StorageError<u64> {
+    StorageIOError::write_logs(&e).into()
+}
+
+impl RaftLogReader<TypeConfig> for LogStore {
+    async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
+        &mut self,
+        range: RB,
+    ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
+        Ok(self.inner.lock().read_range(range))
+    }
+}
+
+impl RaftLogStorage<TypeConfig> for LogStore {
+    type LogReader = Self;
+
+    async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<u64>> {
+        let inner = self.inner.lock();
+        let last_purged_log_id = inner.meta.last_purged;
+        let last_log_id = inner.entries.values().next_back().map(|e| e.log_id).or(last_purged_log_id);
+        Ok(LogState {
+            last_purged_log_id,
+            last_log_id,
+        })
+    }
+
+    async fn get_log_reader(&mut self) -> Self::LogReader {
+        self.clone()
+    }
+
+    async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
+        let mut inner = self.inner.lock();
+        let bytes = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
+        replace_file(&inner.dir.join(VOTE_FILE), &bytes).map_err(|e| StorageIOError::write_vote(&e))?;
+        inner.vote = Some(*vote);
+        Ok(())
+    }
+
+    async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError<u64>> {
+        Ok(self.inner.lock().vote)
+    }
+
+    async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError<u64>> {
+        let mut inner = self.inner.lock();
+        inner.meta.committed = committed;
+        inner.save_meta().map_err(write_err)
+    }
+
+    async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
+        Ok(self.inner.lock().meta.committed)
+    }
+
+    async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<u64>>
+    where
+        I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let mut inner = self.inner.lock();
+        let mut bytes = Vec::new();
+        let mut added = Vec::new();
+        for entry in entries {
+            encode_record(&entry, &mut bytes).map_err(write_err)?;
+            added.push(entry);
+        }
+        let written = inner.log.write_all(&bytes).and_then(|()| inner.log.sync_data());
+        if let Err(e) = &written {
+            callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
+            return Err(write_err(io::Error::new(e.kind(), e.to_string())));
+        }
+        for entry in added {
+            if let Some(last) = inner.entries.keys().next_back() {
+                assert_eq!(*last + 1, entry.log_id.index, "raft log appends are contiguous");
+            }
+            inner.entries.insert(entry.log_id.index, entry);
+        }
+        callback.log_io_completed(Ok(()));
+        Ok(())
+    }
+
+    async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        let mut inner = self.inner.lock();
+        let _ = inner.entries.split_off(&log_id.index);
+        inner.rewrite_log().map_err(write_err)
+    }
+
+    async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
+        let mut inner = self.inner.lock();
+        assert!(inner.meta.last_purged.is_none_or(|p| p <= log_id), "purging never goes back");
+        // The purge point is recorded first: a crash between the two writes leaves purged
+        // entries in the file, which opening skips.
+        inner.meta.last_purged = Some(log_id);
+        inner.save_meta().map_err(write_err)?;
+        inner.entries = inner.entries.split_off(&(log_id.index + 1));
+        inner.rewrite_log().map_err(write_err)
+    }
+}
