@@ -4,6 +4,7 @@ use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+mod controller;
 mod limits;
 mod serve;
 
@@ -29,6 +30,9 @@ enum Command {
         #[arg(long, default_value = "0.0.0.0:9876")]
         listen: String,
     },
+    /// Run one member of a controller group (RocketMQ 5's controller mode): Raft-replicated
+    /// masters, epochs and SyncStateSets, and elections when a master dies.
+    Controller(controller::ControllerArgs),
     /// Generate load against any RocketMQ-protocol broker and report percentiles.
     #[command(subcommand)]
     Bench(Box<petrel_bench::BenchCommand>),
@@ -64,6 +68,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Decode { hex } => decode(&hex),
         Command::Serve(args) => serve::serve(args),
         Command::Namesrv { listen } => namesrv(&listen),
+        Command::Controller(args) => controller::run(&args),
         Command::Bench(cmd) => {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(petrel_bench::cli::execute(*cmd)).map_err(Into::into)

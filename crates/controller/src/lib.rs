@@ -7,13 +7,20 @@
 //! itself is openraft's; nothing here decides who leads the controller group.
 //! Must never: touch a broker's store, or answer a broker from state that Raft has not applied.
 
+mod config;
 mod node;
 #[allow(clippy::result_large_err, reason = "openraft's traits fix these error types")]
 mod raft;
+mod service;
 mod state;
 
+pub use config::{BadValue, CONTROLLER_KEYS, ControllerConfig};
 pub use node::{ControllerNode, ProposeError, RaftTiming};
-pub use raft::{Applied, LogStore, MAX_RECORD_BYTES, Raft, Response, Router, RouterNetwork, StateMachine, TypeConfig};
+pub use raft::{
+    Applied, CONNECT_TIMEOUT, LogStore, MAX_RECORD_BYTES, Raft, Response, Router, RouterNetwork, StateMachine, TcpNetwork, TcpPeer,
+    TypeConfig, serve_raft,
+};
+pub use service::{Controller, ControllerHandler, Heartbeat, MAX_LIVE_BROKERS, scan_for_dead_masters, served_codes};
 pub use state::{
     BrokerSet, Candidate, Command, ControllerState, FIRST_BROKER_ID, MAX_BROKER_SETS, MAX_REPLICAS_PER_SET, Outcome, Refused, Replica,
 };

@@ -16,7 +16,7 @@ use crate::raft::{Applied, LogStore, Raft, StateMachine, TypeConfig};
 use crate::state::{Command, ControllerState, Outcome, Refused};
 
 /// Raft timing for a controller group.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTiming {
     pub heartbeat_interval_ms: u64,
     pub election_timeout_min_ms: u64,

@@ -180,6 +180,11 @@ code_table! {
         POLLING_INFO = 200055,
         POP_ROLLBACK = 200056,
         BATCH_ACK_MESSAGE = 200151,
+        // Petrel's own: Raft messages between controllers (JSON bodies; RocketMQ has no codes
+        // this high, and a controller that is not Petrel answers REQUEST_CODE_NOT_SUPPORTED).
+        PETREL_RAFT_APPEND_ENTRIES = 300_001,
+        PETREL_RAFT_VOTE = 300_002,
+        PETREL_RAFT_INSTALL_SNAPSHOT = 300_003,
     }
 }
 

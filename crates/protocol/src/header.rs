@@ -664,3 +664,108 @@ mod tests {
         assert_eq!(SendMessageRequestHeader::from_send_command(&cmd).unwrap(), v1);
     }
 }
+
+command_header! {
+    /// CONTROLLER_GET_METADATA_INFO (1005) response: who leads the controller group.
+    pub struct ControllerMetadataResponseHeader {
+        group: Option<String> = "group",
+        controller_leader_id: Option<String> = "controllerLeaderId",
+        controller_leader_address: Option<String> = "controllerLeaderAddress",
+        is_leader: bool = "isLeader",
+        peers: Option<String> = "peers",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_NEXT_BROKER_ID (1012) request; also its response, with `nextBrokerId`.
+    pub struct GetNextBrokerIdHeader {
+        cluster_name: String = "clusterName",
+        broker_name: String = "brokerName",
+        next_broker_id: Option<i64> = "nextBrokerId",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_APPLY_BROKER_ID (1013) request: `registerCheckCode` is `address;uuid`.
+    pub struct ApplyBrokerIdRequestHeader {
+        cluster_name: String = "clusterName",
+        broker_name: String = "brokerName",
+        applied_broker_id: i64 = "appliedBrokerId",
+        register_check_code: String = "registerCheckCode",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_REGISTER_BROKER (1003) request.
+    pub struct RegisterBrokerToControllerRequestHeader {
+        cluster_name: String = "clusterName",
+        broker_name: String = "brokerName",
+        broker_id: Option<i64> = "brokerId",
+        broker_address: String = "brokerAddress",
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// The master of a broker set as the controller answers it: CONTROLLER_REGISTER_BROKER
+    /// (1003), CONTROLLER_GET_REPLICA_INFO (1004) and CONTROLLER_ELECT_MASTER (1002) responses,
+    /// and NOTIFY_BROKER_ROLE_CHANGED (1008) requests (each uses the keys it has).
+    pub struct MasterInfoHeader {
+        cluster_name: Option<String> = "clusterName",
+        broker_name: Option<String> = "brokerName",
+        master_broker_id: Option<i64> = "masterBrokerId",
+        master_address: Option<String> = "masterAddress",
+        master_epoch: Option<i32> = "masterEpoch",
+        sync_state_set_epoch: Option<i32> = "syncStateSetEpoch",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_GET_REPLICA_INFO (1004) request.
+    pub struct GetReplicaInfoRequestHeader {
+        broker_name: String = "brokerName",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ELECT_MASTER (1002) request; `brokerId` -1 when an admin asks.
+    pub struct ElectMasterRequestHeader {
+        cluster_name: Option<String> = "clusterName",
+        broker_name: String = "brokerName",
+        broker_id: Option<i64> = "brokerId",
+        designate_elect: Option<bool> = "designateElect",
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ALTER_SYNC_STATE_SET (1001) request; the new set is the body.
+    pub struct AlterSyncStateSetRequestHeader {
+        broker_name: String = "brokerName",
+        master_broker_id: i64 = "masterBrokerId",
+        master_epoch: i32 = "masterEpoch",
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}
+
+command_header! {
+    /// CONTROLLER_ALTER_SYNC_STATE_SET (1001) response.
+    pub struct AlterSyncStateSetResponseHeader {
+        new_sync_state_set_epoch: i32 = "newSyncStateSetEpoch",
+    }
+}
+
+command_header! {
+    /// BROKER_HEARTBEAT (904) to a controller: what election needs of a live broker.
+    pub struct BrokerHeartbeatRequestHeader {
+        cluster_name: String = "clusterName",
+        broker_addr: String = "brokerAddr",
+        broker_name: String = "brokerName",
+        broker_id: Option<i64> = "brokerId",
+        epoch: Option<i32> = "epoch",
+        max_offset: Option<i64> = "maxOffset",
+        confirm_offset: Option<i64> = "confirmOffset",
+        heartbeat_timeout_mills: Option<i64> = "heartbeatTimeoutMills",
+        election_priority: Option<i32> = "electionPriority",
+    }
+}

@@ -4,6 +4,7 @@
 mod log_store;
 mod network;
 mod state_machine;
+mod tcp;
 
 use std::io::Cursor;
 
@@ -14,6 +15,7 @@ use crate::state::{Command, Outcome, Refused};
 pub use log_store::{LogStore, MAX_RECORD_BYTES};
 pub use network::{Router, RouterNetwork};
 pub use state_machine::{Applied, StateMachine};
+pub use tcp::{CONNECT_TIMEOUT, TcpNetwork, TcpPeer, serve_raft};
 
 /// What applying one log entry answered: `None` for Raft's own entries (blank, membership).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

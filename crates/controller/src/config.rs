@@ -1,0 +1,197 @@
+//! `controller.conf`: RocketMQ's controller keys (Java properties), with Petrel's defaults
+//! where they differ, each documented in docs/configuration.md.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::node::RaftTiming;
+
+/// Every key `petrel controller` reads, with what it means.
+pub const CONTROLLER_KEYS: &[(&str, &str, &str)] = &[
+    (
+        "controllerDLegerGroup",
+        "petrel-controller",
+        "Name of the controller group (reported by getControllerMetaData).",
+    ),
+    (
+        "controllerDLegerPeers",
+        "n0-127.0.0.1:9877",
+        "Every controller of the group, `id-host:port;…`. Ids are `n` and a number. Each controller listens on its own address for the other controllers' Raft messages and for brokers and mqadmin (as RocketMQ's DLedger controller does), so brokers' `controllerAddr` lists these same addresses.",
+    ),
+    ("controllerDLegerSelfId", "n0", "This controller's id among the peers."),
+    (
+        "controllerStorePath",
+        "./controller",
+        "Directory of this controller's Raft log, vote and snapshot.",
+    ),
+    (
+        "scanNotActiveBrokerInterval",
+        "1000",
+        "Milliseconds between the leader's scans for masters that stopped heartbeating (RocketMQ: 5000).",
+    ),
+    (
+        "enableElectUncleanMaster",
+        "false",
+        "Elect a replica outside the SyncStateSet when none inside is alive (may lose acknowledged messages).",
+    ),
+    (
+        "notifyBrokerRoleChanged",
+        "true",
+        "Tell every live replica of a set at once when its master changes (NOTIFY_BROKER_ROLE_CHANGED).",
+    ),
+    (
+        "raftHeartbeatIntervalMs",
+        "100",
+        "Petrel: the Raft leader's heartbeat to the other controllers.",
+    ),
+    (
+        "raftElectionTimeoutMs",
+        "500",
+        "Petrel: a controller that hears no leader for this long (to twice it) stands for election.",
+    ),
+    (
+        "raftSnapshotEveryEntries",
+        "1000",
+        "Petrel: applied entries between two snapshots; the log before a snapshot is purged.",
+    ),
+];
+
+/// A controller's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControllerConfig {
+    pub group: String,
+    /// Raft id → (the peer's name, e.g. `n0`; its Raft address).
+    pub peers: BTreeMap<u64, (String, String)>,
+    pub self_id: u64,
+    pub store_path: PathBuf,
+    pub scan_not_active_broker_interval_ms: u64,
+    pub enable_elect_unclean_master: bool,
+    pub notify_broker_role_changed: bool,
+    pub timing: RaftTiming,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        let mut config = ControllerConfig {
+            group: String::new(),
+            peers: BTreeMap::new(),
+            self_id: 0,
+            store_path: PathBuf::new(),
+            scan_not_active_broker_interval_ms: 0,
+            enable_elect_unclean_master: false,
+            notify_broker_role_changed: false,
+            timing: RaftTiming::default(),
+        };
+        for (key, default, _) in CONTROLLER_KEYS {
+            assert!(config.set(key, default).is_ok(), "the default of {key} parses");
+        }
+        config
+    }
+}
+
+/// A key with a value it cannot use.
+#[derive(Debug, thiserror::Error)]
+#[error("{key}: {value:?} is not valid: {expected}")]
+pub struct BadValue {
+    pub key: String,
+    pub value: String,
+    pub expected: String,
+}
+
+fn bad(key: &str, value: &str, expected: &str) -> BadValue {
+    BadValue {
+        key: key.to_owned(),
+        value: value.to_owned(),
+        expected: expected.to_owned(),
+    }
+}
+
+fn parse<T: std::str::FromStr>(key: &str, value: &str, expected: &str) -> Result<T, BadValue> {
+    value.trim().parse().map_err(|_| bad(key, value, expected))
+}
+
+/// `n3` → 3: RocketMQ names peers `n0`, `n1`, …; the number is the Raft id.
+fn peer_id(key: &str, name: &str) -> Result<u64, BadValue> {
+    name.trim()
+        .strip_prefix('n')
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| bad(key, name, "a peer id such as n0"))
+}
+
+impl ControllerConfig {
+    /// Sets one key; `Ok(false)` for a key Petrel does not know (a warning, not an error,
+    /// because RocketMQ's controller files carry keys Petrel has no use for).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<bool, BadValue> {
+        match key {
+            "controllerDLegerGroup" => self.group = value.trim().to_owned(),
+            "controllerDLegerPeers" => {
+                let mut peers = BTreeMap::new();
+                for peer in value.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+                    let (name, addr) = peer.split_once('-').ok_or_else(|| bad(key, peer, "id-host:port"))?;
+                    if peers
+                        .insert(peer_id(key, name)?, (name.trim().to_owned(), addr.trim().to_owned()))
+                        .is_some()
+                    {
+                        return Err(bad(key, value, "each peer id once"));
+                    }
+                }
+                if peers.is_empty() {
+                    return Err(bad(key, value, "at least one peer"));
+                }
+                self.peers = peers;
+            }
+            "controllerDLegerSelfId" => self.self_id = peer_id(key, value)?,
+            "controllerStorePath" => self.store_path = PathBuf::from(value.trim()),
+            "scanNotActiveBrokerInterval" => self.scan_not_active_broker_interval_ms = positive(key, value)?,
+            "enableElectUncleanMaster" => self.enable_elect_unclean_master = parse(key, value, "true or false")?,
+            "notifyBrokerRoleChanged" => self.notify_broker_role_changed = parse(key, value, "true or false")?,
+            "raftHeartbeatIntervalMs" => self.timing.heartbeat_interval_ms = positive(key, value)?,
+            "raftElectionTimeoutMs" => {
+                let ms = positive(key, value)?;
+                self.timing.election_timeout_min_ms = ms;
+                self.timing.election_timeout_max_ms = ms * 2;
+            }
+            "raftSnapshotEveryEntries" => self.timing.snapshot_every_entries = positive(key, value)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Reads a `controller.conf`; returns the keys Petrel does not know.
+    pub fn apply_file(&mut self, path: &Path) -> Result<Vec<String>, Box<dyn std::error::Error + Send + Sync>> {
+        let file = std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let map = java_properties::read(std::io::BufReader::new(file)).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut unknown = Vec::new();
+        for (key, value) in map {
+            if !self.set(&key, &value)? {
+                unknown.push(key);
+            }
+        }
+        Ok(unknown)
+    }
+
+    /// Checks what a single key cannot: this controller is one of the peers, and Raft's
+    /// heartbeat is well inside its election timeout.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.peers.contains_key(&self.self_id) {
+            return Err(format!("controllerDLegerSelfId n{} is not in controllerDLegerPeers", self.self_id));
+        }
+        if self.timing.heartbeat_interval_ms * 3 > self.timing.election_timeout_min_ms {
+            return Err("raftElectionTimeoutMs must be at least three raftHeartbeatIntervalMs".into());
+        }
+        Ok(())
+    }
+
+    /// This controller's Raft address.
+    pub fn raft_address(&self) -> Option<&str> {
+        self.peers.get(&self.self_id).map(|(_, addr)| addr.as_str())
+    }
+}
+
+fn positive(key: &str, value: &str) -> Result<u64, BadValue> {
+    let n: u64 = parse(key, value, "a positive integer")?;
+    if n == 0 {
+        return Err(bad(key, value, "a positive integer"));
+    }
+    Ok(n)
+}

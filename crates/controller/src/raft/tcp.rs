@@ -1,0 +1,143 @@
+//! Raft's messages between controller processes, over RocketMQ remoting: Petrel's own request
+//! codes (`PETREL_RAFT_*`) with the openraft message as a JSON body, answered with the JSON of
+//! the peer's `Result`. One multiplexed connection per peer, opened on first use and again
+//! after it drops.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use openraft::BasicNode;
+use openraft::error::{InstallSnapshotError, NetworkError, RPCError, RaftError, RemoteError, Unreachable};
+use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest, VoteResponse,
+};
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_remoting::{CallError, Connection, ConnectionLimits, Deferred, IgnoreRequests, answer, error};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{Raft, TypeConfig};
+
+/// How long connecting to a peer may take before the message counts as lost.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// The factory openraft asks for a client per peer.
+#[derive(Clone, Default)]
+pub struct TcpNetwork;
+
+impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
+    type Network = TcpPeer;
+
+    async fn new_client(&mut self, target: u64, node: &BasicNode) -> TcpPeer {
+        TcpPeer {
+            target,
+            addr: node.addr.clone(),
+            conn: None,
+        }
+    }
+}
+
+/// A connection to one peer controller.
+pub struct TcpPeer {
+    target: u64,
+    addr: String,
+    conn: Option<Arc<Connection>>,
+}
+
+type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
+
+impl TcpPeer {
+    async fn call<Req: Serialize, T: DeserializeOwned, E: DeserializeOwned + std::error::Error>(
+        &mut self,
+        code: i32,
+        message: &Req,
+        timeout: Duration,
+    ) -> RpcResult<T, E> {
+        let body = serde_json::to_vec(message).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        let conn = match self.conn.as_ref().filter(|c| !c.is_closed()) {
+            Some(c) => Arc::clone(c),
+            None => {
+                let c = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
+                    .await
+                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+                self.conn = Some(Arc::clone(&c));
+                c
+            }
+        };
+        let request = RemotingCommand::request(code, 0).with_body(body);
+        let response = conn.call(request, timeout).await.map_err(|e| match e {
+            CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
+            other => RPCError::Network(NetworkError::new(&other)),
+        })?;
+        if response.code != resp::SUCCESS {
+            let why = std::io::Error::other(format!(
+                "peer {} answered code {}: {}",
+                self.target,
+                response.code,
+                response.remark.unwrap_or_default()
+            ));
+            return Err(RPCError::Network(NetworkError::new(&why)));
+        }
+        let answered: Result<T, RaftError<u64, E>> =
+            serde_json::from_slice(&response.body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
+        answered.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl RaftNetwork<TypeConfig> for TcpPeer {
+    async fn append_entries(&mut self, rpc: AppendEntriesRequest<TypeConfig>, option: RPCOption) -> RpcResult<AppendEntriesResponse<u64>> {
+        self.call(rc::PETREL_RAFT_APPEND_ENTRIES, &rpc, option.hard_ttl()).await
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        rpc: InstallSnapshotRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> RpcResult<InstallSnapshotResponse<u64>, InstallSnapshotError> {
+        self.call(rc::PETREL_RAFT_INSTALL_SNAPSHOT, &rpc, option.hard_ttl()).await
+    }
+
+    async fn vote(&mut self, rpc: VoteRequest<u64>, option: RPCOption) -> RpcResult<VoteResponse<u64>> {
+        self.call(rc::PETREL_RAFT_VOTE, &rpc, option.hard_ttl()).await
+    }
+}
+
+/// Answers a `PETREL_RAFT_*` request by handing it to `raft`; `None` for any other code.
+pub fn serve_raft(raft: &Raft, request: &RemotingCommand) -> Option<Deferred> {
+    let raft = raft.clone();
+    let request = request.clone();
+    let code = request.code;
+    if ![
+        rc::PETREL_RAFT_APPEND_ENTRIES,
+        rc::PETREL_RAFT_VOTE,
+        rc::PETREL_RAFT_INSTALL_SNAPSHOT,
+    ]
+    .contains(&code)
+    {
+        return None;
+    }
+    Some(Box::pin(async move {
+        let body = match code {
+            rc::PETREL_RAFT_APPEND_ENTRIES => decode_then(&request.body, |m| raft.append_entries(m)).await,
+            rc::PETREL_RAFT_VOTE => decode_then(&request.body, |m| raft.vote(m)).await,
+            _ => decode_then(&request.body, |m| raft.install_snapshot(m)).await,
+        };
+        Some(match body {
+            Ok(body) => answer(&request, resp::SUCCESS).with_body(body),
+            Err(why) => error(&request, resp::CONTROLLER_INVALID_REQUEST, why),
+        })
+    }))
+}
+
+async fn decode_then<M, T, F>(body: &[u8], call: impl FnOnce(M) -> F) -> Result<Vec<u8>, String>
+where
+    M: DeserializeOwned,
+    T: Serialize,
+    F: std::future::Future<Output = T>,
+{
+    let message: M = serde_json::from_slice(body).map_err(|e| format!("a Raft message that does not decode: {e}"))?;
+    let answered = call(message).await;
+    serde_json::to_vec(&answered).map_err(|e| format!("a Raft answer that does not encode: {e}"))
+}

@@ -1,0 +1,76 @@
+//! BROKER_HEARTBEAT (904): a broker in controller mode says it is alive, with what election
+//! needs (its last epoch, max offset, priority). Kept by each controller in memory, not in Raft:
+//! liveness is an observation, and it travels into the log only inside the commands that use it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{BrokerHeartbeatRequestHeader, CommandHeader};
+use petrel_remoting::{Reply, answer};
+
+use super::{Controller, Failure, now_or_fail};
+
+/// A broker that sends no timeout is dead after this long (RocketMQ's `controllerHeartBeatTimeoutMills`).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Brokers a controller tracks at once; heartbeats from more are refused.
+pub const MAX_LIVE_BROKERS: usize = 16_384;
+/// Timeouts a silent broker stays in the table (as dead) before it is forgotten.
+const FORGET_AFTER_TIMEOUTS: u32 = 10;
+
+/// The last heartbeat of one broker.
+#[derive(Debug, Clone)]
+pub struct Heartbeat {
+    pub cluster: String,
+    pub broker_addr: String,
+    pub epoch: u32,
+    pub max_offset: u64,
+    pub confirm_offset: u64,
+    pub election_priority: i32,
+    pub last_seen: Instant,
+    pub timeout: Duration,
+}
+
+impl Heartbeat {
+    pub fn alive_at(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_seen) < self.timeout
+    }
+
+    pub(crate) fn forgotten_at(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_seen) > self.timeout * FORGET_AFTER_TIMEOUTS
+    }
+}
+
+pub(super) fn beat(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+    let answered = record(controller, &request).map(|()| answer(&request, resp::SUCCESS).with_remark("Heart beat success"));
+    now_or_fail(&request, answered)
+}
+
+fn record(controller: &Controller, request: &RemotingCommand) -> Result<(), Failure> {
+    let h = BrokerHeartbeatRequestHeader::from_command(request)?;
+    let broker_id = h.broker_id.ok_or_else(|| Failure::Body("Heart beat with empty brokerId".into()))?;
+    let non_negative = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap_or(0);
+    let timeout_ms = h
+        .heartbeat_timeout_mills
+        .filter(|ms| *ms > 0)
+        .map_or(DEFAULT_TIMEOUT, |ms| Duration::from_millis(ms.unsigned_abs()));
+    let beat = Heartbeat {
+        cluster: h.cluster_name,
+        broker_addr: h.broker_addr,
+        epoch: u32::try_from(h.epoch.unwrap_or(0)).unwrap_or(0),
+        max_offset: non_negative(h.max_offset),
+        confirm_offset: non_negative(h.confirm_offset),
+        election_priority: h.election_priority.unwrap_or(0),
+        last_seen: Instant::now(),
+        timeout: timeout_ms,
+    };
+    let broker_id = u64::try_from(broker_id).map_err(|_| Failure::Body(format!("brokerId {broker_id} is negative")))?;
+    let mut live = controller.live.lock();
+    let key = (h.broker_name, broker_id);
+    if !live.contains_key(&key) && live.len() >= MAX_LIVE_BROKERS {
+        return Err(Failure::Body(format!("the controller tracks {MAX_LIVE_BROKERS} brokers already")));
+    }
+    live.insert(key, beat);
+    Ok(())
+}

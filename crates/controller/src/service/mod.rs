@@ -1,0 +1,242 @@
+//! The controller's front: RocketMQ's controller request codes (what brokers in controller mode
+//! and mqadmin send) and Petrel's Raft codes, on one remoting listener per controller — the
+//! peer address, as RocketMQ's DLedger controller serves both on its DLedger port.
+//!
+//! Owns: dispatch, the one place a failure becomes a wire answer, the brokers' heartbeats and
+//! the leader's scan for dead masters. Must never: change the state except by a Raft proposal.
+
+mod alter;
+mod broker_id;
+mod elect;
+mod heartbeat;
+mod metadata;
+mod register;
+mod replicas;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::{HeaderError, RemotingCommand};
+use petrel_remoting::{Connection, Handler, Reply, error};
+use serde::{Deserialize, Serialize};
+
+use crate::config::ControllerConfig;
+use crate::node::{ControllerNode, ProposeError};
+use crate::raft::serve_raft;
+use crate::state::{Candidate, Refused};
+
+pub use heartbeat::{Heartbeat, MAX_LIVE_BROKERS};
+
+/// Why a request got no success answer.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Failure {
+    #[error("{0}")]
+    Header(#[from] HeaderError),
+    #[error("{0}")]
+    Body(String),
+    #[error("{0}")]
+    Propose(#[from] ProposeError),
+    #[error("{0}")]
+    Refused(#[from] Refused),
+}
+
+/// The one place a failure becomes RocketMQ's answer.
+fn to_wire(request: &RemotingCommand, failure: &Failure) -> RemotingCommand {
+    let code = match failure {
+        Failure::Header(_) | Failure::Body(_) => resp::CONTROLLER_INVALID_REQUEST,
+        Failure::Propose(ProposeError::NotLeader { .. }) => resp::CONTROLLER_NOT_LEADER,
+        Failure::Propose(ProposeError::Unavailable(_)) => resp::CONTROLLER_JRAFT_INTERNAL_ERROR,
+        Failure::Refused(r) => r.code,
+    };
+    error(request, code, failure.to_string())
+}
+
+/// RocketMQ's `SyncStateSet` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SyncStateSetBody {
+    pub(crate) sync_state_set: Vec<i64>,
+    pub(crate) sync_state_set_epoch: i32,
+}
+
+/// RocketMQ's `SyncStateSet` body for `set` at `epoch`.
+pub(crate) fn sync_state_set_body(set: &std::collections::BTreeSet<u64>, epoch: u32) -> Result<Vec<u8>, Failure> {
+    let body = SyncStateSetBody {
+        sync_state_set: set.iter().map(|id| i64::try_from(*id).unwrap_or(i64::MAX)).collect(),
+        sync_state_set_epoch: i32::try_from(epoch).unwrap_or(i32::MAX),
+    };
+    serde_json::to_vec(&body).map_err(|e| Failure::Body(e.to_string()))
+}
+
+/// One controller process: its Raft node, its settings and the brokers it hears from.
+pub struct Controller {
+    node: ControllerNode,
+    config: ControllerConfig,
+    live: Mutex<BTreeMap<(String, u64), Heartbeat>>,
+    /// (term, when this node became leader in it): dead-master scans wait one heartbeat
+    /// timeout into a term, so brokers that heartbeat the old leader are not taken for dead.
+    leading_since: Mutex<Option<(u64, Instant)>>,
+}
+
+impl Controller {
+    pub fn new(node: ControllerNode, config: ControllerConfig) -> Arc<Controller> {
+        Arc::new(Controller {
+            node,
+            config,
+            live: Mutex::new(BTreeMap::new()),
+            leading_since: Mutex::new(None),
+        })
+    }
+
+    pub fn node(&self) -> &ControllerNode {
+        &self.node
+    }
+
+    /// The live brokers of `broker_name`, as election candidates.
+    pub(crate) fn candidates(&self, broker_name: &str) -> Vec<Candidate> {
+        let now = Instant::now();
+        self.live
+            .lock()
+            .iter()
+            .filter(|((name, _), hb)| name == broker_name && hb.alive_at(now))
+            .map(|((_, id), hb)| Candidate {
+                broker_id: *id,
+                epoch: hb.epoch,
+                max_offset: hb.max_offset,
+                priority: hb.election_priority,
+            })
+            .collect()
+    }
+
+    pub(crate) fn is_alive(&self, broker_name: &str, broker_id: u64) -> bool {
+        self.live
+            .lock()
+            .get(&(broker_name.to_owned(), broker_id))
+            .is_some_and(|hb| hb.alive_at(Instant::now()))
+    }
+
+    /// The address (`n0:host:port;…`) list getControllerMetaData shows.
+    fn peers_text(&self) -> String {
+        self.config.peers.values().map(|(name, addr)| format!("{name}:{addr};")).collect()
+    }
+}
+
+/// Answers a request whose answer needs Raft, when Raft has answered.
+fn later<F>(request: RemotingCommand, work: F) -> Reply
+where
+    F: Future<Output = Result<RemotingCommand, Failure>> + Send + 'static,
+{
+    Reply::Later(Box::pin(async move {
+        Some(match work.await {
+            Ok(answer) => answer,
+            Err(failure) => {
+                tracing::debug!(code = request.code, %failure, "controller request refused");
+                to_wire(&request, &failure)
+            }
+        })
+    }))
+}
+
+fn now_or_fail(request: &RemotingCommand, answered: Result<RemotingCommand, Failure>) -> Reply {
+    Reply::Now(answered.unwrap_or_else(|failure| to_wire(request, &failure)))
+}
+
+type HandlerFn = fn(&Arc<Controller>, RemotingCommand) -> Reply;
+
+/// The handler of each RocketMQ request code a controller serves.
+const TABLE: &[(i32, HandlerFn)] = &[
+    (rc::CONTROLLER_GET_METADATA_INFO, metadata::get),
+    (rc::BROKER_HEARTBEAT, heartbeat::beat),
+    (rc::CONTROLLER_GET_NEXT_BROKER_ID, broker_id::next),
+    (rc::CONTROLLER_APPLY_BROKER_ID, broker_id::apply),
+    (rc::CONTROLLER_REGISTER_BROKER, register::register),
+    (rc::CONTROLLER_GET_REPLICA_INFO, replicas::replica_info),
+    (rc::CONTROLLER_GET_SYNC_STATE_DATA, replicas::sync_state_data),
+    (rc::CONTROLLER_ELECT_MASTER, elect::elect),
+    (rc::CONTROLLER_ALTER_SYNC_STATE_SET, alter::alter),
+];
+
+/// The request codes a controller answers (besides Petrel's Raft codes).
+#[must_use]
+pub fn served_codes() -> Vec<i32> {
+    TABLE.iter().map(|(code, _)| *code).collect()
+}
+
+/// The remoting handler of a controller's listener.
+pub struct ControllerHandler(pub Arc<Controller>);
+
+impl Handler for ControllerHandler {
+    fn handle(&self, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+        if let Some(deferred) = serve_raft(self.0.node.raft(), &request) {
+            return Reply::Later(deferred);
+        }
+        match TABLE.iter().find(|(code, _)| *code == request.code) {
+            Some((_, handler)) => handler(&self.0, request),
+            None if request.is_oneway() => Reply::None,
+            None => Reply::Now(error(
+                &request,
+                resp::REQUEST_CODE_NOT_SUPPORTED,
+                format!(" request type {} not supported", request.code),
+            )),
+        }
+    }
+}
+
+/// The leader's scan for masters that stopped heartbeating: each is replaced by election
+/// (RocketMQ's `scanNotActiveBroker` and its inactive-master election). Runs until aborted.
+pub async fn scan_for_dead_masters(controller: Arc<Controller>) {
+    let every = Duration::from_millis(controller.config.scan_not_active_broker_interval_ms);
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        controller.live.lock().retain(|_, hb| !hb.forgotten_at(Instant::now()));
+        if !controller.leading_long_enough() {
+            continue;
+        }
+        let dead: Vec<String> = controller.node.read_local(|state| {
+            state
+                .broker_sets()
+                .filter_map(|set| {
+                    set.master
+                        .filter(|m| !controller.is_alive(&set.broker_name, *m))
+                        .map(|_| set.broker_name.clone())
+                })
+                .collect()
+        });
+        for broker_name in dead {
+            elect::elect_for_dead_master(&controller, &broker_name).await;
+        }
+    }
+}
+
+impl Controller {
+    /// Whether this node has led the group for longer than any broker's heartbeat timeout.
+    fn leading_long_enough(&self) -> bool {
+        let (id, term, leader) = (self.node.id(), self.node.term(), self.node.leader());
+        let mut since = self.leading_since.lock();
+        if leader != Some(id) {
+            *since = None;
+            return false;
+        }
+        let started = match *since {
+            Some((t, at)) if t == term => at,
+            _ => {
+                *since = Some((term, Instant::now()));
+                return false;
+            }
+        };
+        let grace = self
+            .live
+            .lock()
+            .values()
+            .map(|hb| hb.timeout)
+            .max()
+            .unwrap_or(heartbeat::DEFAULT_TIMEOUT);
+        started.elapsed() >= grace
+    }
+}

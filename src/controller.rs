@@ -1,0 +1,79 @@
+//! `petrel controller`: one member of a controller group (RocketMQ 5's controller mode). It
+//! listens on its own peer address for the other controllers' Raft messages and for brokers
+//! and mqadmin, forms the group with its peers on first start, and, while it leads, elects a
+//! new master for any broker set whose master stopped heartbeating.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{Context, Result, anyhow, bail};
+use petrel_controller::{Controller, ControllerConfig, ControllerHandler, ControllerNode, TcpNetwork, scan_for_dead_masters};
+use petrel_remoting::{Server, ServerLimits};
+
+#[derive(clap::Args, Debug)]
+pub struct ControllerArgs {
+    /// A RocketMQ-style controller.conf (Java properties); `--set` overrides it.
+    #[arg(short = 'c', long = "config")]
+    pub config: Option<PathBuf>,
+    /// Any controller.conf key, e.g. `--set controllerDLegerSelfId=n1`; may repeat.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
+    let mut config = ControllerConfig::default();
+    if let Some(path) = &args.config {
+        for key in config.apply_file(path).map_err(|e| anyhow!(e))? {
+            tracing::warn!(key, "controller.conf key not used by Petrel; ignored");
+        }
+    }
+    for kv in &args.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--set {kv:?}: expected KEY=VALUE");
+        };
+        if !config.set(k.trim(), v)? {
+            let known: Vec<&str> = petrel_controller::CONTROLLER_KEYS.iter().map(|(k, _, _)| *k).collect();
+            bail!("--set {k}: unknown key (known: {})", known.join(", "));
+        }
+    }
+    config.validate().map_err(|e| anyhow!(e))?;
+    Ok(config)
+}
+
+pub fn run(args: &ControllerArgs) -> Result<()> {
+    let config = config_from(args)?;
+    let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
+    runtime.block_on(serve(config))
+}
+
+async fn serve(config: ControllerConfig) -> Result<()> {
+    let listen = config.raft_address().context("this controller's address")?.to_owned();
+    let listener = tokio::net::TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("listen on {listen}"))?;
+    let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork)
+        .await
+        .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
+    let controller = Controller::new(node.clone(), config.clone());
+    let server = Server::start(
+        "controller",
+        listener,
+        Arc::new(ControllerHandler(Arc::clone(&controller))),
+        ServerLimits::default(),
+    )?;
+    tracing::info!(addr = %server.local_addr(), id = config.self_id, group = %config.group, "controller listening");
+    // Every member proposes the same initial membership; Raft keeps one, and a member that
+    // has state already ignores it.
+    let members: BTreeMap<u64, String> = config.peers.iter().map(|(id, (_, addr))| (*id, addr.clone())).collect();
+    if let Err(e) = node.initialize(members).await {
+        tracing::warn!(error = %e, "could not form the controller group");
+    }
+    let scan = tokio::spawn(scan_for_dead_masters(controller));
+    crate::serve::shutdown_signal().await;
+    tracing::info!("shutting down");
+    scan.abort();
+    server.drain().await;
+    node.shutdown().await;
+    Ok(())
+}

@@ -1,0 +1,421 @@
+//! Three real `petrel controller` processes over TCP, driven with RocketMQ's controller request
+//! codes the way brokers in controller mode send them: broker ids, registration, heartbeats,
+//! the first election and a SyncStateSet change; then a master that stops heartbeating is
+//! replaced (and the new master told), a stale master is fenced, the leading controller is
+//! killed with SIGKILL and the group goes on with its state, and the killed one rejoins.
+
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
+
+mod common;
+
+use std::collections::HashMap;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use common::{Client, free_port};
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::header::{
+    AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CommandHeader, ElectMasterRequestHeader,
+    GetReplicaInfoRequestHeader, RegisterBrokerToControllerRequestHeader,
+};
+use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
+
+const SET: &str = "broker-a";
+
+struct ControllerProc {
+    port: u16,
+    child: Option<Child>,
+    args: Vec<String>,
+    log: std::path::PathBuf,
+}
+
+impl ControllerProc {
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+            .arg("controller")
+            .args(&self.args)
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "controller did not listen:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    fn call(&self, request: RemotingCommand) -> Option<RemotingCommand> {
+        let stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
+        drop(stream);
+        let mut c = Client::connect(self.port);
+        c.try_call(request)
+    }
+}
+
+impl Drop for ControllerProc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn start_group(dir: &Path) -> Vec<ControllerProc> {
+    let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("n{i}-127.0.0.1:{p}")).collect();
+    let peers = peers.join(";");
+    let mut group = Vec::new();
+    for (i, port) in ports.iter().enumerate() {
+        let args = [
+            format!("controllerDLegerPeers={peers}"),
+            format!("controllerDLegerSelfId=n{i}"),
+            format!("controllerStorePath={}", dir.join(format!("c{i}")).display()),
+            "scanNotActiveBrokerInterval=200".into(),
+        ];
+        let args = args.iter().flat_map(|a| ["--set".to_owned(), a.clone()]).collect();
+        let mut c = ControllerProc {
+            port: *port,
+            child: None,
+            args,
+            log: dir.join(format!("c{i}.log")),
+        };
+        c.spawn();
+        group.push(c);
+    }
+    group
+}
+
+/// The index of the controller every live member names as leader, waiting up to 10 s.
+fn leader(group: &[ControllerProc], live: &[usize]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let answers: Vec<(usize, RemotingCommand)> = live
+            .iter()
+            .filter_map(|i| {
+                group[*i]
+                    .call(RemotingCommand::request(rc::CONTROLLER_GET_METADATA_INFO, 0))
+                    .map(|a| (*i, a))
+            })
+            .collect();
+        let leaders: Vec<&str> = answers.iter().filter_map(|(_, a)| a.ext("controllerLeaderAddress")).collect();
+        let claims: Vec<usize> = answers
+            .iter()
+            .filter(|(_, a)| a.ext("isLeader") == Some("true"))
+            .map(|(i, _)| *i)
+            .collect();
+        if answers.len() == live.len() && leaders.len() == live.len() && leaders.windows(2).all(|w| w[0] == w[1]) && claims.len() == 1 {
+            assert!(
+                leaders[0].ends_with(&format!(":{}", group[claims[0]].port)),
+                "the leader's address is its peer address"
+            );
+            return claims[0];
+        }
+        assert!(Instant::now() < deadline, "no agreed controller leader: {answers:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn request<H: CommandHeader>(code: i32, header: &H) -> RemotingCommand {
+    RemotingCommand::request(code, 0).with_ext_fields(header.to_ext())
+}
+
+/// Sends heartbeats for the brokers marked alive, every 300 ms, to every controller.
+fn heartbeats(ports: Vec<u16>, alive: Arc<Mutex<HashMap<u64, String>>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            let brokers = alive.lock().unwrap().clone();
+            for port in &ports {
+                let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", *port)) else {
+                    continue;
+                };
+                drop(stream);
+                let mut c = Client::connect(*port);
+                for (id, addr) in &brokers {
+                    let h = BrokerHeartbeatRequestHeader {
+                        cluster_name: "DefaultCluster".into(),
+                        broker_addr: addr.clone(),
+                        broker_name: SET.into(),
+                        broker_id: Some(*id as i64),
+                        epoch: Some(1),
+                        max_offset: Some(100 * *id as i64),
+                        confirm_offset: Some(0),
+                        heartbeat_timeout_mills: Some(1500),
+                        election_priority: Some(0),
+                    };
+                    if c.try_call(request(rc::BROKER_HEARTBEAT, &h)).is_none() {
+                        break;
+                    }
+                }
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    })
+}
+
+/// A fake broker address that reports the first NOTIFY_BROKER_ROLE_CHANGED it receives.
+fn notice_listener() -> (String, mpsc::Receiver<RemotingCommand>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut stream, &mut chunk) {
+                if n == 0 {
+                    break;
+                }
+                buf.extend_from_slice(&chunk[..n]);
+                if let Ok(Some((cmd, _))) = decode_frame(&buf, DEFAULT_MAX_FRAME_BYTES) {
+                    let _ = tx.send(cmd);
+                    break;
+                }
+            }
+        }
+    });
+    (addr, rx)
+}
+
+fn replica_info(c: &ControllerProc) -> RemotingCommand {
+    c.call(request(
+        rc::CONTROLLER_GET_REPLICA_INFO,
+        &GetReplicaInfoRequestHeader { broker_name: SET.into() },
+    ))
+    .expect("answer")
+}
+
+#[test]
+fn a_controller_group_replaces_a_dead_master_fences_the_old_one_and_outlives_its_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut group = start_group(dir.path());
+    let first = leader(&group, &[0, 1, 2]);
+
+    let (notice_addr, notices) = notice_listener();
+    let addrs: HashMap<u64, String> = HashMap::from([(1, "127.0.0.1:1".into()), (2, "127.0.0.1:2".into()), (3, notice_addr)]);
+    let alive = Arc::new(Mutex::new(addrs.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let beats = heartbeats(group.iter().map(|c| c.port).collect(), Arc::clone(&alive), Arc::clone(&stop));
+
+    let not_leader = group[(first + 1) % 3].call(request(
+        rc::CONTROLLER_APPLY_BROKER_ID,
+        &ApplyBrokerIdRequestHeader {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: SET.into(),
+            applied_broker_id: 1,
+            register_check_code: "x;y".into(),
+        },
+    ));
+    assert_eq!(
+        not_leader.expect("answer").code,
+        resp::CONTROLLER_NOT_LEADER,
+        "a follower refuses writes"
+    );
+    for id in 1..=3u64 {
+        let apply = ApplyBrokerIdRequestHeader {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: SET.into(),
+            applied_broker_id: id as i64,
+            register_check_code: format!("{};uuid-{id}", addrs[&id]),
+        };
+        assert_eq!(
+            group[first]
+                .call(request(rc::CONTROLLER_APPLY_BROKER_ID, &apply))
+                .expect("answer")
+                .code,
+            resp::SUCCESS
+        );
+        let register = RegisterBrokerToControllerRequestHeader {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: SET.into(),
+            broker_id: Some(id as i64),
+            broker_address: addrs[&id].clone(),
+            invoke_time: None,
+        };
+        assert_eq!(
+            group[first]
+                .call(request(rc::CONTROLLER_REGISTER_BROKER, &register))
+                .expect("answer")
+                .code,
+            resp::SUCCESS
+        );
+    }
+    std::thread::sleep(Duration::from_millis(700)); // every broker has heartbeaten
+    let elect = ElectMasterRequestHeader {
+        cluster_name: Some("DefaultCluster".into()),
+        broker_name: SET.into(),
+        broker_id: Some(1),
+        designate_elect: Some(false),
+        invoke_time: None,
+    };
+    let elected = group[first].call(request(rc::CONTROLLER_ELECT_MASTER, &elect)).expect("answer");
+    assert_eq!(
+        (elected.code, elected.ext("masterBrokerId"), elected.ext("masterEpoch")),
+        (resp::SUCCESS, Some("1"), Some("1")),
+        "{elected:?}"
+    );
+    let alter = |master: i64, epoch: i32, set_epoch: i32| {
+        let h = AlterSyncStateSetRequestHeader {
+            broker_name: SET.into(),
+            master_broker_id: master,
+            master_epoch: epoch,
+            invoke_time: None,
+        };
+        let body = format!("{{\"syncStateSet\":[1,2,3],\"syncStateSetEpoch\":{set_epoch}}}");
+        request(rc::CONTROLLER_ALTER_SYNC_STATE_SET, &h).with_body(body.into_bytes())
+    };
+    let altered = group[first].call(alter(1, 1, 1)).expect("answer");
+    assert_eq!(
+        (altered.code, altered.ext("newSyncStateSetEpoch")),
+        (resp::SUCCESS, Some("2")),
+        "{altered:?}"
+    );
+
+    // The master stops heartbeating: the leader elects the in-sync replica with the most data.
+    alive.lock().unwrap().remove(&1);
+    let died = Instant::now();
+    let deadline = died + Duration::from_secs(10);
+    let info = loop {
+        let info = replica_info(&group[first]);
+        if info.ext("masterBrokerId") != Some("1") {
+            break info;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no new master 10 s after the old one stopped heartbeating"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let failover = died.elapsed();
+    assert_eq!(
+        (info.ext("masterBrokerId"), info.ext("masterEpoch")),
+        (Some("3"), Some("2")),
+        "{info:?}"
+    );
+    assert!(
+        failover < Duration::from_secs(5),
+        "replaced after {failover:?} (heartbeat timeout 1.5 s)"
+    );
+    // The first election was announced too; the second must follow it.
+    let first_notice = notices
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the first master was announced");
+    assert_eq!(first_notice.ext("masterEpoch"), Some("1"));
+    let notice = notices.recv_timeout(Duration::from_secs(5)).expect("the new master was told");
+    assert_eq!(
+        (notice.code, notice.ext("masterBrokerId"), notice.ext("masterEpoch")),
+        (rc::NOTIFY_BROKER_ROLE_CHANGED, Some("3"), Some("2"))
+    );
+
+    let stale = group[first].call(alter(1, 1, 3)).expect("answer");
+    assert_eq!(
+        stale.code,
+        resp::CONTROLLER_INVALID_MASTER,
+        "the old master's change is refused: {stale:?}"
+    );
+    let fenced = group[first].call(alter(3, 1, 3)).expect("answer");
+    assert_eq!(
+        fenced.code,
+        resp::CONTROLLER_FENCED_MASTER_EPOCH,
+        "an old epoch is fenced: {fenced:?}"
+    );
+
+    // SIGKILL the leading controller: the other two go on with the same state.
+    group[first].kill();
+    let live: Vec<usize> = (0..3).filter(|i| *i != first).collect();
+    let second = leader(&group, &live);
+    let info = replica_info(&group[second]);
+    assert_eq!(
+        (info.code, info.ext("masterBrokerId"), info.ext("masterEpoch")),
+        (resp::SUCCESS, Some("3"), Some("2")),
+        "{info:?}"
+    );
+    // Live brokers keep heartbeating: the new leader must not take broker 3 for dead.
+    std::thread::sleep(Duration::from_secs(3));
+    let info = replica_info(&group[second]);
+    assert_eq!(
+        (info.ext("masterBrokerId"), info.ext("masterEpoch")),
+        (Some("3"), Some("2")),
+        "no election after the controller failover: {info:?}"
+    );
+
+    group[first].spawn();
+    let agreed = leader(&group, &[0, 1, 2]);
+    assert_ne!(agreed, first, "the restarted controller follows");
+    stop.store(true, Ordering::Relaxed);
+    beats.join().unwrap();
+}
+
+#[test]
+fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = start_group(dir.path());
+    let first = leader(&group, &[0, 1, 2]);
+    for id in 1..=2i64 {
+        let apply = ApplyBrokerIdRequestHeader {
+            cluster_name: "DefaultCluster".into(),
+            broker_name: SET.into(),
+            applied_broker_id: id,
+            register_check_code: format!("127.0.0.1:{id};u{id}"),
+        };
+        assert_eq!(
+            group[first]
+                .call(request(rc::CONTROLLER_APPLY_BROKER_ID, &apply))
+                .expect("answer")
+                .code,
+            resp::SUCCESS
+        );
+    }
+    let elect = ElectMasterRequestHeader {
+        cluster_name: None,
+        broker_name: SET.into(),
+        broker_id: Some(2),
+        designate_elect: None,
+        invoke_time: None,
+    };
+    assert_eq!(
+        group[first]
+            .call(request(rc::CONTROLLER_ELECT_MASTER, &elect))
+            .expect("answer")
+            .code,
+        resp::SUCCESS
+    );
+    let query = RemotingCommand::request(rc::CONTROLLER_GET_SYNC_STATE_DATA, 0).with_body(br#"["broker-a","unknown"]"#.to_vec());
+    let answer = group[first].call(query).expect("answer");
+    assert_eq!(answer.code, resp::SUCCESS);
+    let body: serde_json::Value = serde_json::from_slice(&answer.body).unwrap();
+    let set = &body["replicasInfoTable"]["broker-a"];
+    assert_eq!(set["masterBrokerId"], 2);
+    assert_eq!(set["masterEpoch"], 1);
+    assert_eq!(set["inSyncReplicas"][0]["brokerId"], 2);
+    assert_eq!(set["notInSyncReplicas"][0]["brokerId"], 1);
+    assert_eq!(set["notInSyncReplicas"][0]["alive"], false);
+    assert!(body["replicasInfoTable"].get("unknown").is_none());
+    let bad = group[first]
+        .call(RemotingCommand::request(rc::CONTROLLER_GET_SYNC_STATE_DATA, 0).with_body(b"not json".to_vec()))
+        .expect("answer");
+    assert_eq!(
+        bad.code,
+        resp::CONTROLLER_INVALID_REQUEST,
+        "a bad body gets a clear code, and the controller keeps serving"
+    );
+    assert_eq!(replica_info(&group[first]).code, resp::SUCCESS);
+}
