@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: lints, every crate's tests (golden captures, property tests, lock
 # stress, store crash tests, the broker binary over TCP), a real RocketMQ broker and mqadmin
-# against `petrel namesrv`, the official Java and Go clients and mqadmin against `petrel serve`, loom's
+# against `petrel namesrv`, the official Java and Go clients and mqadmin against `petrel serve`,
+# RocketMQ brokers failing over through `petrel controller`, loom's
 # exhaustive check of the adaptive lock, and bounded fuzzing of the decoders. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,9 @@ scripts/interop-clients.sh
 
 echo "== interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
+
+echo "== interoperability: Apache RocketMQ 5.5.0 brokers in controller mode fail over through Petrel's controllers"
+scripts/interop-controller.sh
 
 echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh

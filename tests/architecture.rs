@@ -49,6 +49,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
             ][..],
         ),
         ("replication", &["petrel-store"][..]),
+        ("controller", &["petrel-protocol", "petrel-remoting"][..]),
         ("client", &["petrel-protocol", "petrel-remoting"][..]),
         ("bench", &["petrel-protocol", "petrel-client"][..]),
     ]);

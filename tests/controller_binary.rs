@@ -195,6 +195,18 @@ fn notice_listener() -> (String, mpsc::Receiver<RemotingCommand>) {
     (addr, rx)
 }
 
+/// CONTROLLER_APPLY_BROKER_ID for `id` with `check_code`, which must succeed.
+fn apply_broker_id(c: &ControllerProc, id: u64, check_code: String) {
+    let apply = ApplyBrokerIdRequestHeader {
+        cluster_name: "DefaultCluster".into(),
+        broker_name: SET.into(),
+        applied_broker_id: i64::try_from(id).unwrap(),
+        register_check_code: check_code,
+    };
+    let answer = c.call(request(rc::CONTROLLER_APPLY_BROKER_ID, &apply)).expect("answer");
+    assert_eq!(answer.code, resp::SUCCESS, "{answer:?}");
+}
+
 fn replica_info(c: &ControllerProc) -> RemotingCommand {
     c.call(request(
         rc::CONTROLLER_GET_REPLICA_INFO,
@@ -230,19 +242,7 @@ fn a_controller_group_replaces_a_dead_master_fences_the_old_one_and_outlives_its
         "a follower refuses writes"
     );
     for id in 1..=3u64 {
-        let apply = ApplyBrokerIdRequestHeader {
-            cluster_name: "DefaultCluster".into(),
-            broker_name: SET.into(),
-            applied_broker_id: id as i64,
-            register_check_code: format!("{};uuid-{id}", addrs[&id]),
-        };
-        assert_eq!(
-            group[first]
-                .call(request(rc::CONTROLLER_APPLY_BROKER_ID, &apply))
-                .expect("answer")
-                .code,
-            resp::SUCCESS
-        );
+        apply_broker_id(&group[first], id, format!("{};uuid-{id}", addrs[&id]));
         let register = RegisterBrokerToControllerRequestHeader {
             cluster_name: "DefaultCluster".into(),
             broker_name: SET.into(),
@@ -369,20 +369,8 @@ fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() 
     let dir = tempfile::tempdir().unwrap();
     let group = start_group(dir.path());
     let first = leader(&group, &[0, 1, 2]);
-    for id in 1..=2i64 {
-        let apply = ApplyBrokerIdRequestHeader {
-            cluster_name: "DefaultCluster".into(),
-            broker_name: SET.into(),
-            applied_broker_id: id,
-            register_check_code: format!("127.0.0.1:{id};u{id}"),
-        };
-        assert_eq!(
-            group[first]
-                .call(request(rc::CONTROLLER_APPLY_BROKER_ID, &apply))
-                .expect("answer")
-                .code,
-            resp::SUCCESS
-        );
+    for id in 1..=2u64 {
+        apply_broker_id(&group[first], id, format!("127.0.0.1:{id};u{id}"));
     }
     let elect = ElectMasterRequestHeader {
         cluster_name: None,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Client, Petrel, free_port, pull_bodies, send_v2};
+use common::{Client, Petrel, free_port, mqadmin, pull_bodies, send_v2};
 use petrel_protocol::codes::response_code as resp;
 
 /// A process of Apache RocketMQ started by `scripts/reference-lib.sh`; killed on drop.
@@ -54,19 +54,6 @@ fn reference(function: &str, work: &Path, args: &[&str], conf_extra: &str) -> Re
         pid,
         work: work.to_owned(),
     }
-}
-
-/// The official admin tool's output (`ref_mqadmin` in scripts/reference-lib.sh).
-fn mqadmin(namesrv: &str, args: &[&str]) -> String {
-    let out = Command::new("bash")
-        .arg("-c")
-        .arg("source scripts/reference-lib.sh && ref_mqadmin \"$@\"")
-        .arg("mqadmin")
-        .arg(namesrv)
-        .args(args)
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `mqadmin clusterList` through `namesrv` shows `addr` as broker-a's brokerId `id`.

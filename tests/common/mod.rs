@@ -289,3 +289,17 @@ pub fn heartbeat(c: &mut Client, client_id: &str, group: &str, topic: &str) -> R
     );
     c.call(RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes()))
 }
+
+/// The official admin tool's output (`ref_mqadmin` in scripts/reference-lib.sh), for the tests
+/// that run Apache RocketMQ's jars.
+pub fn mqadmin(namesrv: &str, args: &[&str]) -> String {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg("source scripts/reference-lib.sh && ref_mqadmin \"$@\"")
+        .arg("mqadmin")
+        .arg(namesrv)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

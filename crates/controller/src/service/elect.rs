@@ -39,27 +39,20 @@ pub(super) fn elect(controller: &Arc<Controller>, request: RemotingCommand) -> R
         let h = ElectMasterRequestHeader::from_command(&request)?;
         let requester = h.broker_id.and_then(|id| u64::try_from(id).ok());
         let outcome = propose_election(&controller, &h.broker_name, requester, h.designate_elect.unwrap_or(false)).await?;
-        let Outcome::Elected {
-            master,
-            address,
-            master_epoch,
-            sync_state_set,
-            sync_state_set_epoch,
-            still_exist,
-        } = outcome
-        else {
+        let Some(header) = master_header(&outcome) else {
             return Err(Refused {
                 code: resp::CONTROLLER_MASTER_NOT_AVAILABLE,
                 remark: "the master is down and no replica could be elected".into(),
             }
             .into());
         };
-        let header = MasterInfoHeader {
-            master_broker_id: i64::try_from(master).ok(),
-            master_address: Some(address),
-            master_epoch: i32::try_from(master_epoch).ok(),
-            sync_state_set_epoch: i32::try_from(sync_state_set_epoch).ok(),
-            ..MasterInfoHeader::default()
+        let Outcome::Elected {
+            sync_state_set,
+            still_exist,
+            ..
+        } = outcome
+        else {
+            unreachable!("master_header answers only for an election");
         };
         let group = controller.node.read_local(|state| state.broker_set(&h.broker_name).cloned());
         let broker_member_group = BrokerMemberGroup {
@@ -80,6 +73,27 @@ pub(super) fn elect(controller: &Arc<Controller>, request: RemotingCommand) -> R
             resp::SUCCESS
         };
         Ok(answer(&request, code).with_ext_fields(header.to_ext()).with_body(body))
+    })
+}
+
+/// The master an election answered, as the response and the role-change notice carry it.
+fn master_header(outcome: &Outcome) -> Option<MasterInfoHeader> {
+    let Outcome::Elected {
+        master,
+        address,
+        master_epoch,
+        sync_state_set_epoch,
+        ..
+    } = outcome
+    else {
+        return None;
+    };
+    Some(MasterInfoHeader {
+        master_broker_id: i64::try_from(*master).ok(),
+        master_address: Some(address.clone()),
+        master_epoch: i32::try_from(*master_epoch).ok(),
+        sync_state_set_epoch: i32::try_from(*sync_state_set_epoch).ok(),
+        ..MasterInfoHeader::default()
     })
 }
 
@@ -127,23 +141,16 @@ pub(super) async fn elect_for_dead_master(controller: &Arc<Controller>, broker_n
 /// Tells every live replica of the set the new master at once, oneway; replicas that miss it
 /// learn it from their next GET_REPLICA_INFO poll.
 fn notify_role_changed(controller: &Arc<Controller>, broker_name: &str, outcome: &Outcome) {
-    let Outcome::Elected {
-        master,
-        address,
-        master_epoch,
-        sync_state_set,
-        sync_state_set_epoch,
-        ..
-    } = outcome
+    let (
+        Some(header),
+        Outcome::Elected {
+            sync_state_set,
+            sync_state_set_epoch,
+            ..
+        },
+    ) = (master_header(outcome), outcome)
     else {
         return;
-    };
-    let header = MasterInfoHeader {
-        master_broker_id: i64::try_from(*master).ok(),
-        master_address: Some(address.clone()),
-        master_epoch: i32::try_from(*master_epoch).ok(),
-        sync_state_set_epoch: i32::try_from(*sync_state_set_epoch).ok(),
-        ..MasterInfoHeader::default()
     };
     let Ok(body) = super::sync_state_set_body(sync_state_set, *sync_state_set_epoch) else {
         return;

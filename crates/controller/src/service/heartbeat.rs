@@ -43,6 +43,13 @@ impl Heartbeat {
 }
 
 pub(super) fn beat(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+    if request.is_oneway() {
+        // RocketMQ's brokers send their heartbeats oneway: nothing to answer, even a refusal.
+        if let Err(failure) = record(controller, &request) {
+            tracing::debug!(%failure, "heartbeat refused");
+        }
+        return Reply::None;
+    }
     let answered = record(controller, &request).map(|()| answer(&request, resp::SUCCESS).with_remark("Heart beat success"));
     now_or_fail(&request, answered)
 }

@@ -1,0 +1,71 @@
+//! controller.conf: RocketMQ's keys parse as RocketMQ writes them, bad values name their key,
+//! and docs/configuration.md lists every key with its default.
+
+use std::path::Path;
+
+use petrel_controller::{CONTROLLER_KEYS, ControllerConfig};
+
+fn markdown_table() -> String {
+    let mut out = String::from("| Key | Default | Meaning |\n|---|---|---|\n");
+    for (key, default, doc) in CONTROLLER_KEYS {
+        out.push_str(&format!("| `{key}` | `{default}` | {doc} |\n"));
+    }
+    out
+}
+
+#[test]
+fn docs_configuration_md_lists_every_controller_key() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let text = std::fs::read_to_string(&path).expect("docs/configuration.md");
+    let (open, close) = ("<!-- keys:controller -->\n", "<!-- /keys -->");
+    let start = text.find(open).expect("docs/configuration.md has the controller table") + open.len();
+    let end = start + text[start..].find(close).expect("the table ends");
+    if std::env::var_os("PETREL_BLESS").is_some() {
+        let blessed = format!("{}{}{}", &text[..start], markdown_table(), &text[end..]);
+        std::fs::write(&path, blessed).expect("write docs/configuration.md");
+        return;
+    }
+    assert_eq!(
+        &text[start..end],
+        markdown_table(),
+        "docs/configuration.md is out of date with CONTROLLER_KEYS; run PETREL_BLESS=1 cargo test -p petrel-controller --test config"
+    );
+}
+
+#[test]
+fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
+    let mut config = ControllerConfig::default();
+    assert_eq!(
+        config
+            .set("controllerDLegerPeers", "n0-127.0.0.1:9877;n1-127.0.0.1:9878;n2-127.0.0.1:9879;")
+            .ok(),
+        Some(true)
+    );
+    assert_eq!(config.set("controllerDLegerSelfId", "n2").ok(), Some(true));
+    assert_eq!(config.raft_address(), Some("127.0.0.1:9879"));
+    assert!(config.validate().is_ok());
+    assert_eq!(config.set("controllerDLegerSelfId", "n7").ok(), Some(true));
+    assert!(
+        config.validate().unwrap_err().contains("n7"),
+        "a self id outside the peers is refused"
+    );
+    for (key, value) in [
+        ("controllerDLegerPeers", "127.0.0.1:9877"),
+        ("controllerDLegerPeers", "n0-a:1;n0-b:2"),
+        ("controllerDLegerPeers", ""),
+        ("controllerDLegerSelfId", "zero"),
+        ("scanNotActiveBrokerInterval", "0"),
+        ("enableElectUncleanMaster", "yes"),
+    ] {
+        let err = config.set(key, value).expect_err(value);
+        assert_eq!(err.key, key);
+    }
+    assert_eq!(
+        config.set("controllerType", "jRaft").ok(),
+        Some(false),
+        "RocketMQ keys Petrel does not use are reported, not fatal"
+    );
+    let mut tight = ControllerConfig::default();
+    assert_eq!(tight.set("raftElectionTimeoutMs", "200").ok(), Some(true));
+    assert!(tight.validate().is_err(), "an election timeout under three heartbeats is refused");
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Interoperability of the controller (tests/reference_controller.rs): Apache RocketMQ 5.5.0 brokers
+# in controller mode elect, replicate and fail over through a group of three Petrel controllers,
+# and mqadmin's controller commands read Petrel's answers.
+set -euo pipefail
+source "$(dirname "$0")/reference-lib.sh"
+cd "$ref_root"
+ref_fetch
+cargo test --quiet --test reference_controller -- --ignored --test-threads=1 --nocapture

@@ -1,0 +1,253 @@
+//! Apache RocketMQ 5.5.0 brokers in controller mode (`enableControllerMode=true`,
+//! `allAckInSyncStateSet=true`) with a group of three Petrel controllers: the brokers get their
+//! ids, elect a master and grow the SyncStateSet through Petrel; every acknowledged message is
+//! on the slave when the master is killed with SIGKILL; the slave becomes master through Petrel
+//! and serves every message; mqadmin's controller commands read Petrel's answers.
+//!
+//! Needs a Java runtime and the RocketMQ jars: `scripts/interop-controller.sh` fetches them and
+//! runs this file's ignored test (as `scripts/test.sh` does).
+#![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Client, free_port, mqadmin, pull_bodies, send_v2};
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::header::{CommandHeader, GetReplicaInfoRequestHeader};
+
+/// A child process killed on drop.
+struct Proc(Option<Child>);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn petrel(args: &[String], log: &Path) -> Proc {
+    let log = std::fs::File::create(log).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(args)
+        .stdout(Stdio::from(log.try_clone().unwrap()))
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    Proc(Some(child))
+}
+
+fn wait_listening(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "nothing listens on {port}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// An Apache RocketMQ broker started by `ref_broker` in scripts/reference-lib.sh.
+struct RefBroker {
+    pid: i32,
+    port: u16,
+    work: PathBuf,
+}
+
+impl RefBroker {
+    fn start(work: &Path, namesrv: &str, port: u16, conf_extra: &str) -> RefBroker {
+        std::fs::create_dir_all(work).unwrap();
+        let out = Command::new("bash")
+            .arg("-c")
+            .arg("source scripts/reference-lib.sh && ref_broker \"$@\"")
+            .arg("reference")
+            .args([work.to_str().unwrap(), namesrv, &port.to_string(), "ASYNC_FLUSH"])
+            .env("REF_BROKER_CONF_EXTRA", conf_extra)
+            .env("REF_BROKER_HEAP", "256m")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let Some(pid) = stdout.trim().lines().last().and_then(|l| l.trim().parse().ok()) else {
+            panic!("ref_broker did not start: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+        };
+        RefBroker {
+            pid,
+            port,
+            work: work.to_owned(),
+        }
+    }
+
+    fn kill(&self) {
+        // SAFETY: plain kill(2) on a pid the script printed.
+        unsafe { libc::kill(self.pid, libc::SIGKILL) };
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.work.join("broker.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RefBroker {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The controller group's answer to CONTROLLER_GET_REPLICA_INFO, from whichever controller leads.
+fn replica_info(controllers: &[u16]) -> Option<RemotingCommand> {
+    for port in controllers {
+        if std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
+            continue;
+        }
+        let header = GetReplicaInfoRequestHeader {
+            broker_name: "broker-a".into(),
+        };
+        let answer = Client::connect(*port)
+            .try_call(RemotingCommand::request(rc::CONTROLLER_GET_REPLICA_INFO, 0).with_ext_fields(header.to_ext()))?;
+        if answer.code == resp::SUCCESS {
+            return Some(answer);
+        }
+    }
+    None
+}
+
+/// Waits until the set has a master and `members` in-sync replicas; returns the master's address.
+fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, brokers: &[&RefBroker]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(info) = replica_info(controllers) {
+            let set: serde_json::Value = serde_json::from_slice(&info.body).unwrap_or_default();
+            let size = set["syncStateSet"].as_array().map_or(0, Vec::len);
+            if let Some(master) = info.ext("masterAddress").filter(|m| Some(*m) != not_master && size == members) {
+                return master.to_owned();
+            }
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = brokers
+                .iter()
+                .map(|b| b.log().lines().rev().take(15).collect::<Vec<_>>().join("\n"))
+                .collect();
+            panic!(
+                "no master with {members} in-sync replicas within 90 s: {:?}\n{}",
+                replica_info(controllers),
+                logs.join("\n----\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+fn body(i: usize) -> String {
+    format!("{i:06}-{}", "z".repeat(300))
+}
+
+#[test]
+#[ignore = "needs Apache RocketMQ 5.5.0: run scripts/interop-controller.sh"]
+fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_an_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns_port = free_port();
+    let namesrv = format!("127.0.0.1:{ns_port}");
+    let _ns = petrel(
+        &["namesrv".into(), "--listen".into(), namesrv.clone()],
+        &dir.path().join("namesrv.log"),
+    );
+    wait_listening(ns_port);
+
+    let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
+        .collect();
+    let _controllers: Vec<Proc> = (0..3)
+        .map(|i| {
+            let args = vec![
+                "controller".into(),
+                "--set".into(),
+                format!("controllerDLegerPeers={}", peers.join(";")),
+                "--set".into(),
+                format!("controllerDLegerSelfId=n{i}"),
+                "--set".into(),
+                format!("controllerStorePath={}", dir.path().join(format!("c{i}")).display()),
+                "--set".into(),
+                "scanNotActiveBrokerInterval=500".into(),
+            ];
+            petrel(&args, &dir.path().join(format!("c{i}.log")))
+        })
+        .collect();
+    for port in &controller_ports {
+        wait_listening(*port);
+    }
+    let controller_addr: Vec<String> = controller_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let conf = format!(
+        "enableControllerMode=true\ncontrollerAddr={}\nallAckInSyncStateSet=true\ncontrollerHeartBeatTimeoutMills=3000\nbrokerHeartbeatInterval=500\nsyncBrokerMetadataPeriod=1000\n",
+        controller_addr.join(";")
+    );
+    // Ports 10 apart: each broker also takes its port - 2 (VIP channel) and + 1 (HA).
+    let base = free_port().max(20_000) / 10 * 10;
+    let a = RefBroker::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
+    let b = RefBroker::start(&dir.path().join("b"), &namesrv, base + 13, &conf);
+    let master = wait_for_set(&controller_ports, 2, None, &[&a, &b]);
+    let (old, survivor) = if master.ends_with(&format!(":{}", a.port)) {
+        (&a, &b)
+    } else {
+        (&b, &a)
+    };
+
+    let mut c = Client::connect(old.port);
+    let count = 300;
+    for i in 0..count {
+        let r = c.call(send_v2("Failover", 0, "T", i, body(i).as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "send {i} to the master: {:?}", r.remark);
+    }
+    let listing = mqadmin(&namesrv, &["getSyncStateSet", "-a", &controller_addr[0], "-b", "broker-a"]);
+    assert!(
+        listing.contains("#SyncStateSetNums\t2"),
+        "mqadmin getSyncStateSet reads Petrel's answer:\n{listing}"
+    );
+    let meta = mqadmin(&namesrv, &["getControllerMetaData", "-a", &controller_addr[1]]);
+    assert!(
+        meta.contains("#ControllerLeaderAddress\t127.0.0.1:"),
+        "mqadmin getControllerMetaData:\n{meta}"
+    );
+
+    old.kill();
+    let killed = Instant::now();
+    let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[survivor]);
+    assert!(
+        new_master.ends_with(&format!(":{}", survivor.port)),
+        "the survivor is master: {new_master}"
+    );
+    let mut s = Client::connect(survivor.port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = s.call(send_v2("Failover", 0, "T", count, body(count).as_bytes()));
+        if r.code == resp::SUCCESS {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new master accepts no send: {:?}", r.remark);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let failover = killed.elapsed();
+    println!("failover: kill -9 of the master to the first SEND_OK on the new master: {failover:?}");
+    assert!(failover < Duration::from_secs(15), "failover took {failover:?}");
+
+    let got = pull_bodies(&mut s, "Failover", 0, 0, count + 1, Duration::from_secs(30));
+    assert_eq!(got.len(), count + 1, "every acknowledged message is on the new master");
+    if let Some(i) = (0..=count).find(|i| got[*i] != body(*i)) {
+        panic!("message {i} differs: {:.40}…", got[i]);
+    }
+
+    // The old master comes back: it keeps its broker id, follows the new master and rejoins the
+    // SyncStateSet, and sends (which now wait for it again) go on.
+    let work = old.work.clone();
+    let old_port = old.port;
+    let rejoined = RefBroker::start(&work, &namesrv, old_port, &conf);
+    let master_again = wait_for_set(&controller_ports, 2, Some(&master), &[survivor, &rejoined]);
+    assert_eq!(master_again, new_master, "the survivor stays master");
+    let r = s.call(send_v2("Failover", 0, "T", count + 1, body(count + 1).as_bytes()));
+    assert_eq!(r.code, resp::SUCCESS, "a send acknowledged by both again: {:?}", r.remark);
+}
