@@ -61,7 +61,7 @@ fn run(cli: Cli) -> Result<()> {
     if !matches!(cli.command, Command::Decode { .. }) {
         tracing_subscriber::fmt()
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+            .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,openraft=warn".into()))
             .init();
     }
     match cli.command {

@@ -160,9 +160,10 @@ fn heartbeats(ports: Vec<u16>, alive: Arc<Mutex<HashMap<u64, String>>>, stop: Ar
                         heartbeat_timeout_mills: Some(1500),
                         election_priority: Some(0),
                     };
-                    if c.try_call(request(rc::BROKER_HEARTBEAT, &h)).is_none() {
-                        break;
-                    }
+                    // Oneway, as RocketMQ's brokers send them: a stopped controller stalls nobody.
+                    let mut beat = request(rc::BROKER_HEARTBEAT, &h);
+                    beat.mark_oneway();
+                    c.write(beat);
                 }
             }
             std::thread::sleep(Duration::from_millis(300));
@@ -207,26 +208,21 @@ fn apply_broker_id(c: &ControllerProc, id: u64, check_code: String) {
     assert_eq!(answer.code, resp::SUCCESS, "{answer:?}");
 }
 
-fn replica_info(c: &ControllerProc) -> RemotingCommand {
-    c.call(request(
-        rc::CONTROLLER_GET_REPLICA_INFO,
-        &GetReplicaInfoRequestHeader { broker_name: SET.into() },
-    ))
-    .expect("answer")
+/// A CONTROLLER_ALTER_SYNC_STATE_SET to {1, 2, 3} from `master` at `epoch`, knowing `set_epoch`.
+fn alter(master: i64, epoch: i32, set_epoch: i32) -> RemotingCommand {
+    let h = AlterSyncStateSetRequestHeader {
+        broker_name: SET.into(),
+        master_broker_id: master,
+        master_epoch: epoch,
+        invoke_time: None,
+    };
+    let body = format!("{{\"syncStateSet\":[1,2,3],\"syncStateSetEpoch\":{set_epoch}}}");
+    request(rc::CONTROLLER_ALTER_SYNC_STATE_SET, &h).with_body(body.into_bytes())
 }
 
-#[test]
-fn a_controller_group_replaces_a_dead_master_fences_the_old_one_and_outlives_its_leader() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut group = start_group(dir.path());
-    let first = leader(&group, &[0, 1, 2]);
-
-    let (notice_addr, notices) = notice_listener();
-    let addrs: HashMap<u64, String> = HashMap::from([(1, "127.0.0.1:1".into()), (2, "127.0.0.1:2".into()), (3, notice_addr)]);
-    let alive = Arc::new(Mutex::new(addrs.clone()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let beats = heartbeats(group.iter().map(|c| c.port).collect(), Arc::clone(&alive), Arc::clone(&stop));
-
+/// Brokers 1–3 (heartbeating already) get their ids and register the way RocketMQ's brokers do;
+/// broker 1 is elected and the SyncStateSet grows to all three. Also: a follower refuses writes.
+fn three_in_sync(group: &[ControllerProc], first: usize, addrs: &HashMap<u64, String>) {
     let not_leader = group[(first + 1) % 3].call(request(
         rc::CONTROLLER_APPLY_BROKER_ID,
         &ApplyBrokerIdRequestHeader {
@@ -272,22 +268,34 @@ fn a_controller_group_replaces_a_dead_master_fences_the_old_one_and_outlives_its
         (resp::SUCCESS, Some("1"), Some("1")),
         "{elected:?}"
     );
-    let alter = |master: i64, epoch: i32, set_epoch: i32| {
-        let h = AlterSyncStateSetRequestHeader {
-            broker_name: SET.into(),
-            master_broker_id: master,
-            master_epoch: epoch,
-            invoke_time: None,
-        };
-        let body = format!("{{\"syncStateSet\":[1,2,3],\"syncStateSetEpoch\":{set_epoch}}}");
-        request(rc::CONTROLLER_ALTER_SYNC_STATE_SET, &h).with_body(body.into_bytes())
-    };
     let altered = group[first].call(alter(1, 1, 1)).expect("answer");
     assert_eq!(
         (altered.code, altered.ext("newSyncStateSetEpoch")),
         (resp::SUCCESS, Some("2")),
         "{altered:?}"
     );
+}
+
+fn replica_info(c: &ControllerProc) -> RemotingCommand {
+    c.call(request(
+        rc::CONTROLLER_GET_REPLICA_INFO,
+        &GetReplicaInfoRequestHeader { broker_name: SET.into() },
+    ))
+    .expect("answer")
+}
+
+#[test]
+fn a_controller_group_replaces_a_dead_master_fences_the_old_one_and_outlives_its_leader() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut group = start_group(dir.path());
+    let first = leader(&group, &[0, 1, 2]);
+
+    let (notice_addr, notices) = notice_listener();
+    let addrs: HashMap<u64, String> = HashMap::from([(1, "127.0.0.1:1".into()), (2, "127.0.0.1:2".into()), (3, notice_addr)]);
+    let alive = Arc::new(Mutex::new(addrs.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let beats = heartbeats(group.iter().map(|c| c.port).collect(), Arc::clone(&alive), Arc::clone(&stop));
+    three_in_sync(&group, first, &addrs);
 
     // The master stops heartbeating: the leader elects the in-sync replica with the most data.
     alive.lock().unwrap().remove(&1);
@@ -406,4 +414,47 @@ fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() 
         "a bad body gets a clear code, and the controller keeps serving"
     );
     assert_eq!(replica_info(&group[first]).code, resp::SUCCESS);
+}
+
+#[test]
+fn a_paused_controller_leader_resumes_as_a_follower_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = start_group(dir.path());
+    let first = leader(&group, &[0, 1, 2]);
+    let addrs: HashMap<u64, String> = (1..=3).map(|id| (id, format!("127.0.0.1:{id}"))).collect();
+    let alive = Arc::new(Mutex::new(addrs.clone()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let beats = heartbeats(group.iter().map(|c| c.port).collect(), Arc::clone(&alive), Arc::clone(&stop));
+    three_in_sync(&group, first, &addrs);
+
+    // SIGSTOP the leading controller for longer than an election timeout. While it sleeps, the
+    // others elect a leader of their own, and the master of the broker set dies.
+    let pid = group[first].child.as_ref().unwrap().id() as i32;
+    // SAFETY: plain kill(2) on our child's pid.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let others: Vec<usize> = (0..3).filter(|i| *i != first).collect();
+    let second = leader(&group, &others);
+    alive.lock().unwrap().remove(&1);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while replica_info(&group[second]).ext("masterBrokerId") != Some("3") {
+        assert!(Instant::now() < deadline, "the majority elected no new master");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // It wakes up believing it leads, with a heartbeat table where every broker is silent: it
+    // must not commit anything of that term, and must follow the new leader.
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let agreed = leader(&group, &[0, 1, 2]);
+    assert_ne!(agreed, first, "the woken controller follows");
+    std::thread::sleep(Duration::from_secs(2));
+    let info = replica_info(&group[agreed]);
+    assert_eq!(
+        (info.ext("masterBrokerId"), info.ext("masterEpoch")),
+        (Some("3"), Some("2")),
+        "nothing the paused leader proposed took effect: {info:?}"
+    );
+    let log = std::fs::read_to_string(&group[first].log).unwrap();
+    assert!(!log.contains("elected a new master broker_name=\"broker-a\" master=2"), "{log}");
+    stop.store(true, Ordering::Relaxed);
+    beats.join().unwrap();
 }

@@ -190,19 +190,8 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
     let base = free_port().max(20_000) / 10 * 10;
     let a = RefBroker::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
     let b = RefBroker::start(&dir.path().join("b"), &namesrv, base + 13, &conf);
-    let master = wait_for_set(&controller_ports, 2, None, &[&a, &b]);
-    let (old, survivor) = if master.ends_with(&format!(":{}", a.port)) {
-        (&a, &b)
-    } else {
-        (&b, &a)
-    };
-
-    let mut c = Client::connect(old.port);
-    let count = 300;
-    for i in 0..count {
-        let r = c.call(send_v2("Failover", 0, "T", i, body(i).as_bytes()));
-        assert_eq!(r.code, resp::SUCCESS, "send {i} to the master: {:?}", r.remark);
-    }
+    let mut brokers = [a, b];
+    let mut master = wait_for_set(&controller_ports, 2, None, &[&brokers[0], &brokers[1]]);
     let listing = mqadmin(&namesrv, &["getSyncStateSet", "-a", &controller_addr[0], "-b", "broker-a"]);
     assert!(
         listing.contains("#SyncStateSetNums\t2"),
@@ -214,40 +203,76 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
         "mqadmin getControllerMetaData:\n{meta}"
     );
 
-    old.kill();
-    let killed = Instant::now();
-    let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[survivor]);
-    assert!(
-        new_master.ends_with(&format!(":{}", survivor.port)),
-        "the survivor is master: {new_master}"
-    );
-    let mut s = Client::connect(survivor.port);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let r = s.call(send_v2("Failover", 0, "T", count, body(count).as_bytes()));
-        if r.code == resp::SUCCESS {
-            break;
+    // Each round: messages acknowledged by the master (and so by its in-sync slave), a kill -9
+    // of the master, the slave elected through Petrel serving sends and every message so far,
+    // and the killed broker restarted to rejoin. PETREL_FAILOVER_KILLS sets the rounds (one in
+    // the suite; docs/benchmarks.md has the distribution over twenty).
+    let kills: usize = std::env::var("PETREL_FAILOVER_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let per_round = 200;
+    let mut sent = 0;
+    let mut failovers = Vec::new();
+    for round in 0..kills {
+        let (old, survivor) = if master.ends_with(&format!(":{}", brokers[0].port)) {
+            (0, 1)
+        } else {
+            (1, 0)
+        };
+        let mut c = Client::connect(brokers[old].port);
+        for i in sent..sent + per_round {
+            let r = c.call(send_v2("Failover", 0, "T", i, body(i).as_bytes()));
+            assert_eq!(r.code, resp::SUCCESS, "round {round}: send {i} to the master: {:?}", r.remark);
         }
-        assert!(Instant::now() < deadline, "the new master accepts no send: {:?}", r.remark);
-        std::thread::sleep(Duration::from_millis(100));
+        sent += per_round;
+        brokers[old].kill();
+        let killed = Instant::now();
+        let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[&brokers[survivor]]);
+        assert!(
+            new_master.ends_with(&format!(":{}", brokers[survivor].port)),
+            "the survivor is master: {new_master}"
+        );
+        let mut s = Client::connect(brokers[survivor].port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while s.call(send_v2("Failover", 0, "T", sent, body(sent).as_bytes())).code != resp::SUCCESS {
+            assert!(Instant::now() < deadline, "round {round}: the new master accepts no send");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        sent += 1;
+        failovers.push(killed.elapsed());
+        println!(
+            "round {round}: kill -9 of the master to the first SEND_OK on the new master: {:?}",
+            killed.elapsed()
+        );
+        let got = pull_bodies(&mut s, "Failover", 0, 0, sent, Duration::from_secs(30));
+        assert_eq!(got.len(), sent, "round {round}: every acknowledged message is on the new master");
+        if let Some(i) = (0..sent).find(|i| got[*i] != body(*i)) {
+            panic!("round {round}: message {i} differs: {:.40}…", got[i]);
+        }
+        // The old master comes back: it keeps its broker id, follows the new master and rejoins
+        // the SyncStateSet, after which sends wait for it again.
+        let (work, port) = (brokers[old].work.clone(), brokers[old].port);
+        brokers[old] = RefBroker::start(&work, &namesrv, port, &conf);
+        let again = wait_for_set(&controller_ports, 2, Some(&master), &[&brokers[0], &brokers[1]]);
+        assert_eq!(again, new_master, "round {round}: the survivor stays master");
+        master = new_master;
     }
-    let failover = killed.elapsed();
-    println!("failover: kill -9 of the master to the first SEND_OK on the new master: {failover:?}");
-    assert!(failover < Duration::from_secs(15), "failover took {failover:?}");
-
-    let got = pull_bodies(&mut s, "Failover", 0, 0, count + 1, Duration::from_secs(30));
-    assert_eq!(got.len(), count + 1, "every acknowledged message is on the new master");
-    if let Some(i) = (0..=count).find(|i| got[*i] != body(*i)) {
-        panic!("message {i} differs: {:.40}…", got[i]);
-    }
-
-    // The old master comes back: it keeps its broker id, follows the new master and rejoins the
-    // SyncStateSet, and sends (which now wait for it again) go on.
-    let work = old.work.clone();
-    let old_port = old.port;
-    let rejoined = RefBroker::start(&work, &namesrv, old_port, &conf);
-    let master_again = wait_for_set(&controller_ports, 2, Some(&master), &[survivor, &rejoined]);
-    assert_eq!(master_again, new_master, "the survivor stays master");
-    let r = s.call(send_v2("Failover", 0, "T", count + 1, body(count + 1).as_bytes()));
+    let mut c = Client::connect(if master.ends_with(&format!(":{}", brokers[0].port)) {
+        brokers[0].port
+    } else {
+        brokers[1].port
+    });
+    let r = c.call(send_v2("Failover", 0, "T", sent, body(sent).as_bytes()));
     assert_eq!(r.code, resp::SUCCESS, "a send acknowledged by both again: {:?}", r.remark);
+    failovers.sort();
+    let (median, max) = (failovers[failovers.len() / 2], failovers[failovers.len() - 1]);
+    println!(
+        "failover over {kills} kills: min {:?}, median {median:?}, max {max:?}",
+        failovers[0]
+    );
+    assert!(
+        median <= Duration::from_secs(5) && max <= Duration::from_secs(10),
+        "failover median {median:?}, max {max:?}"
+    );
 }
