@@ -21,14 +21,9 @@ pub struct ControllerArgs {
     pub set: Vec<String>,
 }
 
-fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
-    let mut config = ControllerConfig::default();
-    if let Some(path) = &args.config {
-        for key in config.apply_file(path).map_err(|e| anyhow!(e))? {
-            tracing::warn!(key, "controller.conf key not used by Petrel; ignored");
-        }
-    }
-    for kv in &args.set {
+/// Applies `--set KEY=VALUE` pairs to `config`.
+pub fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
+    for kv in sets {
         let Some((k, v)) = kv.split_once('=') else {
             bail!("--set {kv:?}: expected KEY=VALUE");
         };
@@ -37,6 +32,17 @@ fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
             bail!("--set {k}: unknown key (known: {})", known.join(", "));
         }
     }
+    Ok(())
+}
+
+fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
+    let mut config = ControllerConfig::default();
+    if let Some(path) = &args.config {
+        for key in config.apply_file(path).map_err(|e| anyhow!(e))? {
+            tracing::warn!(key, "controller.conf key not used by Petrel; ignored");
+        }
+    }
+    apply_sets(&mut config, &args.set)?;
     config.validate().map_err(|e| anyhow!(e))?;
     Ok(config)
 }
@@ -44,36 +50,54 @@ fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
 pub fn run(args: &ControllerArgs) -> Result<()> {
     let config = config_from(args)?;
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
-    runtime.block_on(serve(config))
+    runtime.block_on(async {
+        let running = Running::start(config).await?;
+        crate::serve::shutdown_signal().await;
+        tracing::info!("shutting down");
+        running.stop().await;
+        Ok(())
+    })
 }
 
-async fn serve(config: ControllerConfig) -> Result<()> {
-    let listen = config.raft_address().context("this controller's address")?.to_owned();
-    let listener = tokio::net::TcpListener::bind(&listen)
-        .await
-        .with_context(|| format!("listen on {listen}"))?;
-    let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork)
-        .await
-        .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
-    let controller = Controller::new(node.clone(), config.clone());
-    let server = Server::start(
-        "controller",
-        listener,
-        Arc::new(ControllerHandler(Arc::clone(&controller))),
-        ServerLimits::default(),
-    )?;
-    tracing::info!(addr = %server.local_addr(), id = config.self_id, group = %config.group, "controller listening");
-    // Every member proposes the same initial membership; Raft keeps one, and a member that
-    // has state already ignores it.
-    let members: BTreeMap<u64, String> = config.peers.iter().map(|(id, (_, addr))| (*id, addr.clone())).collect();
-    if let Err(e) = node.initialize(members).await {
-        tracing::warn!(error = %e, "could not form the controller group");
+/// A controller serving on its peer address, until [`Running::stop`].
+pub struct Running {
+    node: ControllerNode,
+    server: Server,
+    scan: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Opens the Raft files, listens, joins or forms the group and starts the dead-master scan.
+    pub async fn start(config: ControllerConfig) -> Result<Running> {
+        let listen = config.raft_address().context("this controller's address")?.to_owned();
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .with_context(|| format!("listen on {listen}"))?;
+        let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork)
+            .await
+            .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
+        let controller = Controller::new(node.clone(), config.clone());
+        let server = Server::start(
+            "controller",
+            listener,
+            Arc::new(ControllerHandler(Arc::clone(&controller))),
+            ServerLimits::default(),
+        )?;
+        tracing::info!(addr = %server.local_addr(), id = config.self_id, group = %config.group, "controller listening");
+        // Every member proposes the same initial membership; Raft keeps one, and a member that
+        // has state already ignores it.
+        let members: BTreeMap<u64, String> = config.peers.iter().map(|(id, (_, addr))| (*id, addr.clone())).collect();
+        if let Err(e) = node.initialize(members).await {
+            tracing::warn!(error = %e, "could not form the controller group");
+        }
+        let scan = tokio::spawn(scan_for_dead_masters(controller));
+        Ok(Running { node, server, scan })
     }
-    let scan = tokio::spawn(scan_for_dead_masters(controller));
-    crate::serve::shutdown_signal().await;
-    tracing::info!("shutting down");
-    scan.abort();
-    server.drain().await;
-    node.shutdown().await;
-    Ok(())
+
+    /// Stops serving and shuts the Raft node down.
+    pub async fn stop(self) {
+        self.scan.abort();
+        self.server.drain().await;
+        self.node.shutdown().await;
+    }
 }

@@ -25,11 +25,7 @@ enum Command {
     /// Run the broker with an embedded name server (name server 9876, broker 10911, data in ./data).
     Serve(serve::ServeArgs),
     /// Run a standalone name server that RocketMQ brokers register with and clients ask for routes.
-    Namesrv {
-        /// Address to listen on.
-        #[arg(long, default_value = "0.0.0.0:9876")]
-        listen: String,
-    },
+    Namesrv(NamesrvArgs),
     /// Run one member of a controller group (RocketMQ 5's controller mode): Raft-replicated
     /// masters, epochs and SyncStateSets, and elections when a master dies.
     Controller(controller::ControllerArgs),
@@ -67,7 +63,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Decode { hex } => decode(&hex),
         Command::Serve(args) => serve::serve(args),
-        Command::Namesrv { listen } => namesrv(&listen),
+        Command::Namesrv(args) => namesrv(&args),
         Command::Controller(args) => controller::run(&args),
         Command::Bench(cmd) => {
             let runtime = tokio::runtime::Runtime::new()?;
@@ -78,27 +74,101 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn namesrv(listen: &str) -> Result<()> {
+#[derive(clap::Args, Debug)]
+struct NamesrvArgs {
+    /// Address to listen on (else `listenPort` of the config file, on all interfaces; else 9876).
+    #[arg(long)]
+    listen: Option<String>,
+    /// A RocketMQ-style namesrv.conf: `listenPort`, and with `enableControllerInNamesrv=true`
+    /// the controller keys of `petrel controller`, which then runs in this process too.
+    #[arg(short = 'c', long = "config")]
+    config: Option<std::path::PathBuf>,
+    /// Any namesrv.conf key, e.g. `--set enableControllerInNamesrv=true`; may repeat.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    set: Vec<String>,
+}
+
+/// The name server's settings, and the controller's when it runs embedded.
+struct NamesrvSettings {
+    listen: String,
+    controller: Option<petrel_controller::ControllerConfig>,
+}
+
+fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    if let Some(path) = &args.config {
+        let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        pairs.extend(java_properties::read(std::io::BufReader::new(file)).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+    }
+    for kv in &args.set {
+        let Some((k, v)) = kv.split_once('=') else {
+            bail!("--set {kv:?}: expected KEY=VALUE");
+        };
+        pairs.push((k.trim().to_owned(), v.to_owned()));
+    }
+    let (mut port, mut embed) = (9876u16, false);
+    let mut controller = petrel_controller::ControllerConfig::default();
+    for (key, value) in &pairs {
+        match key.as_str() {
+            "listenPort" => {
+                port = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("listenPort: {value:?} is not a port"))?
+            }
+            "enableControllerInNamesrv" => {
+                embed = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("enableControllerInNamesrv: {value:?} is not true or false"))?;
+            }
+            _ => {
+                if !controller.set(key, value)? {
+                    tracing::warn!(key, "namesrv.conf key not used by Petrel; ignored");
+                }
+            }
+        }
+    }
+    if embed {
+        controller.validate().map_err(|e| anyhow::anyhow!(e))?;
+    }
+    let listen = args.listen.clone().unwrap_or_else(|| format!("0.0.0.0:{port}"));
+    Ok(NamesrvSettings {
+        listen,
+        controller: embed.then_some(controller),
+    })
+}
+
+fn namesrv(args: &NamesrvArgs) -> Result<()> {
     use std::sync::Arc;
 
     use anyhow::Context;
     use petrel_namesrv::{NameServer, run_expiry};
     use petrel_remoting::{Server, ServerLimits};
 
+    let settings = namesrv_settings(args)?;
     let limits = ServerLimits::default();
     limits::raise_open_file_limit(limits.max_connections);
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
     runtime.block_on(async {
-        let listener = tokio::net::TcpListener::bind(listen)
+        let listener = tokio::net::TcpListener::bind(&settings.listen)
             .await
-            .with_context(|| format!("listen on {listen}"))?;
+            .with_context(|| format!("listen on {}", settings.listen))?;
         let ns = Arc::new(NameServer::new());
         let server = Server::start("namesrv", listener, ns.clone(), limits)?;
         tracing::info!(addr = %server.local_addr(), "name server listening");
+        // RocketMQ's `enableControllerInNamesrv`: the controller shares the process, not the port.
+        let controller = match settings.controller {
+            Some(config) => Some(controller::Running::start(config).await?),
+            None => None,
+        };
         let expiry = tokio::spawn(run_expiry(ns));
         serve::shutdown_signal().await;
         tracing::info!("shutting down");
         expiry.abort();
+        if let Some(c) = controller {
+            c.stop().await;
+        }
         server.drain().await;
         Ok(())
     })

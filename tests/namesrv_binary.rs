@@ -56,3 +56,55 @@ fn namesrv_serves_and_stops_cleanly() {
     let status = child.wait().unwrap();
     assert!(status.success(), "SIGTERM ends the name server cleanly: {status:?}");
 }
+
+#[test]
+fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
+    let (ns_port, controller_port) = (free_port(), free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("namesrv.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listenPort={ns_port}\nenableControllerInNamesrv=true\ncontrollerDLegerPeers=n0-127.0.0.1:{controller_port}\ncontrollerDLegerSelfId=n0\ncontrollerStorePath={}\n",
+            dir.path().join("controller").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["namesrv", "-c", conf.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let connect = |port: u16| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(s) = TcpStream::connect(("127.0.0.1", port)) {
+                s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                return s;
+            }
+            assert!(Instant::now() < deadline, "nothing listens on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let mut ns = connect(ns_port);
+    let cluster = ask(&mut ns, &RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 1));
+    assert_eq!(cluster.code, resp::SUCCESS, "the name server answers on listenPort");
+    let mut controller = connect(controller_port);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let meta = ask(&mut controller, &RemotingCommand::request(rc::CONTROLLER_GET_METADATA_INFO, 2));
+        if meta.ext("isLeader") == Some("true") {
+            assert_eq!(
+                meta.ext("controllerLeaderAddress"),
+                Some(format!("127.0.0.1:{controller_port}").as_str())
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "the one-member controller group never led: {meta:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SAFETY: plain kill(2) on our child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success(), "exits 0 on SIGTERM");
+}
