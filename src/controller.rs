@@ -64,6 +64,23 @@ pub struct Running {
     node: ControllerNode,
     server: Server,
     scan: tokio::task::JoinHandle<()>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// Serves the controller's metrics at `metricsPromExporterHost:metricsPromExporterPort`.
+async fn start_metrics(config: &ControllerConfig, controller: &Arc<Controller>) -> Result<tokio::task::JoinHandle<()>> {
+    let addr = std::net::SocketAddr::new(config.metrics_prom_exporter_host, config.metrics_prom_exporter_port);
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("metrics: listen on {addr}"))?;
+    tracing::info!("Prometheus metrics at http://{}/metrics", listener.local_addr()?);
+    let controller = Arc::clone(controller);
+    let render: crate::scrape::Render = Arc::new(move || petrel_controller::render_metrics(&controller));
+    Ok(tokio::spawn(async move {
+        if let Err(e) = crate::scrape::serve(listener, render).await {
+            tracing::error!(error = %e, "metrics endpoint stopped");
+        }
+    }))
 }
 
 impl Running {
@@ -90,13 +107,26 @@ impl Running {
         if let Err(e) = node.initialize(members).await {
             tracing::warn!(error = %e, "could not form the controller group");
         }
+        let metrics = if config.metrics_prom {
+            Some(start_metrics(&config, &controller).await?)
+        } else {
+            None
+        };
         let scan = tokio::spawn(scan_for_dead_masters(controller));
-        Ok(Running { node, server, scan })
+        Ok(Running {
+            node,
+            server,
+            scan,
+            metrics,
+        })
     }
 
     /// Stops serving and shuts the Raft node down.
     pub async fn stop(self) {
         self.scan.abort();
+        if let Some(metrics) = self.metrics {
+            metrics.abort();
+        }
         self.server.drain().await;
         self.node.shutdown().await;
     }

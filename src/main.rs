@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 mod controller;
 mod limits;
+mod scrape;
 mod serve;
 
 /// glibc's allocator was a tenth of the broker's CPU under load (its consolidation and free

@@ -213,8 +213,9 @@ async fn start_metrics(
         broker: broker.clone(),
         servers,
     });
+    let render: crate::scrape::Render = Arc::new(move || petrel_broker::metrics::render(&sources));
     tasks.spawn(async move {
-        if let Err(e) = petrel_broker::metrics::serve(metrics, sources).await {
+        if let Err(e) = crate::scrape::serve(metrics, render).await {
             tracing::error!(error = %e, "metrics endpoint stopped");
         }
     });

@@ -28,6 +28,7 @@ const SET: &str = "broker-a";
 
 struct ControllerProc {
     port: u16,
+    metrics_port: u16,
     child: Option<Child>,
     args: Vec<String>,
     log: std::path::PathBuf,
@@ -80,6 +81,7 @@ impl Drop for ControllerProc {
 
 fn start_group(dir: &Path) -> Vec<ControllerProc> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let metrics_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("n{i}-127.0.0.1:{p}")).collect();
     let peers = peers.join(";");
     let mut group = Vec::new();
@@ -89,10 +91,14 @@ fn start_group(dir: &Path) -> Vec<ControllerProc> {
             format!("controllerDLegerSelfId=n{i}"),
             format!("controllerStorePath={}", dir.join(format!("c{i}")).display()),
             "scanNotActiveBrokerInterval=200".into(),
+            "metricsExporterType=PROM".into(),
+            "metricsPromExporterHost=127.0.0.1".into(),
+            format!("metricsPromExporterPort={}", metrics_ports[i]),
         ];
         let args = args.iter().flat_map(|a| ["--set".to_owned(), a.clone()]).collect();
         let mut c = ControllerProc {
             port: *port,
+            metrics_port: metrics_ports[i],
             child: None,
             args,
             log: dir.join(format!("c{i}.log")),
@@ -414,6 +420,21 @@ fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() 
         "a bad body gets a clear code, and the controller keeps serving"
     );
     assert_eq!(replica_info(&group[first]).code, resp::SUCCESS);
+
+    // The same facts for Prometheus, from the leader.
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", group[first].metrics_port)).unwrap();
+    std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut scrape = String::new();
+    std::io::Read::read_to_string(&mut http, &mut scrape).unwrap();
+    for line in [
+        "petrel_controller_is_leader 1",
+        "petrel_controller_master_broker_id{broker_name=\"broker-a\"} 2",
+        "petrel_controller_master_epoch{broker_name=\"broker-a\"} 1",
+        "petrel_controller_replicas{broker_name=\"broker-a\"} 2",
+        "petrel_controller_elections_total 1",
+    ] {
+        assert!(scrape.lines().any(|l| l == line), "no `{line}` in\n{scrape}");
+    }
 }
 
 #[test]

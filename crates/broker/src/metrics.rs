@@ -1,29 +1,18 @@
-//! The Prometheus endpoint: `GET /metrics` in the text exposition format (version 0.0.4), when
-//! `metricsExporterType=PROM` (RocketMQ's key; port `metricsPromExporterPort`, 5557).
+//! The broker's Prometheus metrics in the text exposition format (version 0.0.4), served by the
+//! `petrel` binary's scrape endpoint when `metricsExporterType=PROM` (RocketMQ's key; port
+//! `metricsPromExporterPort`, 5557).
 //!
 //! Owns: naming and rendering the broker's counters, the put-message lock's statistics and the
-//! process's CPU and memory, and a minimal HTTP/1.1 responder for scrapes. Must never: take a
-//! lock the append path takes, or keep a scraper's connection open (one answer, then close).
+//! process's CPU and memory. Must never: take a lock the append path takes.
 
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
-
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
 
 use petrel_remoting::ServerStats;
 use petrel_store::HistogramSnapshot;
 
 use crate::broker::Broker;
-
-/// Longest request head read from a scraper.
-const MAX_REQUEST_HEAD_BYTES: usize = 8 * 1024;
-/// A scraper that sends nothing for this long is dropped.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
-/// Scrapes served at once; more wait in the listen backlog.
-const MAX_CONCURRENT_SCRAPES: usize = 16;
 
 /// Appends one metric with its HELP and TYPE lines.
 /// One unlabelled sample per family, all of one kind.
@@ -575,62 +564,6 @@ fn process_usage() -> Option<(f64, f64)> {
     // SAFETY: sysconf has no preconditions.
     let (hz, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK), libc::sysconf(libc::_SC_PAGESIZE)) };
     Some((ticks / hz.max(1) as f64, rss_pages * page.max(1) as f64))
-}
-
-/// Serves scrapes until the task is dropped.
-pub async fn serve(listener: TcpListener, sources: Arc<Sources>) -> std::io::Result<()> {
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONCURRENT_SCRAPES));
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let permit = slots.clone().acquire_owned().await.expect("semaphore stays open");
-        let sources = sources.clone();
-        tokio::spawn(async move {
-            if let Err(e) = answer_scrape(stream, &sources).await {
-                tracing::debug!(error = %e, "metrics scrape failed");
-            }
-            drop(permit);
-        });
-    }
-}
-
-async fn answer_scrape(mut stream: TcpStream, sources: &Sources) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && !head.windows(2).any(|w| w == b"\n\n") {
-        let n = match tokio::time::timeout(READ_TIMEOUT, stream.read(&mut buf)).await {
-            Ok(r) => r?,
-            Err(_) => return Ok(()),
-        };
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST_HEAD_BYTES {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "request head too large\n").await;
-        }
-    }
-    let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let mut parts = line.split_whitespace();
-    match (parts.next(), parts.next()) {
-        (Some("GET"), Some(path)) if path == "/metrics" || path.starts_with("/metrics?") => {
-            // A few atomics, one statvfs and one /proc read: short enough for a worker.
-            let body = render(sources);
-            respond(&mut stream, "200 OK", &body).await
-        }
-        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "only /metrics is served here\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "GET /metrics\n").await,
-    }
-}
-
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).await?;
-    stream.write_all(body.as_bytes()).await?;
-    stream.shutdown().await
 }
 
 #[cfg(test)]

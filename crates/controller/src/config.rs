@@ -68,6 +68,10 @@ pub struct ControllerConfig {
     pub enable_elect_unclean_master: bool,
     pub notify_broker_role_changed: bool,
     pub timing: RaftTiming,
+    /// Serve Prometheus metrics (`metricsExporterType=PROM`).
+    pub metrics_prom: bool,
+    pub metrics_prom_exporter_host: std::net::IpAddr,
+    pub metrics_prom_exporter_port: u16,
 }
 
 impl Default for ControllerConfig {
@@ -81,6 +85,9 @@ impl Default for ControllerConfig {
             enable_elect_unclean_master: false,
             notify_broker_role_changed: false,
             timing: RaftTiming::default(),
+            metrics_prom: false,
+            metrics_prom_exporter_host: std::net::IpAddr::from([0, 0, 0, 0]),
+            metrics_prom_exporter_port: 0,
         };
         for (key, default, _) in CONTROLLER_KEYS {
             assert!(config.set(key, default).is_ok(), "the default of {key} parses");
@@ -145,6 +152,15 @@ impl ControllerConfig {
             "scanNotActiveBrokerInterval" => self.scan_not_active_broker_interval_ms = positive(key, value)?,
             "enableElectUncleanMaster" => self.enable_elect_unclean_master = parse(key, value, "true or false")?,
             "notifyBrokerRoleChanged" => self.notify_broker_role_changed = parse(key, value, "true or false")?,
+            "metricsExporterType" => {
+                self.metrics_prom = match value.trim().to_ascii_uppercase().as_str() {
+                    "PROM" => true,
+                    "DISABLE" => false,
+                    _ => return Err(bad(key, value, "PROM or DISABLE (Petrel has no gRPC or log exporter)")),
+                }
+            }
+            "metricsPromExporterHost" => self.metrics_prom_exporter_host = parse(key, value, "an IP address")?,
+            "metricsPromExporterPort" => self.metrics_prom_exporter_port = parse(key, value, "a port")?,
             "raftHeartbeatIntervalMs" => self.timing.heartbeat_interval_ms = positive(key, value)?,
             "raftElectionTimeoutMs" => {
                 let ms = positive(key, value)?;

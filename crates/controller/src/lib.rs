@@ -20,7 +20,9 @@ pub use raft::{
     Applied, CONNECT_TIMEOUT, LogStore, MAX_RECORD_BYTES, Raft, Response, Router, RouterNetwork, StateMachine, TcpNetwork, TcpPeer,
     TypeConfig, serve_raft,
 };
-pub use service::{Controller, ControllerHandler, Heartbeat, MAX_LIVE_BROKERS, scan_for_dead_masters, served_codes};
+pub use service::{
+    Controller, ControllerCounters, ControllerHandler, Heartbeat, MAX_LIVE_BROKERS, render_metrics, scan_for_dead_masters, served_codes,
+};
 pub use state::{
     BrokerSet, Candidate, Command, ControllerState, FIRST_BROKER_ID, MAX_BROKER_SETS, MAX_REPLICAS_PER_SET, Outcome, Refused, Replica,
 };

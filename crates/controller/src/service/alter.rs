@@ -41,7 +41,7 @@ pub(super) fn alter(controller: &Arc<Controller>, request: RemotingCommand) -> R
         let Outcome::SyncStateSetAltered {
             sync_state_set,
             sync_state_set_epoch,
-        } = controller.node.propose(command).await??
+        } = controller.propose(command).await?
         else {
             unreachable!("a SyncStateSet change answers SyncStateSetAltered");
         };

@@ -39,7 +39,7 @@ pub(super) fn apply(controller: &Arc<Controller>, request: RemotingCommand) -> R
             broker_id,
             register_check_code: h.register_check_code,
         };
-        controller.node.propose(command).await??;
+        controller.propose(command).await?;
         Ok(answer(&request, resp::SUCCESS).with_ext_fields(reply.to_ext()))
     })
 }

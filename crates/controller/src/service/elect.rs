@@ -111,7 +111,7 @@ async fn propose_election(
         unclean: controller.config.enable_elect_unclean_master,
         alive: controller.candidates(broker_name),
     };
-    let outcome = controller.node.propose(command).await??;
+    let outcome = controller.propose(command).await?;
     if let Outcome::Elected {
         still_exist: false,
         master,

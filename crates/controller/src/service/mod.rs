@@ -10,12 +10,14 @@ mod broker_id;
 mod elect;
 mod heartbeat;
 mod metadata;
+mod metrics;
 mod register;
 mod replicas;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -27,9 +29,10 @@ use serde::{Deserialize, Serialize};
 use crate::config::ControllerConfig;
 use crate::node::{ControllerNode, ProposeError};
 use crate::raft::serve_raft;
-use crate::state::{Candidate, Refused};
+use crate::state::{Candidate, Command, Outcome, Refused};
 
 pub use heartbeat::{Heartbeat, MAX_LIVE_BROKERS};
+pub use metrics::{ControllerCounters, render as render_metrics};
 
 /// Why a request got no success answer.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +83,7 @@ pub struct Controller {
     /// (term, when this node became leader in it): dead-master scans wait one heartbeat
     /// timeout into a term, so brokers that heartbeat the old leader are not taken for dead.
     leading_since: Mutex<Option<(u64, Instant)>>,
+    counters: ControllerCounters,
 }
 
 impl Controller {
@@ -89,7 +93,29 @@ impl Controller {
             config,
             live: Mutex::new(BTreeMap::new()),
             leading_since: Mutex::new(None),
+            counters: ControllerCounters::default(),
         })
+    }
+
+    /// Orders `command` through Raft, counting what became of it.
+    pub(crate) async fn propose(&self, command: Command) -> Result<Outcome, Failure> {
+        let counters = &self.counters;
+        match self.node.propose(command).await {
+            Ok(Ok(outcome)) => {
+                if matches!(outcome, Outcome::Elected { still_exist: false, .. }) {
+                    counters.elections.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(outcome)
+            }
+            Ok(Err(refused)) => {
+                counters.refused.fetch_add(1, Ordering::Relaxed);
+                Err(refused.into())
+            }
+            Err(e) => {
+                counters.not_committed.fetch_add(1, Ordering::Relaxed);
+                Err(e.into())
+            }
+        }
     }
 
     pub fn node(&self) -> &ControllerNode {

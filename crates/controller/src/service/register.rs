@@ -29,7 +29,7 @@ pub(super) fn register(controller: &Arc<Controller>, request: RemotingCommand) -
             master_epoch,
             sync_state_set,
             sync_state_set_epoch,
-        } = controller.node.propose(command).await??
+        } = controller.propose(command).await?
         else {
             unreachable!("registration answers Registered");
         };
