@@ -71,6 +71,35 @@ CONF
   return 1
 }
 
+# ref_controller WORKDIR PEERS SELF_ID: starts one of Apache RocketMQ's own controllers (DLedger,
+# standalone) in the background, waits for it to boot, and prints its pid. PEERS is
+# `n0-host:port;n1-host:port;…`; brokers reach each controller on its peer address.
+ref_controller() {
+  local work=$1 peers=$2 self=$3
+  mkdir -p "$work/home/conf" "$work/store"
+  cat >"$work/controller.conf" <<CONF
+controllerDLegerGroup=group1
+controllerDLegerPeers=$peers
+controllerDLegerSelfId=$self
+controllerStorePath=$work/store
+controllerType=DLedger
+enableElectUncleanMaster=false
+scanNotActiveBrokerInterval=${REF_SCAN_INTERVAL_MS:-5000}
+notifyBrokerRoleChanged=true
+CONF
+  ROCKETMQ_HOME="$work/home" java -Xms128m -Xmx128m -cp "$ref_lib/*" org.apache.rocketmq.controller.ControllerStartup \
+    -c "$work/controller.conf" >"$work/controller.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 60); do
+    grep -q "boot success" "$work/controller.log" && { echo "$pid"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  tail -20 "$work/controller.log" >&2
+  echo "the reference controller did not start" >&2
+  return 1
+}
+
 # ref_mqadmin NAMESRV_ADDR ARGS...: the official admin tool.
 ref_mqadmin() {
   local ns=$1

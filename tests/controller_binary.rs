@@ -146,15 +146,14 @@ fn request<H: CommandHeader>(code: i32, header: &H) -> RemotingCommand {
 /// Sends heartbeats for the brokers marked alive, every 300 ms, to every controller.
 fn heartbeats(ports: Vec<u16>, alive: Arc<Mutex<HashMap<u64, String>>>, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
+        // One long-lived connection per broker and controller, as a broker keeps; a broker taken
+        // out of `alive` closes its connections, as a killed broker's close.
+        let mut connections: HashMap<(u64, u16), std::net::TcpStream> = HashMap::new();
         while !stop.load(Ordering::Relaxed) {
             let brokers = alive.lock().unwrap().clone();
-            for port in &ports {
-                let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", *port)) else {
-                    continue;
-                };
-                drop(stream);
-                let mut c = Client::connect(*port);
-                for (id, addr) in &brokers {
+            connections.retain(|(id, _), _| brokers.contains_key(id));
+            for (id, addr) in &brokers {
+                for port in &ports {
                     let h = BrokerHeartbeatRequestHeader {
                         cluster_name: "DefaultCluster".into(),
                         broker_addr: addr.clone(),
@@ -169,7 +168,21 @@ fn heartbeats(ports: Vec<u16>, alive: Arc<Mutex<HashMap<u64, String>>>, stop: Ar
                     // Oneway, as RocketMQ's brokers send them: a stopped controller stalls nobody.
                     let mut beat = request(rc::BROKER_HEARTBEAT, &h);
                     beat.mark_oneway();
-                    c.write(beat);
+                    let frame = beat.to_frame().unwrap();
+                    let key = (*id, *port);
+                    let stream = match connections.entry(key) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(v) => {
+                            let Ok(stream) = std::net::TcpStream::connect(("127.0.0.1", *port)) else {
+                                continue;
+                            };
+                            v.insert(stream)
+                        }
+                    };
+                    let sent = Some(std::io::Write::write_all(stream, &frame));
+                    if !matches!(sent, Some(Ok(()))) {
+                        connections.remove(&key);
+                    }
                 }
             }
             std::thread::sleep(Duration::from_millis(300));

@@ -57,22 +57,32 @@ struct RefBroker {
     work: PathBuf,
 }
 
+/// Runs `function` of scripts/reference-lib.sh with `args` and returns the pid it prints.
+fn reference(function: &str, args: &[&str], env: &[(&str, &str)]) -> i32 {
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(format!("source scripts/reference-lib.sh && {function} \"$@\""))
+        .arg("reference")
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let Some(pid) = stdout.trim().lines().last().and_then(|l| l.trim().parse().ok()) else {
+        panic!("{function} did not start: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    };
+    pid
+}
+
 impl RefBroker {
     fn start(work: &Path, namesrv: &str, port: u16, conf_extra: &str) -> RefBroker {
         std::fs::create_dir_all(work).unwrap();
-        let out = Command::new("bash")
-            .arg("-c")
-            .arg("source scripts/reference-lib.sh && ref_broker \"$@\"")
-            .arg("reference")
-            .args([work.to_str().unwrap(), namesrv, &port.to_string(), "ASYNC_FLUSH"])
-            .env("REF_BROKER_CONF_EXTRA", conf_extra)
-            .env("REF_BROKER_HEAP", "256m")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let Some(pid) = stdout.trim().lines().last().and_then(|l| l.trim().parse().ok()) else {
-            panic!("ref_broker did not start: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        };
+        let args = [work.to_str().unwrap(), namesrv, &port.to_string(), "ASYNC_FLUSH"];
+        let pid = reference(
+            "ref_broker",
+            &args,
+            &[("REF_BROKER_CONF_EXTRA", conf_extra), ("REF_BROKER_HEAP", "256m")],
+        );
         RefBroker {
             pid,
             port,
@@ -162,22 +172,33 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
         .enumerate()
         .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
         .collect();
-    let _controllers: Vec<Proc> = (0..3)
-        .map(|i| {
-            let args = vec![
-                "controller".into(),
-                "--set".into(),
-                format!("controllerDLegerPeers={}", peers.join(";")),
-                "--set".into(),
-                format!("controllerDLegerSelfId=n{i}"),
-                "--set".into(),
-                format!("controllerStorePath={}", dir.path().join(format!("c{i}")).display()),
-                "--set".into(),
-                "scanNotActiveBrokerInterval=500".into(),
-            ];
-            petrel(&args, &dir.path().join(format!("c{i}.log")))
-        })
-        .collect();
+    // PETREL_FAILOVER_CONTROLLERS=rocketmq runs Apache RocketMQ's own controllers instead, for a
+    // side-by-side figure (docs/benchmarks.md); the suite runs Petrel's.
+    let reference_controllers = std::env::var("PETREL_FAILOVER_CONTROLLERS").is_ok_and(|v| v == "rocketmq");
+    let mut _controllers: Vec<Proc> = Vec::new();
+    let mut _reference_controllers: Vec<RefBroker> = Vec::new();
+    for (i, port) in controller_ports.iter().enumerate() {
+        if reference_controllers {
+            let work = dir.path().join(format!("c{i}"));
+            std::fs::create_dir_all(&work).unwrap();
+            let args = [work.to_str().unwrap(), &peers.join(";"), &format!("n{i}")];
+            let pid = reference("ref_controller", &args, &[("REF_SCAN_INTERVAL_MS", "500")]);
+            _reference_controllers.push(RefBroker { pid, port: *port, work });
+            continue;
+        }
+        let args = vec![
+            "controller".into(),
+            "--set".into(),
+            format!("controllerDLegerPeers={}", peers.join(";")),
+            "--set".into(),
+            format!("controllerDLegerSelfId=n{i}"),
+            "--set".into(),
+            format!("controllerStorePath={}", dir.path().join(format!("c{i}")).display()),
+            "--set".into(),
+            "scanNotActiveBrokerInterval=500".into(),
+        ];
+        _controllers.push(petrel(&args, &dir.path().join(format!("c{i}.log"))));
+    }
     for port in &controller_ports {
         wait_listening(*port);
     }

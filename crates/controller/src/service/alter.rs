@@ -7,12 +7,12 @@ use std::sync::Arc;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{AlterSyncStateSetRequestHeader, AlterSyncStateSetResponseHeader, CommandHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 
 use super::{Controller, Failure, SyncStateSetBody, later};
 use crate::state::{Command, Outcome};
 
-pub(super) fn alter(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn alter(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let h = AlterSyncStateSetRequestHeader::from_command(&request)?;

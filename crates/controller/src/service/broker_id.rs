@@ -7,12 +7,12 @@ use std::sync::Arc;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{ApplyBrokerIdRequestHeader, CommandHeader, GetNextBrokerIdHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 
 use super::{Controller, Failure, later};
 use crate::state::Command;
 
-pub(super) fn next(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn next(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let mut header = GetNextBrokerIdHeader::from_command(&request)?;
@@ -22,7 +22,7 @@ pub(super) fn next(controller: &Arc<Controller>, request: RemotingCommand) -> Re
     })
 }
 
-pub(super) fn apply(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn apply(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let h = ApplyBrokerIdRequestHeader::from_command(&request)?;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, ElectMasterRequestHeader, MasterInfoHeader};
-use petrel_remoting::{ConnectionLimits, IgnoreRequests, Reply, answer};
+use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests, Reply, answer};
 use serde::Serialize;
 
 use super::{Controller, Failure, later};
@@ -33,7 +33,7 @@ struct ElectMasterResponseBody {
     sync_state_set: BTreeSet<u64>,
 }
 
-pub(super) fn elect(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn elect(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let h = ElectMasterRequestHeader::from_command(&request)?;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{BrokerHeartbeatRequestHeader, CommandHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 
 use super::{Controller, Failure, now_or_fail};
 
@@ -30,11 +30,15 @@ pub struct Heartbeat {
     pub election_priority: i32,
     pub last_seen: Instant,
     pub timeout: Duration,
+    /// The connection the heartbeat came on; when it closes, the broker counts as dead at once
+    /// (a killed broker's socket closes long before its heartbeat timeout runs out).
+    pub connection: Option<u64>,
+    pub connection_closed: bool,
 }
 
 impl Heartbeat {
     pub fn alive_at(&self, now: Instant) -> bool {
-        now.saturating_duration_since(self.last_seen) < self.timeout
+        !self.connection_closed && now.saturating_duration_since(self.last_seen) < self.timeout
     }
 
     pub(crate) fn forgotten_at(&self, now: Instant) -> bool {
@@ -42,19 +46,19 @@ impl Heartbeat {
     }
 }
 
-pub(super) fn beat(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn beat(controller: &Arc<Controller>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     if request.is_oneway() {
         // RocketMQ's brokers send their heartbeats oneway: nothing to answer, even a refusal.
-        if let Err(failure) = record(controller, &request) {
+        if let Err(failure) = record(controller, conn.id(), &request) {
             tracing::debug!(%failure, "heartbeat refused");
         }
         return Reply::None;
     }
-    let answered = record(controller, &request).map(|()| answer(&request, resp::SUCCESS).with_remark("Heart beat success"));
+    let answered = record(controller, conn.id(), &request).map(|()| answer(&request, resp::SUCCESS).with_remark("Heart beat success"));
     now_or_fail(&request, answered)
 }
 
-fn record(controller: &Controller, request: &RemotingCommand) -> Result<(), Failure> {
+fn record(controller: &Controller, connection: u64, request: &RemotingCommand) -> Result<(), Failure> {
     let h = BrokerHeartbeatRequestHeader::from_command(request)?;
     let broker_id = h.broker_id.ok_or_else(|| Failure::Body("Heart beat with empty brokerId".into()))?;
     let non_negative = |v: Option<i64>| u64::try_from(v.unwrap_or(0)).unwrap_or(0);
@@ -71,6 +75,8 @@ fn record(controller: &Controller, request: &RemotingCommand) -> Result<(), Fail
         election_priority: h.election_priority.unwrap_or(0),
         last_seen: Instant::now(),
         timeout: timeout_ms,
+        connection: Some(connection),
+        connection_closed: false,
     };
     let broker_id = u64::try_from(broker_id).map_err(|_| Failure::Body(format!("brokerId {broker_id} is negative")))?;
     let mut live = controller.live.lock();
@@ -80,4 +86,17 @@ fn record(controller: &Controller, request: &RemotingCommand) -> Result<(), Fail
     }
     live.insert(key, beat);
     Ok(())
+}
+
+/// A connection closed: every broker whose last heartbeat came on it is dead from now on, and
+/// the leader's scan runs at once (RocketMQ's controller does the same on a channel close).
+pub(super) fn connection_closed(controller: &Controller, connection: u64) {
+    let mut any = false;
+    for hb in controller.live.lock().values_mut().filter(|hb| hb.connection == Some(connection)) {
+        hb.connection_closed = true;
+        any = true;
+    }
+    if any {
+        controller.wake_scan.notify_one();
+    }
 }

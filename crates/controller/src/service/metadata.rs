@@ -6,11 +6,11 @@ use std::sync::Arc;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, ControllerMetadataResponseHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 
 use super::Controller;
 
-pub(super) fn get(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn get(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let leader = controller.node.leader();
     let peer = leader.and_then(|id| controller.config.peers.get(&id));
     let header = ControllerMetadataResponseHeader {

@@ -84,6 +84,8 @@ pub struct Controller {
     /// timeout into a term, so brokers that heartbeat the old leader are not taken for dead.
     leading_since: Mutex<Option<(u64, Instant)>>,
     counters: ControllerCounters,
+    /// Wakes the dead-master scan before its next tick (a broker's connection closed).
+    wake_scan: tokio::sync::Notify,
 }
 
 impl Controller {
@@ -94,6 +96,7 @@ impl Controller {
             live: Mutex::new(BTreeMap::new()),
             leading_since: Mutex::new(None),
             counters: ControllerCounters::default(),
+            wake_scan: tokio::sync::Notify::new(),
         })
     }
 
@@ -171,7 +174,7 @@ fn now_or_fail(request: &RemotingCommand, answered: Result<RemotingCommand, Fail
     Reply::Now(answered.unwrap_or_else(|failure| to_wire(request, &failure)))
 }
 
-type HandlerFn = fn(&Arc<Controller>, RemotingCommand) -> Reply;
+type HandlerFn = fn(&Arc<Controller>, &Arc<Connection>, RemotingCommand) -> Reply;
 
 /// The handler of each RocketMQ request code a controller serves.
 const TABLE: &[(i32, HandlerFn)] = &[
@@ -196,12 +199,16 @@ pub fn served_codes() -> Vec<i32> {
 pub struct ControllerHandler(pub Arc<Controller>);
 
 impl Handler for ControllerHandler {
-    fn handle(&self, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    fn on_close(&self, conn: &Arc<Connection>) {
+        heartbeat::connection_closed(&self.0, conn.id());
+    }
+
+    fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
         if let Some(deferred) = serve_raft(self.0.node.raft(), &request) {
             return Reply::Later(deferred);
         }
         match TABLE.iter().find(|(code, _)| *code == request.code) {
-            Some((_, handler)) => handler(&self.0, request),
+            Some((_, handler)) => handler(&self.0, conn, request),
             None if request.is_oneway() => Reply::None,
             None => Reply::Now(error(
                 &request,
@@ -219,7 +226,10 @@ pub async fn scan_for_dead_masters(controller: Arc<Controller>) {
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = controller.wake_scan.notified() => {}
+        }
         controller.live.lock().retain(|_, hb| !hb.forgotten_at(Instant::now()));
         if !controller.leading_long_enough() {
             continue;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, MasterInfoHeader, RegisterBrokerToControllerRequestHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 
 use super::{Controller, Failure, later, sync_state_set_body};
 use crate::state::{Command, Outcome};
 
-pub(super) fn register(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn register(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let h = RegisterBrokerToControllerRequestHeader::from_command(&request)?;

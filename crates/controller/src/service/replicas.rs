@@ -7,7 +7,7 @@ use std::sync::Arc;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, GetReplicaInfoRequestHeader, MasterInfoHeader};
-use petrel_remoting::{Reply, answer};
+use petrel_remoting::{Connection, Reply, answer};
 use serde::Serialize;
 
 use super::{Controller, Failure, later, sync_state_set_body};
@@ -16,7 +16,7 @@ use crate::state::{BrokerSet, Refused};
 /// Broker sets one GET_SYNC_STATE_DATA may ask about.
 pub const MAX_SETS_PER_QUERY: usize = 1024;
 
-pub(super) fn replica_info(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn replica_info(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let h = GetReplicaInfoRequestHeader::from_command(&request)?;
@@ -62,7 +62,7 @@ struct BrokerReplicasInfo {
     replicas_info_table: BTreeMap<String, ReplicasInfo>,
 }
 
-pub(super) fn sync_state_data(controller: &Arc<Controller>, request: RemotingCommand) -> Reply {
+pub(super) fn sync_state_data(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let controller = Arc::clone(controller);
     later(request.clone(), async move {
         let names: Vec<String> = serde_json::from_slice(&request.body)
