@@ -2,7 +2,8 @@
 //! `allAckInSyncStateSet=true`) with a group of three Petrel controllers: the brokers get their
 //! ids, elect a master and grow the SyncStateSet through Petrel; every acknowledged message is
 //! on the slave when the master is killed with SIGKILL; the slave becomes master through Petrel
-//! and serves every message; mqadmin's controller commands read Petrel's answers.
+//! and serves every message; mqadmin's controller commands read Petrel's answers, and
+//! `mqadmin electMaster` switches the master on purpose without losing a message.
 //!
 //! Needs a Java runtime and the RocketMQ jars: `scripts/interop-controller.sh` fetches them and
 //! runs this file's ignored test (as `scripts/test.sh` does).
@@ -286,6 +287,57 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
     });
     let r = c.call(send_v2("Failover", 0, "T", sent, body(sent).as_bytes()));
     assert_eq!(r.code, resp::SUCCESS, "a send acknowledged by both again: {:?}", r.remark);
+    sent += 1;
+
+    // A planned switch: mqadmin electMaster designates the slave, which becomes master through
+    // the controllers while the old master steps down; nothing acknowledged is lost.
+    let info = replica_info(&controller_ports).expect("replica info");
+    let set: serde_json::Value = serde_json::from_slice(&info.body).unwrap();
+    let master_id = info.ext("masterBrokerId").unwrap().to_owned();
+    let slave_id = set["syncStateSet"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .find(|id| *id != master_id)
+        .unwrap();
+    let out = mqadmin(
+        &namesrv,
+        &[
+            "electMaster",
+            "-a",
+            &controller_addr[2],
+            "-c",
+            "DefaultCluster",
+            "-bn",
+            "broker-a",
+            "-b",
+            &slave_id,
+        ],
+    );
+    let slave_port = if master.ends_with(&format!(":{}", brokers[0].port)) {
+        brokers[1].port
+    } else {
+        brokers[0].port
+    };
+    assert!(
+        out.contains(&format!("#BrokerMasterAddr\t127.0.0.1:{slave_port}")),
+        "mqadmin electMaster:\n{out}"
+    );
+    let switched = wait_for_set(&controller_ports, 2, Some(&master), &[&brokers[0], &brokers[1]]);
+    assert!(
+        switched.ends_with(&format!(":{slave_port}")),
+        "the designated broker is master: {switched}"
+    );
+    let mut d = Client::connect(slave_port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while d.call(send_v2("Failover", 0, "T", sent, body(sent).as_bytes())).code != resp::SUCCESS {
+        assert!(Instant::now() < deadline, "the designated master accepts no send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sent += 1;
+    let got = pull_bodies(&mut d, "Failover", 0, 0, sent, Duration::from_secs(30));
+    assert_eq!(got.len(), sent, "every acknowledged message is on the designated master");
     failovers.sort();
     let (median, max) = (failovers[failovers.len() / 2], failovers[failovers.len() - 1]);
     println!(
