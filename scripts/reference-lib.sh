@@ -14,6 +14,20 @@ ref_fetch() {
   fi
 }
 
+# ref_wait_boot LOG PID TRIES WHAT: waits (TRIES half-seconds) for LOG to say "boot success" and
+# prints PID; if PID dies or time runs out, shows the log's end and fails.
+ref_wait_boot() {
+  local log=$1 pid=$2 tries=$3 what=$4
+  for _ in $(seq 1 "$tries"); do
+    grep -q "boot success" "$log" && { echo "$pid"; return 0; }
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.5
+  done
+  tail -20 "$log" >&2
+  echo "the reference $what did not start" >&2
+  return 1
+}
+
 # ref_namesrv WORKDIR PORT: starts Apache RocketMQ's name server in the background, waits for it
 # to boot, and prints its pid.
 ref_namesrv() {
@@ -22,15 +36,7 @@ ref_namesrv() {
   echo "listenPort=$port" >"$work/namesrv.conf"
   ROCKETMQ_HOME="$work/home" java -Xms256m -Xmx256m -cp "$ref_lib/*" org.apache.rocketmq.namesrv.NamesrvStartup \
     -c "$work/namesrv.conf" >"$work/namesrv.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 1 60); do
-    grep -q "boot success" "$work/namesrv.log" && { echo "$pid"; return 0; }
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  tail -20 "$work/namesrv.log" >&2
-  echo "the reference name server did not start" >&2
-  return 1
+  ref_wait_boot "$work/namesrv.log" $! 60 "name server"
 }
 
 # ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
@@ -60,15 +66,7 @@ CONF
     ROCKETMQ_HOME="$work/home" exec java "-Xms$heap" "-Xmx$heap" -cp "$ref_lib/*" org.apache.rocketmq.broker.BrokerStartup \
       -c "$work/broker.conf"
   ) >"$work/broker.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 1 120); do
-    grep -q "boot success" "$work/broker.log" && { echo "$pid"; return 0; }
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  tail -20 "$work/broker.log" >&2
-  echo "the reference broker did not start" >&2
-  return 1
+  ref_wait_boot "$work/broker.log" $! 120 "broker"
 }
 
 # ref_controller WORKDIR PEERS SELF_ID: starts one of Apache RocketMQ's own controllers (DLedger,
@@ -89,15 +87,7 @@ notifyBrokerRoleChanged=true
 CONF
   ROCKETMQ_HOME="$work/home" java -Xms128m -Xmx128m -cp "$ref_lib/*" org.apache.rocketmq.controller.ControllerStartup \
     -c "$work/controller.conf" >"$work/controller.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 1 60); do
-    grep -q "boot success" "$work/controller.log" && { echo "$pid"; return 0; }
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.5
-  done
-  tail -20 "$work/controller.log" >&2
-  echo "the reference controller did not start" >&2
-  return 1
+  ref_wait_boot "$work/controller.log" $! 60 "controller"
 }
 
 # ref_mqadmin NAMESRV_ADDR ARGS...: the official admin tool.

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use common::{Client, free_port};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{
-    AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CommandHeader, ElectMasterRequestHeader,
-    GetReplicaInfoRequestHeader, RegisterBrokerToControllerRequestHeader,
+    AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CleanControllerBrokerDataRequestHeader,
+    CommandHeader, ElectMasterRequestHeader, GetReplicaInfoRequestHeader, RegisterBrokerToControllerRequestHeader,
 };
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
 
@@ -448,6 +448,38 @@ fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() 
     ] {
         assert!(scrape.lines().any(|l| l == line), "no `{line}` in\n{scrape}");
     }
+
+    // CLEAN_BROKER_DATA (mqadmin cleanBrokerMetadata): a dead replica goes; a set with a master,
+    // the master itself and a malformed list are refused with 2009.
+    let clean = |ids: Option<&str>, living: bool| {
+        let h = CleanControllerBrokerDataRequestHeader {
+            cluster_name: Some("DefaultCluster".into()),
+            broker_name: SET.into(),
+            broker_controller_ids_to_clean: ids.map(str::to_owned),
+            is_clean_living_broker: Some(living),
+            invoke_time: None,
+        };
+        group[first].call(request(rc::CLEAN_BROKER_DATA, &h)).expect("answer").code
+    };
+    assert_eq!(
+        clean(None, false),
+        resp::CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+        "the set has a master"
+    );
+    assert_eq!(
+        clean(Some("2"), true),
+        resp::CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+        "the master is never cleaned by id"
+    );
+    assert_eq!(clean(Some("1;x"), false), resp::CONTROLLER_INVALID_CLEAN_BROKER_METADATA);
+    assert_eq!(clean(Some("1"), false), resp::SUCCESS, "broker 1 sends no heartbeat: dead, cleaned");
+    let query = RemotingCommand::request(rc::CONTROLLER_GET_SYNC_STATE_DATA, 0).with_body(br#"["broker-a"]"#.to_vec());
+    let body: serde_json::Value = serde_json::from_slice(&group[first].call(query).expect("answer").body).unwrap();
+    assert_eq!(
+        body["replicasInfoTable"]["broker-a"]["notInSyncReplicas"],
+        serde_json::json!([]),
+        "{body}"
+    );
 }
 
 #[test]

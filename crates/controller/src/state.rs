@@ -93,10 +93,14 @@ pub enum Command {
         new_set: BTreeSet<u64>,
         alive: BTreeSet<u64>,
     },
-    /// `CLEAN_BROKER_DATA`: forget some replicas of a set, or the whole set.
+    /// `CLEAN_BROKER_DATA`: forget some replicas of a set, or the whole set. Unless
+    /// `clean_living`, a live broker (in `alive`, as the leader saw) or a set with a master is
+    /// refused, as RocketMQ refuses it.
     CleanBrokerData {
         broker_name: String,
         broker_ids: Option<BTreeSet<u64>>,
+        clean_living: bool,
+        alive: BTreeSet<u64>,
     },
 }
 
@@ -196,7 +200,12 @@ impl ControllerState {
                 new_set,
                 alive,
             } => self.alter(&broker_name, master, master_epoch, sync_state_set_epoch, new_set, &alive),
-            Command::CleanBrokerData { broker_name, broker_ids } => self.clean(&broker_name, broker_ids),
+            Command::CleanBrokerData {
+                broker_name,
+                broker_ids,
+                clean_living,
+                alive,
+            } => self.clean(&broker_name, broker_ids, clean_living, &alive),
         };
         self.assert_invariants();
         outcome
@@ -391,8 +400,26 @@ impl ControllerState {
         })
     }
 
-    fn clean(&mut self, broker_name: &str, broker_ids: Option<BTreeSet<u64>>) -> Result<Outcome, Refused> {
+    fn clean(
+        &mut self,
+        broker_name: &str,
+        broker_ids: Option<BTreeSet<u64>>,
+        clean_living: bool,
+        alive: &BTreeSet<u64>,
+    ) -> Result<Outcome, Refused> {
         let set = self.set_mut(broker_name, code::CONTROLLER_INVALID_CLEAN_BROKER_METADATA)?;
+        if !clean_living {
+            let living = match &broker_ids {
+                None => set.master,
+                Some(ids) => ids.iter().copied().find(|id| alive.contains(id)),
+            };
+            if let Some(id) = living {
+                return Err(refuse(
+                    code::CONTROLLER_INVALID_CLEAN_BROKER_METADATA,
+                    format!("broker {id} of {broker_name} is still alive; clean it with isCleanLivingBroker=true"),
+                ));
+            }
+        }
         let Some(ids) = broker_ids else {
             self.sets.remove(broker_name);
             return Ok(Outcome::Cleaned);

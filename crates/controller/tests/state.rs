@@ -273,8 +273,10 @@ fn arb_command() -> impl Strategy<Value = Command> {
                 alive,
             }
         }),
-        proptest::option::of(ids()).prop_map(|broker_ids| Command::CleanBrokerData {
+        (proptest::option::of(ids()), any::<bool>(), ids()).prop_map(|(broker_ids, clean_living, alive)| Command::CleanBrokerData {
             broker_name: SET.into(),
+            clean_living,
+            alive,
             broker_ids
         }),
     ]

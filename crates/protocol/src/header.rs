@@ -769,3 +769,15 @@ command_header! {
         election_priority: Option<i32> = "electionPriority",
     }
 }
+
+command_header! {
+    /// CLEAN_BROKER_DATA (1011) to a controller: `brokerControllerIdsToClean` is `1;2`, or absent
+    /// for the whole set.
+    pub struct CleanControllerBrokerDataRequestHeader {
+        cluster_name: Option<String> = "clusterName",
+        broker_name: String = "brokerName",
+        broker_controller_ids_to_clean: Option<String> = "brokerControllerIdsToClean",
+        is_clean_living_broker: Option<bool> = "isCleanLivingBroker",
+        invoke_time: Option<i64> = "invokeTime",
+    }
+}

@@ -7,6 +7,7 @@
 
 mod alter;
 mod broker_id;
+mod clean;
 mod elect;
 mod heartbeat;
 mod metadata;
@@ -187,6 +188,7 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::CONTROLLER_GET_SYNC_STATE_DATA, replicas::sync_state_data),
     (rc::CONTROLLER_ELECT_MASTER, elect::elect),
     (rc::CONTROLLER_ALTER_SYNC_STATE_SET, alter::alter),
+    (rc::CLEAN_BROKER_DATA, clean::clean),
 ];
 
 /// The request codes a controller answers (besides Petrel's Raft codes).
