@@ -22,12 +22,10 @@ pub struct ControllerArgs {
 }
 
 /// Applies `--set KEY=VALUE` pairs to `config`.
-pub fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
+fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
     for kv in sets {
-        let Some((k, v)) = kv.split_once('=') else {
-            bail!("--set {kv:?}: expected KEY=VALUE");
-        };
-        if !config.set(k.trim(), v)? {
+        let (k, v) = crate::split_set(kv)?;
+        if !config.set(k, v)? {
             let known: Vec<&str> = petrel_controller::CONTROLLER_KEYS.iter().map(|(k, _, _)| *k).collect();
             bail!("--set {k}: unknown key (known: {})", known.join(", "));
         }

@@ -102,10 +102,8 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
         pairs.extend(java_properties::read(std::io::BufReader::new(file)).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
     }
     for kv in &args.set {
-        let Some((k, v)) = kv.split_once('=') else {
-            bail!("--set {kv:?}: expected KEY=VALUE");
-        };
-        pairs.push((k.trim().to_owned(), v.to_owned()));
+        let (k, v) = split_set(kv)?;
+        pairs.push((k.to_owned(), v.to_owned()));
     }
     let (mut port, mut embed) = (9876u16, false);
     let mut controller = petrel_controller::ControllerConfig::default();
@@ -173,6 +171,14 @@ fn namesrv(args: &NamesrvArgs) -> Result<()> {
         server.drain().await;
         Ok(())
     })
+}
+
+/// One `--set KEY=VALUE` of any subcommand: the key trimmed, the value as given.
+fn split_set(kv: &str) -> Result<(&str, &str)> {
+    let Some((k, v)) = kv.split_once('=') else {
+        bail!("--set {kv:?}: expected KEY=VALUE");
+    };
+    Ok((k.trim(), v))
 }
 
 fn not_yet(subcommand: &str, what: &str) -> Result<()> {

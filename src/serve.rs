@@ -52,10 +52,8 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
         }
     }
     for kv in &args.set {
-        let Some((k, v)) = kv.split_once('=') else {
-            bail!("--set {kv:?}: expected KEY=VALUE");
-        };
-        if !config.set(k.trim(), v)? {
+        let (k, v) = crate::split_set(kv)?;
+        if !config.set(k, v)? {
             let known: Vec<&str> = petrel_broker::config::KEYS.iter().map(|k| k.key).collect();
             bail!("--set {k}: unknown key (known: {})", known.join(", "));
         }

@@ -63,10 +63,7 @@ impl ControllerProc {
     }
 
     fn call(&self, request: RemotingCommand) -> Option<RemotingCommand> {
-        let stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).ok()?;
-        drop(stream);
-        let mut c = Client::connect(self.port);
-        c.try_call(request)
+        Client::try_connect(self.port)?.try_call(request)
     }
 }
 
@@ -179,8 +176,7 @@ fn heartbeats(ports: Vec<u16>, alive: Arc<Mutex<HashMap<u64, String>>>, stop: Ar
                             v.insert(stream)
                         }
                     };
-                    let sent = Some(std::io::Write::write_all(stream, &frame));
-                    if !matches!(sent, Some(Ok(()))) {
+                    if std::io::Write::write_all(stream, &frame).is_err() {
                         connections.remove(&key);
                     }
                 }

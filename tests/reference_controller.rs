@@ -51,8 +51,9 @@ fn wait_listening(port: u16) {
     }
 }
 
-/// An Apache RocketMQ broker started by `ref_broker` in scripts/reference-lib.sh.
-struct RefBroker {
+/// An Apache RocketMQ process (a broker, or a controller) started by scripts/reference-lib.sh;
+/// killed on drop.
+struct RefProcess {
     pid: i32,
     port: u16,
     work: PathBuf,
@@ -75,8 +76,8 @@ fn reference(function: &str, args: &[&str], env: &[(&str, &str)]) -> i32 {
     pid
 }
 
-impl RefBroker {
-    fn start(work: &Path, namesrv: &str, port: u16, conf_extra: &str) -> RefBroker {
+impl RefProcess {
+    fn start(work: &Path, namesrv: &str, port: u16, conf_extra: &str) -> RefProcess {
         std::fs::create_dir_all(work).unwrap();
         let args = [work.to_str().unwrap(), namesrv, &port.to_string(), "ASYNC_FLUSH"];
         let pid = reference(
@@ -84,7 +85,7 @@ impl RefBroker {
             &args,
             &[("REF_BROKER_CONF_EXTRA", conf_extra), ("REF_BROKER_HEAP", "256m")],
         );
-        RefBroker {
+        RefProcess {
             pid,
             port,
             work: work.to_owned(),
@@ -96,12 +97,12 @@ impl RefBroker {
         unsafe { libc::kill(self.pid, libc::SIGKILL) };
     }
 
-    fn log(&self) -> String {
+    fn broker_log(&self) -> String {
         std::fs::read_to_string(self.work.join("broker.log")).unwrap_or_default()
     }
 }
 
-impl Drop for RefBroker {
+impl Drop for RefProcess {
     fn drop(&mut self) {
         self.kill();
     }
@@ -110,14 +111,14 @@ impl Drop for RefBroker {
 /// The controller group's answer to CONTROLLER_GET_REPLICA_INFO, from whichever controller leads.
 fn replica_info(controllers: &[u16]) -> Option<RemotingCommand> {
     for port in controllers {
-        if std::net::TcpStream::connect(("127.0.0.1", *port)).is_err() {
-            continue;
-        }
         let header = GetReplicaInfoRequestHeader {
             broker_name: "broker-a".into(),
         };
-        let answer = Client::connect(*port)
-            .try_call(RemotingCommand::request(rc::CONTROLLER_GET_REPLICA_INFO, 0).with_ext_fields(header.to_ext()))?;
+        let request = RemotingCommand::request(rc::CONTROLLER_GET_REPLICA_INFO, 0).with_ext_fields(header.to_ext());
+        // A controller that is down, or dies while answering, is skipped: another one leads.
+        let Some(answer) = Client::try_connect(*port).and_then(|mut c| c.try_call(request)) else {
+            continue;
+        };
         if answer.code == resp::SUCCESS {
             return Some(answer);
         }
@@ -126,7 +127,7 @@ fn replica_info(controllers: &[u16]) -> Option<RemotingCommand> {
 }
 
 /// Waits until the set has a master and `members` in-sync replicas; returns the master's address.
-fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, brokers: &[&RefBroker]) -> String {
+fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, brokers: &[&RefProcess]) -> String {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if let Some(info) = replica_info(controllers) {
@@ -139,7 +140,7 @@ fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, b
         if Instant::now() > deadline {
             let logs: Vec<String> = brokers
                 .iter()
-                .map(|b| b.log().lines().rev().take(15).collect::<Vec<_>>().join("\n"))
+                .map(|b| b.broker_log().lines().rev().take(15).collect::<Vec<_>>().join("\n"))
                 .collect();
             panic!(
                 "no master with {members} in-sync replicas within 90 s: {:?}\n{}",
@@ -177,14 +178,14 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
     // side-by-side figure (docs/benchmarks.md); the suite runs Petrel's.
     let reference_controllers = std::env::var("PETREL_FAILOVER_CONTROLLERS").is_ok_and(|v| v == "rocketmq");
     let mut _controllers: Vec<Proc> = Vec::new();
-    let mut _reference_controllers: Vec<RefBroker> = Vec::new();
+    let mut _reference_controllers: Vec<RefProcess> = Vec::new();
     for (i, port) in controller_ports.iter().enumerate() {
         if reference_controllers {
             let work = dir.path().join(format!("c{i}"));
             std::fs::create_dir_all(&work).unwrap();
             let args = [work.to_str().unwrap(), &peers.join(";"), &format!("n{i}")];
             let pid = reference("ref_controller", &args, &[("REF_SCAN_INTERVAL_MS", "500")]);
-            _reference_controllers.push(RefBroker { pid, port: *port, work });
+            _reference_controllers.push(RefProcess { pid, port: *port, work });
             continue;
         }
         let args = vec![
@@ -210,8 +211,8 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
     );
     // Ports 10 apart: each broker also takes its port - 2 (VIP channel) and + 1 (HA).
     let base = free_port().max(20_000) / 10 * 10;
-    let a = RefBroker::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
-    let b = RefBroker::start(&dir.path().join("b"), &namesrv, base + 13, &conf);
+    let a = RefProcess::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
+    let b = RefProcess::start(&dir.path().join("b"), &namesrv, base + 13, &conf);
     let mut brokers = [a, b];
     let mut master = wait_for_set(&controller_ports, 2, None, &[&brokers[0], &brokers[1]]);
     let listing = mqadmin(&namesrv, &["getSyncStateSet", "-a", &controller_addr[0], "-b", "broker-a"]);
@@ -275,7 +276,7 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
         // The old master comes back: it keeps its broker id, follows the new master and rejoins
         // the SyncStateSet, after which sends wait for it again.
         let (work, port) = (brokers[old].work.clone(), brokers[old].port);
-        brokers[old] = RefBroker::start(&work, &namesrv, port, &conf);
+        brokers[old] = RefProcess::start(&work, &namesrv, port, &conf);
         let again = wait_for_set(&controller_ports, 2, Some(&master), &[&brokers[0], &brokers[1]]);
         assert_eq!(again, new_master, "round {round}: the survivor stays master");
         master = new_master;

@@ -149,14 +149,19 @@ pub struct Client {
 
 impl Client {
     pub fn connect(port: u16) -> Client {
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        Self::try_connect(port).unwrap_or_else(|| panic!("nothing listens on 127.0.0.1:{port}"))
+    }
+
+    /// [`Client::connect`] to a peer that may be down: `None` when nothing listens.
+    pub fn try_connect(port: u16) -> Option<Client> {
+        let stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
         stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Client {
+        Some(Client {
             stream,
             buf: Vec::new(),
             next_opaque: 1,
             pushed: Vec::new(),
-        }
+        })
     }
 
     pub fn write(&mut self, mut request: RemotingCommand) -> i32 {

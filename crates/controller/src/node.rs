@@ -120,9 +120,10 @@ impl ControllerNode {
         };
         match written {
             Ok(written) => {
-                let answer = written.data.0;
-                assert!(answer.is_some(), "an application command always answers");
-                answer.ok_or_else(|| ProposeError::Unavailable("no answer".into()))
+                let Some(answer) = written.data.0 else {
+                    unreachable!("the state machine answers every application command");
+                };
+                Ok(answer)
             }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => Err(ProposeError::NotLeader {
                 leader: f.leader_id,

@@ -515,52 +515,31 @@ impl MessageStore {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "consume queues caught up"
         );
+        let store = MessageStore {
+            inner: inner.clone(),
+            threads: Mutex::new(Vec::new()),
+            closed: AtomicBool::new(false),
+        };
         let worker = inner.clone();
-        let mut threads = vec![
-            std::thread::Builder::new()
-                .name("store-dispatch".into())
-                .spawn(move || worker.dispatch_loop())
-                .map_err(|e| StoreError::io(&inner.config.root, e))?,
-        ];
+        store.spawn("store-dispatch", move || worker.dispatch_loop())?;
         let worker = inner.clone();
-        match std::thread::Builder::new()
-            .name("store-maintain".into())
-            .spawn(move || worker.maintenance_loop())
-        {
-            Ok(h) => threads.push(h),
-            Err(e) => {
-                let store = MessageStore {
-                    inner,
-                    threads: Mutex::new(threads),
-                    closed: AtomicBool::new(false),
-                };
-                store.stop_threads();
-                return Err(StoreError::io(&store.inner.config.root, e));
-            }
-        }
+        store.spawn("store-maintain", move || worker.maintenance_loop())?;
         if let Some(budget) = inner.config.page_cache_budget_bytes {
             let worker = inner.clone();
-            let keeper = std::thread::Builder::new()
-                .name("store-page-cache".into())
-                .spawn(move || worker.page_cache_loop(budget));
-            match keeper {
-                Ok(h) => threads.push(h),
-                Err(e) => {
-                    let store = MessageStore {
-                        inner,
-                        threads: Mutex::new(threads),
-                        closed: AtomicBool::new(false),
-                    };
-                    store.stop_threads();
-                    return Err(StoreError::io(&store.inner.config.root, e));
-                }
-            }
+            store.spawn("store-page-cache", move || worker.page_cache_loop(budget))?;
         }
-        Ok(MessageStore {
-            inner,
-            threads: Mutex::new(threads),
-            closed: AtomicBool::new(false),
-        })
+        Ok(store)
+    }
+
+    /// Starts one of the store's threads. On failure the caller's `?` drops the store, and its
+    /// `Drop` stops the threads already started.
+    fn spawn(&self, name: &str, work: impl FnOnce() + Send + 'static) -> Result<()> {
+        let handle = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(work)
+            .map_err(|e| StoreError::io(&self.inner.config.root, e))?;
+        self.threads.lock().push(handle);
+        Ok(())
     }
 
     pub fn commit_log(&self) -> &CommitLog {

@@ -32,7 +32,7 @@ pub struct Heartbeat {
     pub timeout: Duration,
     /// The connection the heartbeat came on; when it closes, the broker counts as dead at once
     /// (a killed broker's socket closes long before its heartbeat timeout runs out).
-    pub connection: Option<u64>,
+    pub connection: u64,
     pub connection_closed: bool,
 }
 
@@ -75,7 +75,7 @@ fn record(controller: &Controller, connection: u64, request: &RemotingCommand) -
         election_priority: h.election_priority.unwrap_or(0),
         last_seen: Instant::now(),
         timeout: timeout_ms,
-        connection: Some(connection),
+        connection,
         connection_closed: false,
     };
     let broker_id = u64::try_from(broker_id).map_err(|_| Failure::Body(format!("brokerId {broker_id} is negative")))?;
@@ -92,7 +92,7 @@ fn record(controller: &Controller, connection: u64, request: &RemotingCommand) -
 /// the leader's scan runs at once (RocketMQ's controller does the same on a channel close).
 pub(super) fn connection_closed(controller: &Controller, connection: u64) {
     let mut any = false;
-    for hb in controller.live.lock().values_mut().filter(|hb| hb.connection == Some(connection)) {
+    for hb in controller.live.lock().values_mut().filter(|hb| hb.connection == connection) {
         hb.connection_closed = true;
         any = true;
     }
