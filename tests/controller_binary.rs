@@ -520,3 +520,232 @@ fn a_paused_controller_leader_resumes_as_a_follower_and_changes_nothing() {
     stop.store(true, Ordering::Relaxed);
     beats.join().unwrap();
 }
+
+/// A `petrel namesrv` process for brokers that outlive each other.
+struct NameServerProc(Child, u16);
+
+impl NameServerProc {
+    fn start(dir: &Path) -> NameServerProc {
+        let port = free_port();
+        let log = std::fs::File::create(dir.join("namesrv.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+            .args(["namesrv", "--listen", &format!("127.0.0.1:{port}")])
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "the name server did not listen");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        NameServerProc(child, port)
+    }
+}
+
+impl Drop for NameServerProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A Petrel broker of set `broker-a` in controller mode.
+fn controlled_broker(ns_port: u16, controllers: &str, extra: &[&str]) -> common::Petrel {
+    let ns = format!("127.0.0.1:{ns_port}");
+    let controller_addr = format!("controllerAddr={controllers}");
+    let mut args = vec![
+        "--namesrv-addr",
+        &ns,
+        "--set",
+        "enableControllerMode=true",
+        "--set",
+        &controller_addr,
+        "--set",
+        "brokerName=broker-a",
+        "--set",
+        "allAckInSyncStateSet=true",
+        "--set",
+        "mappedFileSizeCommitLog=1048576",
+        "--set",
+        "syncBrokerMetadataPeriod=300",
+        "--set",
+        "checkSyncStateSetPeriod=300",
+        "--set",
+        "brokerHeartbeatInterval=300",
+        "--set",
+        "controllerHeartBeatTimeoutMills=3000",
+        "--set",
+        "haMaxTimeSlaveNotCatchup=3000",
+        "--set",
+        "haSendHeartbeatInterval=1000",
+    ];
+    // Later keys win.
+    args.extend_from_slice(extra);
+    common::Petrel::start(&args)
+}
+
+/// (master broker address, SyncStateSet size) as the controllers have them.
+fn set_state(group: &[ControllerProc]) -> Option<(String, usize)> {
+    group.iter().find_map(|c| {
+        let a = c.call(request(
+            rc::CONTROLLER_GET_REPLICA_INFO,
+            &GetReplicaInfoRequestHeader { broker_name: SET.into() },
+        ))?;
+        let master = a.ext("masterAddress").filter(|m| !m.is_empty())?.to_owned();
+        let set: petrel_protocol::body::SyncStateSetBody = serde_json::from_slice(&a.body).ok()?;
+        Some((master, set.sync_state_set.len()))
+    })
+}
+
+fn wait_set(group: &[ControllerProc], what: &str, ok: impl Fn(&(String, usize)) -> bool) -> (String, usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(s) = set_state(group).filter(|s| ok(s)) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}: {:?}", set_state(group));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn petrel_brokers_in_controller_mode_fail_over_without_losing_an_acknowledged_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = NameServerProc::start(dir.path());
+    let group = start_group(dir.path());
+    let controllers: Vec<String> = group.iter().map(|c| format!("127.0.0.1:{}", c.port)).collect();
+    let controllers = controllers.join(";");
+    let mut brokers: Vec<common::Petrel> = (0..3).map(|_| controlled_broker(ns.1, &controllers, &[])).collect();
+    let by_addr =
+        |brokers: &[common::Petrel], addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
+    let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
+    let m = by_addr(&brokers, &master_addr);
+    let mut c = brokers[m].broker();
+    let mut acked = 0;
+    for seq in 0..50 {
+        let a = c.call(common::send_v2("Fail", 0, "t", seq, format!("m{seq}").as_bytes()));
+        assert_eq!(a.code, resp::SUCCESS, "every replica acks: {:?}", a.remark);
+        acked += 1;
+    }
+    // A slave refuses writes.
+    let s = (m + 1) % 3;
+    assert_eq!(
+        brokers[s].broker().call(common::send_v2("Fail", 0, "t", 0, b"no")).code,
+        resp::SERVICE_NOT_AVAILABLE
+    );
+
+    brokers[m].kill();
+    let killed = Instant::now();
+    let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
+    let n = by_addr(&brokers, &new_addr);
+    let mut c = brokers[n].broker();
+    let mut seq = 1000;
+    loop {
+        let a = c.call(common::send_v2("Fail", 0, "t", seq, format!("m{seq}").as_bytes()));
+        if a.code == resp::SUCCESS {
+            break;
+        }
+        assert!(
+            killed.elapsed() < Duration::from_secs(10),
+            "the new master takes no sends: {:?}",
+            a.remark
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        seq += 1;
+    }
+    let failover = killed.elapsed();
+    let bodies = common::pull_bodies(&mut c, "Fail", 0, 0, acked + 1, Duration::from_secs(10));
+    assert_eq!(bodies.len(), acked + 1, "the new master has every acknowledged message");
+    for (i, b) in bodies.iter().take(acked).enumerate() {
+        assert_eq!(b, &format!("m{i}"));
+    }
+
+    // The old master rejoins as a replica and holds what the new master took since.
+    brokers[m].spawn();
+    wait_set(&group, "the old master back in the SyncStateSet", |(a, k)| {
+        *a == new_addr && *k == 3
+    });
+    let a = brokers[n].broker().call(common::send_v2("Fail", 0, "t", 5000, b"after"));
+    assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+    let mut old = brokers[m].broker();
+    let bodies = common::pull_bodies(&mut old, "Fail", 0, 0, acked + 2, Duration::from_secs(10));
+    assert_eq!(bodies.len(), acked + 2, "the rejoined replica has everything");
+    assert_eq!(bodies.last().map(String::as_str), Some("after"));
+    eprintln!("failover (kill -9 to the first SEND_OK on the new master): {failover:?}");
+}
+
+fn signal(b: &common::Petrel, sig: i32) {
+    // SAFETY: kill(2) on our child's pid.
+    assert_eq!(unsafe { libc::kill(b.pid() as i32, sig) }, 0);
+}
+
+#[test]
+fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowledgement() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = NameServerProc::start(dir.path());
+    let group = start_group(dir.path());
+    let controllers: Vec<String> = group.iter().map(|c| format!("127.0.0.1:{}", c.port)).collect();
+    let controllers = controllers.join(";");
+    // Slaves never leave the SyncStateSet during the test: the master cannot shed them.
+    let extra = ["--set", "haMaxTimeSlaveNotCatchup=600000", "--set", "slaveTimeout=1000"];
+    let mut brokers: Vec<common::Petrel> = (0..3).map(|_| controlled_broker(ns.1, &controllers, &extra)).collect();
+    let by_addr =
+        |brokers: &[common::Petrel], addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
+    let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
+    let m = by_addr(&brokers, &master_addr);
+    let mut c = brokers[m].broker();
+    for seq in 0..20 {
+        assert_eq!(
+            c.call(common::send_v2("Cut", 0, "t", seq, format!("m{seq}").as_bytes())).code,
+            resp::SUCCESS
+        );
+    }
+    // Both slaves stop: the master writes, but no send is acknowledged.
+    let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
+    for s in &slaves {
+        signal(&brokers[*s], libc::SIGSTOP);
+    }
+    for seq in 100..103 {
+        let a = c.call(common::send_v2("Cut", 0, "t", seq, format!("lost{seq}").as_bytes()));
+        assert_eq!(
+            a.code,
+            resp::FLUSH_SLAVE_TIMEOUT,
+            "not acknowledged while replicas are away: {:?}",
+            a.remark
+        );
+    }
+    // Nobody reads what is not on every in-sync replica.
+    assert_eq!(queue_max(&mut c, "Cut"), 20, "consumers see only confirmed messages");
+    brokers[m].kill();
+    for s in &slaves {
+        signal(&brokers[*s], libc::SIGCONT);
+    }
+    let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
+    let n = by_addr(&brokers, &new_addr);
+    let mut c = brokers[n].broker();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.call(common::send_v2("Cut", 0, "t", 200, b"after")).code != resp::SUCCESS {
+        assert!(Instant::now() < deadline, "the new master takes no sends");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The old master comes back and must drop the three messages nobody acknowledged.
+    brokers[m].spawn();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while set_state(&group) != Some((new_addr.clone(), 3)) {
+        assert!(Instant::now() < deadline, "the old master did not rejoin:\n{}", brokers[m].log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(brokers[m].log().contains("cut the log's divergent tail"), "{}", brokers[m].log());
+    let mut old = brokers[m].broker();
+    let bodies = common::pull_bodies(&mut old, "Cut", 0, 0, 21, Duration::from_secs(10));
+    let expected: Vec<String> = (0..20).map(|i| format!("m{i}")).chain(["after".to_owned()]).collect();
+    assert_eq!(bodies, expected, "the replica holds exactly the new master's log");
+    assert_eq!(queue_max(&mut old, "Cut"), 21, "nothing of the cut tail is left");
+}
+
+/// Queue 0's max offset as a pull past the end reports it.
+fn queue_max(c: &mut Client, topic: &str) -> i64 {
+    let r = c.call(common::pull("BodyReaders", topic, 0, 1000, 0));
+    r.ext("maxOffset").unwrap().parse().unwrap()
+}

@@ -40,6 +40,8 @@ pub struct Broker {
     pub replication: Replication,
     /// The address clients reach this broker at, written into message ids.
     pub store_host: SocketAddr,
+    /// Master or slave, and the id registered under.
+    pub role: Arc<crate::role::Role>,
 }
 
 impl Broker {
@@ -98,13 +100,14 @@ impl Broker {
         let notifier = long_poll.clone();
         store.set_dispatch_listener(Arc::new(move |topic: &str, queue_id: i32| notifier.notify(topic, queue_id)));
         let store_host = config.advertised_addr();
+        let role = Arc::new(crate::role::Role::from_config(&config));
         let replication = Replication::start(&config, &store)?;
         let ha_port = replication.listen_port().unwrap_or_else(|| crate::replication::ha_port(&config));
         let registrar = Registrar::new(
             Identity {
                 cluster: config.broker_cluster_name.clone(),
                 broker_name: config.broker_name.clone(),
-                broker_id: config.broker_id,
+                role: role.clone(),
                 broker_addr: store_host.to_string(),
                 ha_server_addr: format!("{}:{ha_port}", store_host.ip()),
             },
@@ -125,7 +128,7 @@ impl Broker {
                 trace_on: config.trace_on,
                 max_message_size_bytes: config.max_message_size_bytes,
                 sync_flush_timeout: std::time::Duration::from_millis(config.sync_flush_timeout_ms),
-                is_slave: !config.broker_role.is_master(),
+                role: role.clone(),
                 replicas: replication.gate(),
                 slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
             },
@@ -167,6 +170,7 @@ impl Broker {
             registrar,
             replication,
             store_host,
+            role,
         }))
     }
 

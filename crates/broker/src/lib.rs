@@ -14,6 +14,7 @@ mod long_poll;
 pub mod metrics;
 mod persist;
 pub mod replication;
+pub mod role;
 pub mod services;
 mod stats;
 mod store_pool;

@@ -630,3 +630,12 @@ mod tests {
         assert_eq!(ConsumeStats::from_json(json.as_bytes()).unwrap(), cs);
     }
 }
+
+/// RocketMQ's `SyncStateSet` body: the broker ids whose acks count in a broker set, and the
+/// set's epoch (controller requests 1001–1004).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SyncStateSetBody {
+    pub sync_state_set: Vec<i64>,
+    pub sync_state_set_epoch: i32,
+}

@@ -13,7 +13,7 @@
 //! Must never: move the watermark past the master's own end, count a slave that is not in sync,
 //! or let a send wait when the policy cannot be met (it is told so before it appends).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,6 +66,12 @@ pub enum Refusal {
 /// One connected slave as the gate tracks it.
 struct SlaveAck {
     addr: String,
+    /// Its broker id, once its handshake named it (controller mode).
+    broker_id: Option<u64>,
+    /// It asked never to join the SyncStateSet (`isAsyncLearner`).
+    learner: bool,
+    /// The last time its ack reached the master's end (for shrinking the SyncStateSet).
+    caught_up_at: Instant,
     ack_offset: Option<u64>,
     in_sync: bool,
     connected_at: Instant,
@@ -76,6 +82,8 @@ struct SlaveAck {
 #[derive(Debug, Clone)]
 pub struct SlaveStatus {
     pub id: u64,
+    /// The broker id its handshake named (controller mode).
+    pub broker_id: Option<u64>,
     pub addr: String,
     /// The end of what it reported holding; `None` before its first report.
     pub ack_offset: Option<u64>,
@@ -113,6 +121,22 @@ pub struct AckGate {
     master_end: Box<dyn Fn() -> u64 + Send + Sync>,
     /// Runs after the watermark moved (the store's readers follow it in all-ack mode).
     on_advance: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Controller mode: the broker ids whose acks count, the master's own included. `None`:
+    /// classic mode, where the gate decides who is in sync from the gap alone.
+    sync_state_set: Mutex<Option<BTreeSet<u64>>>,
+    /// Controller mode, while this broker is not the master: the watermark stays where it is
+    /// (the log grows from another master's stream, which no ack of ours covers).
+    inactive: std::sync::atomic::AtomicBool,
+}
+
+/// The SyncStateSet as the gate applies it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncStateView {
+    /// The master's own broker id.
+    pub master_id: u64,
+    /// Members, the master included: while a change is pending, the union of the old and the
+    /// proposed set (a member leaving still counts, a member joining counts already).
+    pub members: BTreeSet<u64>,
 }
 
 impl AckGate {
@@ -131,6 +155,8 @@ impl AckGate {
             slaves: Mutex::new(BTreeMap::new()),
             master_end,
             on_advance: std::sync::OnceLock::new(),
+            sync_state_set: Mutex::new(None),
+            inactive: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -159,7 +185,10 @@ impl AckGate {
         if self.policy.mode == AckMode::None {
             return Ok(ReplicaWait::None);
         }
-        let in_sync = 1 + self.slaves.lock().values().filter(|s| s.in_sync).count();
+        let in_sync = match &*self.sync_state_set.lock() {
+            Some(members) => members.len().max(1),
+            None => 1 + self.slaves.lock().values().filter(|s| s.in_sync).count(),
+        };
         if in_sync < self.policy.min_in_sync_replicas {
             return Err(Refusal::InSyncReplicasNotEnough {
                 in_sync,
@@ -182,6 +211,9 @@ impl AckGate {
             id,
             SlaveAck {
                 addr,
+                broker_id: None,
+                learner: false,
+                caught_up_at: Instant::now(),
                 ack_offset: None,
                 in_sync: false,
                 connected_at: Instant::now(),
@@ -208,23 +240,71 @@ impl AckGate {
         self.recompute();
     }
 
+    /// A slave's handshake named its broker id (controller mode).
+    pub(crate) fn identified(&self, id: u64, broker_id: u64, learner: bool) {
+        if let Some(s) = self.slaves.lock().get_mut(&id) {
+            s.broker_id = Some(broker_id);
+            s.learner = learner;
+        }
+        self.recompute();
+    }
+
+    /// Controller mode: from now on exactly the members of `view` count (the master itself
+    /// always does); a member not connected holds the watermark where it is.
+    pub fn set_sync_state_set(&self, view: &SyncStateView) {
+        assert!(view.members.contains(&view.master_id), "the master is in its own SyncStateSet");
+        let mut members = view.members.clone();
+        members.remove(&view.master_id);
+        *self.sync_state_set.lock() = Some(members);
+        self.inactive.store(false, std::sync::atomic::Ordering::Release);
+        self.recompute();
+    }
+
+    /// Whether a SyncStateSet decides who counts (controller mode).
+    #[must_use]
+    pub fn is_controlled(&self) -> bool {
+        self.sync_state_set.lock().is_some()
+    }
+
+    /// Controller mode: holds the watermark still while this broker is not the master;
+    /// [`AckGate::set_sync_state_set`] makes it move again.
+    pub fn deactivate(&self) {
+        self.inactive.store(true, std::sync::atomic::Ordering::Release);
+    }
+
     /// Re-derives who is in sync and advances the watermark as far as the policy allows.
     pub fn recompute(&self) {
+        if self.inactive.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let end = (self.master_end)();
         let settled = self.mark.get();
+        let members = self.sync_state_set.lock().clone();
         let mut acks = Vec::new();
         {
             let mut slaves = self.slaves.lock();
             for (id, s) in slaves.iter_mut() {
                 let Some(ack) = s.ack_offset else { continue };
-                let close_enough = end.saturating_sub(ack) <= self.policy.max_gap_bytes;
+                if ack >= end {
+                    s.caught_up_at = Instant::now();
+                }
                 let was = s.in_sync;
-                s.in_sync = close_enough && (was || ack >= settled);
+                s.in_sync = match &members {
+                    Some(m) => s.broker_id.is_some_and(|b| m.contains(&b)),
+                    None => end.saturating_sub(ack) <= self.policy.max_gap_bytes && (was || ack >= settled),
+                };
                 if s.in_sync != was {
                     tracing::info!(slave = id, addr = %s.addr, ack, end, in_sync = s.in_sync, "slave sync state changed");
                 }
                 if s.in_sync {
                     acks.push(ack);
+                }
+            }
+            if let Some(m) = &members {
+                // Every member must be heard from: one not connected holds the mark.
+                let heard: BTreeSet<u64> = slaves.values().filter(|s| s.in_sync).filter_map(|s| s.broker_id).collect();
+                if heard.len() < m.len() {
+                    return;
                 }
             }
         }
@@ -238,6 +318,38 @@ impl AckGate {
         }
     }
 
+    /// Controller mode: connected slaves outside the SyncStateSet that may join it — not
+    /// learners, holding everything settled and everything since `epoch_start` (RocketMQ's
+    /// rule: a joiner must hold the confirm offset and the current epoch's start).
+    #[must_use]
+    pub fn expand_candidates(&self, epoch_start: u64) -> Vec<u64> {
+        let members = self.sync_state_set.lock().clone().unwrap_or_default();
+        let settled = self.mark.get();
+        self.slaves
+            .lock()
+            .values()
+            .filter(|s| !s.learner)
+            .filter_map(|s| Some((s.broker_id?, s.ack_offset?)))
+            .filter(|(b, ack)| !members.contains(b) && *ack >= settled && *ack >= epoch_start)
+            .map(|(b, _)| b)
+            .collect()
+    }
+
+    /// Controller mode: members (the master aside) that should leave the SyncStateSet: not
+    /// connected, or not caught up with the master's end for `max_not_caught_up`.
+    #[must_use]
+    pub fn shrink_candidates(&self, max_not_caught_up: std::time::Duration) -> Vec<u64> {
+        let members = self.sync_state_set.lock().clone().unwrap_or_default();
+        let slaves = self.slaves.lock();
+        members
+            .into_iter()
+            .filter(|b| {
+                let mut conns = slaves.values().filter(|s| s.broker_id == Some(*b));
+                !conns.any(|s| s.caught_up_at.elapsed() <= max_not_caught_up)
+            })
+            .collect()
+    }
+
     /// The connected slaves.
     #[must_use]
     pub fn slaves(&self) -> Vec<SlaveStatus> {
@@ -247,6 +359,7 @@ impl AckGate {
             .iter()
             .map(|(id, s)| SlaveStatus {
                 id: *id,
+                broker_id: s.broker_id,
                 addr: s.addr.clone(),
                 ack_offset: s.ack_offset,
                 in_sync: s.in_sync,

@@ -13,6 +13,6 @@ mod master;
 mod slave;
 pub mod wire;
 
-pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, agreed_offset};
-pub use master::{HaMaster, MasterConfig};
-pub use slave::{HaSlave, SlaveConfig, SlaveState};
+pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset};
+pub use master::{AutoSwitchMaster, HaMaster, MasterConfig};
+pub use slave::{AutoSwitchSlave, HaSlave, SlaveConfig, SlaveState};

@@ -25,10 +25,35 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use petrel_store::MessageStore;
+use petrel_store::{EpochFile, MessageStore, Watermark};
 
 use crate::acks::AckGate;
+use crate::wire::autoswitch::{MasterHeader, SLAVE_HANDSHAKE_BYTES, SlaveMessage, encode_epochs};
 use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
+
+/// Controller mode's extras on the master side: the epochs its frames name and the confirm
+/// offset they carry (RocketMQ's AutoSwitch protocol, see [`crate::wire::autoswitch`]).
+#[derive(Clone)]
+pub struct AutoSwitchMaster {
+    pub epochs: Arc<EpochFile>,
+    /// What every in-sync replica holds; readers on both sides stop there.
+    pub confirmed: Arc<Watermark>,
+}
+
+impl std::fmt::Debug for AutoSwitchMaster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoSwitchMaster")
+            .field("last_epoch", &self.epochs.last_epoch())
+            .field("confirmed", &self.confirmed.get())
+            .finish()
+    }
+}
+
+/// What a controller-mode slave said in its handshake.
+#[derive(Debug, Clone, Copy)]
+struct Handshake {
+    sync_from_last_file: bool,
+}
 
 /// The master side's settings.
 #[derive(Debug, Clone)]
@@ -48,6 +73,8 @@ pub struct MasterConfig {
     /// (ASYNC_MASTER): fewer, fuller frames for a lag of at most this. Zero when sends wait
     /// (they hold a frame only while the previous one is unacknowledged).
     pub linger: Duration,
+    /// `Some`: speak controller mode's protocol instead of the classic one.
+    pub autoswitch: Option<AutoSwitchMaster>,
 }
 
 struct Slave {
@@ -61,6 +88,8 @@ struct Slave {
     closed: AtomicBool,
     /// Next offset the transfer sends.
     next_offset: AtomicU64,
+    /// Controller mode: the slave's handshake, once read.
+    handshake: Mutex<Option<Handshake>>,
 }
 
 impl Slave {
@@ -81,6 +110,8 @@ struct Inner {
     threads: Mutex<Vec<JoinHandle<()>>>,
     next_id: AtomicU64,
     stop: AtomicBool,
+    /// Slaves are taken (a controller-mode broker that is not master takes none).
+    accepting: AtomicBool,
 }
 
 /// A running HA server.
@@ -107,6 +138,7 @@ impl HaMaster {
             threads: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(1),
             stop: AtomicBool::new(false),
+            accepting: AtomicBool::new(true),
         });
         let acceptor = {
             let inner = inner.clone();
@@ -137,6 +169,17 @@ impl HaMaster {
     #[must_use]
     pub fn gate(&self) -> &Arc<AckGate> {
         &self.inner.gate
+    }
+
+    /// Whether slaves are taken: a controller-mode broker stops taking them (and drops those
+    /// it has) when it stops being the master, and starts again when it becomes one.
+    pub fn set_accepting(&self, accepting: bool) {
+        self.inner.accepting.store(accepting, Ordering::Release);
+        if !accepting {
+            for s in self.inner.slaves.lock().drain(..) {
+                s.close("this broker is no longer the master");
+            }
+        }
     }
 
     /// Closes every slave connection and stops the threads.
@@ -186,6 +229,10 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
 
 fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
     let addr = stream.peer_addr()?;
+    if !inner.accepting.load(Ordering::Acquire) {
+        tracing::info!(%addr, "refusing a slave: this broker is not the master");
+        return Ok(());
+    }
     let mut slaves = inner.slaves.lock();
     slaves.retain(|s| !s.closed.load(Ordering::Acquire));
     if slaves.len() >= inner.config.max_slaves {
@@ -203,6 +250,7 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
         reported: Condvar::new(),
         closed: AtomicBool::new(false),
         next_offset: AtomicU64::new(0),
+        handshake: Mutex::new(None),
     });
     tracing::info!(slave = slave.id, %addr, "slave connected");
     inner.gate.connected(slave.id, addr.to_string());
@@ -227,15 +275,72 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
 }
 
 /// The reader: every report is an ack. Ends on EOF, an error, or silence past housekeeping.
-fn read_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+fn read_reports(inner: &Inner, slave: &Slave, stream: TcpStream) {
+    if inner.config.autoswitch.is_some() {
+        read_autoswitch_reports(inner, slave, stream);
+        return;
+    }
+    read_classic_reports(inner, slave, stream);
+}
+
+fn read_error(inner: &Inner, e: &std::io::Error) -> String {
+    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
+        format!("no report for {:?}", inner.config.housekeeping_interval)
+    } else {
+        format!("read: {e}")
+    }
+}
+
+/// Controller mode: a handshake naming the slave, then reports.
+fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+    let mut buf = [0u8; SLAVE_HANDSHAKE_BYTES];
+    let why = loop {
+        if let Err(e) = stream.read_exact(&mut buf[..4]) {
+            break read_error(inner, &e);
+        }
+        let state = i32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
+        let len = if state == crate::wire::autoswitch::STATE_HANDSHAKE {
+            SLAVE_HANDSHAKE_BYTES
+        } else {
+            crate::wire::autoswitch::SLAVE_REPORT_BYTES
+        };
+        if let Err(e) = stream.read_exact(&mut buf[4..len]) {
+            break read_error(inner, &e);
+        }
+        match SlaveMessage::decode(&buf[..len]) {
+            Ok(Some((
+                SlaveMessage::Handshake {
+                    sync_from_last_file,
+                    async_learner,
+                    broker_id,
+                },
+                _,
+            ))) => {
+                tracing::info!(slave = slave.id, broker_id, async_learner, "slave handshake");
+                inner.gate.identified(slave.id, broker_id, async_learner);
+                *slave.handshake.lock() = Some(Handshake { sync_from_last_file });
+            }
+            Ok(Some((SlaveMessage::Report { max_offset }, _))) => {
+                *slave.acked.lock() = Some(max_offset);
+                slave.reported.notify_all();
+                inner.gate.acked(slave.id, max_offset);
+            }
+            Ok(None) => unreachable!("read a whole message"),
+            Err(e) => break e,
+        }
+        if slave.closed.load(Ordering::Acquire) {
+            break "closed".into();
+        }
+    };
+    slave.close(&why);
+    inner.gate.disconnected(slave.id);
+}
+
+fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
     let mut buf = [0u8; REPORT_BYTES];
     let why = loop {
         if let Err(e) = stream.read_exact(&mut buf) {
-            break if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) {
-                format!("no report for {:?}", inner.config.housekeeping_interval)
-            } else {
-                format!("read: {e}")
-            };
+            break read_error(inner, &e);
         }
         let offset = match decode_report(buf) {
             Ok(o) => o,
@@ -253,11 +358,11 @@ fn read_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
 }
 
 /// Where the transfer to a slave that reported `reported` starts, or why it cannot.
-fn start_offset(inner: &Inner, reported: u64) -> Result<u64, String> {
+fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Result<u64, String> {
     let log = inner.store.commit_log();
     let (min, max) = (log.min_offset(), log.max_offset());
     if reported == 0 {
-        if inner.config.sync_from_last_file {
+        if sync_from_last_file {
             let size = log.config().segment_size_bytes;
             return Ok(max - max % size);
         }
@@ -276,8 +381,77 @@ fn start_offset(inner: &Inner, reported: u64) -> Result<u64, String> {
     Ok(reported)
 }
 
+/// Controller mode: waits for the slave's handshake and answers it with this master's end,
+/// last epoch and epoch entries. Returns the handshake, or why there is none.
+fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, stream: &mut TcpStream) -> Result<Handshake, String> {
+    let deadline = Instant::now() + inner.config.housekeeping_interval;
+    // Bounded by the deadline; RocketMQ's master polls for the handshake the same way.
+    let hs = loop {
+        if let Some(hs) = *slave.handshake.lock() {
+            break hs;
+        }
+        if slave.closed.load(Ordering::Acquire) || Instant::now() >= deadline {
+            return Err("no handshake".into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let entries = auto.epochs.entries();
+    let body = encode_epochs(&entries);
+    let header = MasterHeader::Handshake {
+        body_bytes: body.len() as u32,
+        max_offset: inner.store.commit_log().max_offset(),
+        last_epoch: auto.epochs.last_epoch(),
+    };
+    stream
+        .write_all(&[header.encode(), body].concat())
+        .map_err(|e| format!("write: {e}"))?;
+    Ok(hs)
+}
+
+/// The header of a frame of `len` bytes at `offset` (cut so that it stays in one epoch).
+fn frame_header(inner: &Inner, offset: u64, len: &mut usize) -> Vec<u8> {
+    let Some(auto) = &inner.config.autoswitch else {
+        return FrameHeader { offset, size: *len as u32 }.encode().to_vec();
+    };
+    let (entry, epoch_end) = auto
+        .epochs
+        .entry_at(offset)
+        .or_else(|| auto.epochs.entries().first().map(|e| (*e, None)))
+        .map_or(
+            (
+                petrel_store::EpochEntry {
+                    epoch: -1,
+                    start_offset: 0,
+                },
+                None,
+            ),
+            |x| x,
+        );
+    if let Some(end) = epoch_end {
+        *len = (*len).min((end - offset) as usize);
+    }
+    MasterHeader::Transfer {
+        body_bytes: *len as u32,
+        offset,
+        epoch: entry.epoch,
+        epoch_start: entry.start_offset,
+        confirm_offset: auto.confirmed.get(),
+    }
+    .encode()
+}
+
 /// The transfer: frames of the log from the slave's start point, heartbeats when idle.
 fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+    let mut sync_from_last_file = inner.config.sync_from_last_file;
+    if let Some(auto) = &inner.config.autoswitch {
+        match autoswitch_handshake(inner, auto, slave, &mut stream) {
+            Ok(hs) => sync_from_last_file = hs.sync_from_last_file,
+            Err(why) => {
+                slave.close(&why);
+                return;
+            }
+        }
+    }
     let reported = {
         let mut first = slave.acked.lock();
         let deadline = Instant::now() + inner.config.housekeeping_interval;
@@ -292,7 +466,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
         slave.close("no first report");
         return;
     };
-    let mut next = match start_offset(inner, reported) {
+    let mut next = match start_offset(inner, reported, sync_from_last_file) {
         Ok(o) => o,
         Err(why) => {
             tracing::error!(slave = slave.id, addr = %slave.addr, "{why}");
@@ -304,7 +478,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
     let log = inner.store.commit_log();
     let mut last_sent = Instant::now();
     let mut held_since: Option<Instant> = None;
-    let mut frame = Vec::with_capacity(crate::wire::FRAME_HEADER_BYTES + inner.config.transfer_batch_bytes);
+    let mut frame = Vec::with_capacity(crate::wire::autoswitch::MASTER_TRANSFER_BYTES + inner.config.transfer_batch_bytes);
     let why = loop {
         if slave.closed.load(Ordering::Acquire) || inner.stop.load(Ordering::Acquire) {
             break "stopped".to_owned();
@@ -342,18 +516,16 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
             }
         }
         held_since = None;
-        let header = FrameHeader {
-            offset: next,
-            size: bytes.len() as u32,
-        };
+        let mut len = bytes.len();
+        let header = frame_header(inner, next, &mut len);
         // One write per frame: header and bytes together.
         frame.clear();
-        frame.extend_from_slice(&header.encode());
-        frame.extend_from_slice(&bytes);
+        frame.extend_from_slice(&header);
+        frame.extend_from_slice(&bytes[..len]);
         if let Err(e) = stream.write_all(&frame) {
             break format!("write: {e}");
         }
-        next += bytes.len() as u64;
+        next += len as u64;
         last_sent = Instant::now();
     };
     slave.close(&why);

@@ -20,9 +20,32 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use parking_lot::{Mutex, RwLock};
-use petrel_store::{MessageStore, StoreError};
+use petrel_store::{EpochEntry, EpochFile, MessageStore, StoreError, Watermark};
 
+use crate::wire::autoswitch::{MasterHeader, SlaveMessage, decode_epochs};
 use crate::wire::{FRAME_HEADER_BYTES, FrameHeader, encode_report};
+
+/// Controller mode's extras on the slave side (RocketMQ's AutoSwitch protocol).
+#[derive(Clone)]
+pub struct AutoSwitchSlave {
+    /// This broker's id in its set, named in the handshake.
+    pub broker_id: u64,
+    pub epochs: Arc<EpochFile>,
+    /// Advanced to the master's confirm offset (never past this log's end).
+    pub confirmed: Arc<Watermark>,
+    /// Never join the SyncStateSet (`isAsyncLearner`).
+    pub async_learner: bool,
+    /// An empty replica starts at the master's newest segment (`syncFromLastFile`).
+    pub sync_from_last_file: bool,
+}
+
+impl std::fmt::Debug for AutoSwitchSlave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AutoSwitchSlave")
+            .field("broker_id", &self.broker_id)
+            .finish_non_exhaustive()
+    }
+}
 
 /// The slave side's settings.
 #[derive(Debug, Clone)]
@@ -36,6 +59,8 @@ pub struct SlaveConfig {
     pub max_frame_bytes: u32,
     /// Pause between connection attempts.
     pub reconnect_interval: Duration,
+    /// `Some`: speak controller mode's protocol instead of the classic one.
+    pub autoswitch: Option<AutoSwitchSlave>,
 }
 
 /// What the slave's client is doing, for metrics and runtime info.
@@ -128,7 +153,10 @@ fn follow(store: &MessageStore, master: &RwLock<Option<String>>, config: &SlaveC
             if last_error.take().is_some() {
                 tracing::info!(master = %addr, "connected to the HA master again");
             }
-            session(store, stream, &addr, master, config, state, stop)
+            match &config.autoswitch {
+                Some(auto) => autoswitch_session(store, stream, &addr, master, config, auto, state, stop),
+                None => session(store, stream, &addr, master, config, state, stop),
+            }
         });
         state.connected.store(false, Ordering::Release);
         if let Err(e) = result {
@@ -211,18 +239,164 @@ fn session(
             report(&mut stream, reported)?;
             last_report = Instant::now();
         }
-        if last_read.elapsed() >= config.housekeeping_interval {
-            return Err(format!("nothing from the master for {:?}", config.housekeeping_interval));
+        read_more(&mut stream, &mut buf, &mut chunk, &mut last_read, config)?;
+    }
+}
+
+/// Reads what the master sent (waiting at most the read timeout); errors on EOF, a failure, or
+/// silence past `haHousekeepingInterval`.
+fn read_more(
+    stream: &mut TcpStream,
+    buf: &mut BytesMut,
+    chunk: &mut [u8],
+    last_read: &mut Instant,
+    config: &SlaveConfig,
+) -> Result<(), String> {
+    if last_read.elapsed() >= config.housekeeping_interval {
+        return Err(format!("nothing from the master for {:?}", config.housekeeping_interval));
+    }
+    match stream.read(chunk) {
+        Ok(0) => Err("the master closed the connection".into()),
+        Ok(n) => {
+            buf.extend_from_slice(&chunk[..n]);
+            *last_read = Instant::now();
+            Ok(())
         }
-        match stream.read(&mut chunk) {
-            Ok(0) => return Err("the master closed the connection".into()),
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                last_read = Instant::now();
+        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
+        Err(e) => Err(format!("read: {e}")),
+    }
+}
+
+/// Controller mode, after the master's handshake: cuts this log back to where it agrees with
+/// the master's (the epoch files say where), so that nothing the old master wrote and the new
+/// one never had survives. An empty epoch file (a new replica) keeps everything.
+fn cut_to_consistent_point(
+    store: &MessageStore,
+    auto: &AutoSwitchSlave,
+    master_epochs: &[EpochEntry],
+    master_end: u64,
+) -> Result<(), String> {
+    let local = auto.epochs.entries();
+    if local.is_empty() {
+        return Ok(());
+    }
+    let end = store.commit_log().max_offset();
+    let Some(point) = petrel_store::consistent_point(&local, end, master_epochs, master_end) else {
+        return Err(format!(
+            "this replica shares no epoch with its master (local {local:?}, master {master_epochs:?}): it needs an empty store"
+        ));
+    };
+    if point < end {
+        let cut = store.truncate_to(point).map_err(|e| e.to_string())?;
+        tracing::warn!(
+            point,
+            cut_bytes = cut,
+            "cut the log's divergent tail before following the new master"
+        );
+    }
+    auto.epochs.truncate_from(point).map_err(|e| e.to_string())
+}
+
+/// One controller-mode connection: handshake, cut to the consistent point, report, then frames.
+#[allow(clippy::too_many_arguments, reason = "the session's whole context, passed once")]
+fn autoswitch_session(
+    store: &MessageStore,
+    mut stream: TcpStream,
+    addr: &str,
+    master: &RwLock<Option<String>>,
+    config: &SlaveConfig,
+    auto: &AutoSwitchSlave,
+    state: &SlaveState,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    let hello = SlaveMessage::Handshake {
+        sync_from_last_file: auto.sync_from_last_file,
+        async_learner: auto.async_learner,
+        broker_id: auto.broker_id,
+    };
+    stream.write_all(&hello.encode()).map_err(|e| format!("handshake: {e}"))?;
+    let log = store.commit_log();
+    let mut last_read = Instant::now();
+    let mut buf = BytesMut::with_capacity(crate::wire::autoswitch::MASTER_TRANSFER_BYTES + config.max_frame_bytes as usize);
+    let mut chunk = vec![0u8; 64 * 1024];
+    let epoch_list_bytes = (petrel_store::MAX_EPOCH_ENTRIES * crate::wire::autoswitch::EPOCH_ENTRY_BYTES) as u32;
+    let (master_epochs, master_end) = loop {
+        if stop.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        if let Some((
+            MasterHeader::Handshake {
+                body_bytes, max_offset, ..
+            },
+            len,
+        )) = MasterHeader::decode(&buf, epoch_list_bytes)?
+        {
+            if buf.len() >= len + body_bytes as usize {
+                let body = buf.split_to(len + body_bytes as usize).split_off(len);
+                break (decode_epochs(&body)?, max_offset);
             }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(e) => return Err(format!("read: {e}")),
+        } else if buf.len() >= crate::wire::autoswitch::MASTER_HANDSHAKE_BYTES {
+            return Err("the master did not answer the handshake".into());
         }
+        read_more(&mut stream, &mut buf, &mut chunk, &mut last_read, config)?;
+    };
+    cut_to_consistent_point(store, auto, &master_epochs, master_end)?;
+    let mut reported = log.max_offset();
+    stream
+        .write_all(&SlaveMessage::Report { max_offset: reported }.encode())
+        .map_err(|e| format!("report: {e}"))?;
+    let mut last_report = Instant::now();
+    let mut epoch = None;
+    loop {
+        if stop.load(Ordering::Acquire) || master.read().as_deref() != Some(addr) {
+            return Ok(());
+        }
+        while let Some((header, len)) = MasterHeader::decode(&buf, config.max_frame_bytes)? {
+            let MasterHeader::Transfer {
+                body_bytes,
+                offset,
+                epoch: frame_epoch,
+                epoch_start,
+                confirm_offset,
+            } = header
+            else {
+                return Err("a second handshake from the master".into());
+            };
+            if buf.len() < len + body_bytes as usize {
+                break;
+            }
+            let body = buf.split_to(len + body_bytes as usize).split_off(len).freeze();
+            if frame_epoch >= 0 && epoch != Some(frame_epoch) && body_bytes > 0 {
+                auto.epochs
+                    .append(EpochEntry {
+                        epoch: frame_epoch,
+                        start_offset: epoch_start,
+                    })
+                    .map_err(|e| format!("the master's epoch {frame_epoch} at {epoch_start}: {e}"))?;
+                epoch = Some(frame_epoch);
+            }
+            let end = apply(store, FrameHeader { offset, size: body_bytes }, body)?;
+            auto.confirmed.advance(confirm_offset.min(end));
+            log.wake_readers();
+            state.master_offset.store(offset + u64::from(body_bytes), Ordering::Relaxed);
+            state.last_frame_ms.store(now_ms(), Ordering::Relaxed);
+            state.frames.fetch_add(1, Ordering::Relaxed);
+            state.bytes.fetch_add(u64::from(body_bytes), Ordering::Relaxed);
+            if end > reported || last_report.elapsed() >= config.heartbeat_interval {
+                stream
+                    .write_all(&SlaveMessage::Report { max_offset: end }.encode())
+                    .map_err(|e| format!("report: {e}"))?;
+                reported = end;
+                last_report = Instant::now();
+            }
+        }
+        if last_report.elapsed() >= config.heartbeat_interval {
+            stream
+                .write_all(&SlaveMessage::Report { max_offset: reported }.encode())
+                .map_err(|e| format!("report: {e}"))?;
+            last_report = Instant::now();
+        }
+        read_more(&mut stream, &mut buf, &mut chunk, &mut last_read, config)?;
     }
 }
 

@@ -68,6 +68,229 @@ pub fn decode_report(buf: [u8; REPORT_BYTES]) -> Result<u64, String> {
     u64::try_from(v).map_err(|_| format!("a slave reported offset {v}"))
 }
 
+/// RocketMQ's controller-mode HA protocol (`AutoSwitchHAClient` / `AutoSwitchHAConnection`):
+/// every message starts with the sender's state (`HAConnectionState` ordinal). The slave opens
+/// with a handshake naming its broker id; the master answers with its end, its last epoch and
+/// its epoch entries, from which the slave finds where to cut its log; then the slave reports
+/// its end, and the master streams frames that also carry the frame's epoch, where that epoch
+/// began, and the master's confirm offset. A frame never spans two epochs.
+pub mod autoswitch {
+    use petrel_store::EpochEntry;
+
+    /// `HAConnectionState.HANDSHAKE`.
+    pub const STATE_HANDSHAKE: i32 = 1;
+    /// `HAConnectionState.TRANSFER`.
+    pub const STATE_TRANSFER: i32 = 2;
+    /// Slave handshake: state, flags (isSyncFromLastFile, isAsyncLearner as shorts), broker id.
+    pub const SLAVE_HANDSHAKE_BYTES: usize = 16;
+    /// Slave report: state, max offset.
+    pub const SLAVE_REPORT_BYTES: usize = 12;
+    /// Master handshake header: state, body size, max offset, last epoch.
+    pub const MASTER_HANDSHAKE_BYTES: usize = 20;
+    /// Master transfer header: the handshake's fields plus epoch start and confirm offset.
+    pub const MASTER_TRANSFER_BYTES: usize = 36;
+    /// One epoch entry in the master's handshake body.
+    pub const EPOCH_ENTRY_BYTES: usize = 12;
+
+    /// What a slave sends.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SlaveMessage {
+        Handshake {
+            sync_from_last_file: bool,
+            async_learner: bool,
+            broker_id: u64,
+        },
+        Report {
+            max_offset: u64,
+        },
+    }
+
+    impl SlaveMessage {
+        #[must_use]
+        pub fn encode(self) -> Vec<u8> {
+            let mut out = Vec::with_capacity(SLAVE_HANDSHAKE_BYTES);
+            match self {
+                SlaveMessage::Handshake {
+                    sync_from_last_file,
+                    async_learner,
+                    broker_id,
+                } => {
+                    out.extend_from_slice(&STATE_HANDSHAKE.to_be_bytes());
+                    out.extend_from_slice(&i16::from(sync_from_last_file).to_be_bytes());
+                    out.extend_from_slice(&i16::from(async_learner).to_be_bytes());
+                    out.extend_from_slice(&(broker_id as i64).to_be_bytes());
+                }
+                SlaveMessage::Report { max_offset } => {
+                    out.extend_from_slice(&STATE_TRANSFER.to_be_bytes());
+                    out.extend_from_slice(&(max_offset as i64).to_be_bytes());
+                }
+            }
+            out
+        }
+
+        /// The message at the start of `buf` and its length; `Ok(None)` until it is complete.
+        ///
+        /// # Errors
+        /// An unknown state or a negative field.
+        pub fn decode(buf: &[u8]) -> Result<Option<(SlaveMessage, usize)>, String> {
+            let Some(state) = buf.get(..4) else { return Ok(None) };
+            match i32::from_be_bytes(state.try_into().expect("4 bytes")) {
+                STATE_HANDSHAKE => {
+                    let Some(b) = buf.get(..SLAVE_HANDSHAKE_BYTES) else {
+                        return Ok(None);
+                    };
+                    let id = i64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+                    let broker_id = u64::try_from(id).map_err(|_| format!("a slave named broker id {id}"))?;
+                    Ok(Some((
+                        SlaveMessage::Handshake {
+                            sync_from_last_file: b[4..6] == [0, 1],
+                            async_learner: b[6..8] == [0, 1],
+                            broker_id,
+                        },
+                        SLAVE_HANDSHAKE_BYTES,
+                    )))
+                }
+                STATE_TRANSFER => {
+                    let Some(b) = buf.get(..SLAVE_REPORT_BYTES) else { return Ok(None) };
+                    let v = i64::from_be_bytes(b[4..12].try_into().expect("8 bytes"));
+                    let max_offset = u64::try_from(v).map_err(|_| format!("a slave reported offset {v}"))?;
+                    Ok(Some((SlaveMessage::Report { max_offset }, SLAVE_REPORT_BYTES)))
+                }
+                other => Err(format!("a slave sent state {other}")),
+            }
+        }
+    }
+
+    /// The header of what a master sends: a handshake (its end, last epoch; the body is its
+    /// epoch entries) or a transfer frame (the body is log bytes at `offset`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MasterHeader {
+        Handshake {
+            body_bytes: u32,
+            max_offset: u64,
+            last_epoch: i32,
+        },
+        Transfer {
+            body_bytes: u32,
+            offset: u64,
+            epoch: i32,
+            epoch_start: u64,
+            confirm_offset: u64,
+        },
+    }
+
+    impl MasterHeader {
+        #[must_use]
+        pub fn encode(self) -> Vec<u8> {
+            let mut out = Vec::with_capacity(MASTER_TRANSFER_BYTES);
+            let (state, body, offset, epoch) = match self {
+                MasterHeader::Handshake {
+                    body_bytes,
+                    max_offset,
+                    last_epoch,
+                } => (STATE_HANDSHAKE, body_bytes, max_offset, last_epoch),
+                MasterHeader::Transfer {
+                    body_bytes, offset, epoch, ..
+                } => (STATE_TRANSFER, body_bytes, offset, epoch),
+            };
+            out.extend_from_slice(&state.to_be_bytes());
+            out.extend_from_slice(&(body as i32).to_be_bytes());
+            out.extend_from_slice(&(offset as i64).to_be_bytes());
+            out.extend_from_slice(&epoch.to_be_bytes());
+            if let MasterHeader::Transfer {
+                epoch_start,
+                confirm_offset,
+                ..
+            } = self
+            {
+                out.extend_from_slice(&(epoch_start as i64).to_be_bytes());
+                out.extend_from_slice(&(confirm_offset as i64).to_be_bytes());
+            }
+            out
+        }
+
+        /// The header at the start of `buf` and its length; `Ok(None)` until it is complete.
+        ///
+        /// # Errors
+        /// An unknown state, a negative field, or a body above `max_body`.
+        pub fn decode(buf: &[u8], max_body: u32) -> Result<Option<(MasterHeader, usize)>, String> {
+            let Some(b) = buf.get(..MASTER_HANDSHAKE_BYTES) else {
+                return Ok(None);
+            };
+            let state = i32::from_be_bytes(b[0..4].try_into().expect("4 bytes"));
+            let body = i32::from_be_bytes(b[4..8].try_into().expect("4 bytes"));
+            let offset = i64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
+            let epoch = i32::from_be_bytes(b[16..20].try_into().expect("4 bytes"));
+            if body < 0 || body as u32 > max_body {
+                return Err(format!("a master frame of {body} bytes (the bound is {max_body})"));
+            }
+            // -1: a master with an empty log has no offset to name yet.
+            let offset = u64::try_from(offset.max(0)).expect("not negative");
+            match state {
+                STATE_HANDSHAKE => Ok(Some((
+                    MasterHeader::Handshake {
+                        body_bytes: body as u32,
+                        max_offset: offset,
+                        last_epoch: epoch,
+                    },
+                    MASTER_HANDSHAKE_BYTES,
+                ))),
+                STATE_TRANSFER => {
+                    let Some(t) = buf.get(..MASTER_TRANSFER_BYTES) else {
+                        return Ok(None);
+                    };
+                    let start = i64::from_be_bytes(t[20..28].try_into().expect("8 bytes")).max(0);
+                    let confirm = i64::from_be_bytes(t[28..36].try_into().expect("8 bytes")).max(0);
+                    Ok(Some((
+                        MasterHeader::Transfer {
+                            body_bytes: body as u32,
+                            offset,
+                            epoch,
+                            epoch_start: start as u64,
+                            confirm_offset: confirm as u64,
+                        },
+                        MASTER_TRANSFER_BYTES,
+                    )))
+                }
+                other => Err(format!("a master sent state {other}")),
+            }
+        }
+
+        #[must_use]
+        pub fn body_bytes(self) -> u32 {
+            match self {
+                MasterHeader::Handshake { body_bytes, .. } | MasterHeader::Transfer { body_bytes, .. } => body_bytes,
+            }
+        }
+    }
+
+    #[must_use]
+    pub fn encode_epochs(entries: &[EpochEntry]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(entries.len() * EPOCH_ENTRY_BYTES);
+        for e in entries {
+            out.extend_from_slice(&e.epoch.to_be_bytes());
+            out.extend_from_slice(&(e.start_offset as i64).to_be_bytes());
+        }
+        out
+    }
+
+    /// # Errors
+    /// A body that is not whole entries, or a negative offset.
+    pub fn decode_epochs(body: &[u8]) -> Result<Vec<EpochEntry>, String> {
+        if !body.len().is_multiple_of(EPOCH_ENTRY_BYTES) {
+            return Err(format!("an epoch list of {} bytes", body.len()));
+        }
+        body.chunks_exact(EPOCH_ENTRY_BYTES)
+            .map(|c| {
+                let epoch = i32::from_be_bytes(c[0..4].try_into().expect("4 bytes"));
+                let start = i64::from_be_bytes(c[4..12].try_into().expect("8 bytes"));
+                let start_offset = u64::try_from(start).map_err(|_| format!("epoch {epoch} starts at {start}"))?;
+                Ok(EpochEntry { epoch, start_offset })
+            })
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +314,40 @@ mod tests {
         assert!(FrameHeader::decode(&FrameHeader { offset: 0, size: 101 }.encode(), 100).is_err());
         assert!(decode_report((-1i64).to_be_bytes()).is_err());
         assert_eq!(decode_report(encode_report(42)).unwrap(), 42);
+    }
+
+    #[test]
+    fn autoswitch_messages_have_rocketmqs_layout() {
+        use autoswitch::{MasterHeader, SlaveMessage};
+        let hs = SlaveMessage::Handshake {
+            sync_from_last_file: false,
+            async_learner: true,
+            broker_id: 3,
+        };
+        assert_eq!(hs.encode(), [0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 3]);
+        assert_eq!(SlaveMessage::decode(&hs.encode()).unwrap(), Some((hs, 16)));
+        let report = SlaveMessage::Report { max_offset: 0x0102 };
+        assert_eq!(report.encode(), [0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 1, 2]);
+        assert_eq!(SlaveMessage::decode(&report.encode()[..11]).unwrap(), None);
+        assert!(SlaveMessage::decode(&[0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0]).is_err());
+        let t = MasterHeader::Transfer {
+            body_bytes: 5,
+            offset: 7,
+            epoch: 2,
+            epoch_start: 6,
+            confirm_offset: 4,
+        };
+        let bytes = t.encode();
+        assert_eq!(bytes.len(), 36);
+        assert_eq!(&bytes[..8], &[0, 0, 0, 2, 0, 0, 0, 5]);
+        assert_eq!(&bytes[28..], &[0, 0, 0, 0, 0, 0, 0, 4]);
+        assert_eq!(MasterHeader::decode(&bytes, 5).unwrap(), Some((t, 36)));
+        assert!(MasterHeader::decode(&bytes, 4).is_err(), "a body over the bound");
+        assert_eq!(MasterHeader::decode(&bytes[..30], 5).unwrap(), None);
+        let entries = [
+            petrel_store::EpochEntry { epoch: 1, start_offset: 0 },
+            petrel_store::EpochEntry { epoch: 2, start_offset: 9 },
+        ];
+        assert_eq!(autoswitch::decode_epochs(&autoswitch::encode_epochs(&entries)).unwrap(), entries);
     }
 }

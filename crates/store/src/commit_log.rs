@@ -786,6 +786,18 @@ impl CommitLog {
         self.shared.reader_gate.get().map_or(end, |gate| end.min(gate.get()))
     }
 
+    /// The reader gate, if one is set.
+    #[must_use]
+    pub fn reader_gate_mark(&self) -> Option<Arc<Watermark>> {
+        self.shared.reader_gate.get().cloned()
+    }
+
+    /// Where the reader gate stands, if one is set.
+    #[must_use]
+    pub fn reader_gate(&self) -> Option<u64> {
+        self.shared.reader_gate.get().map(|g| g.get())
+    }
+
     /// From now on readers see nothing past `gate` either (set once; later calls are ignored).
     /// Whoever advances `gate` calls [`CommitLog::wake_readers`].
     pub fn gate_readers_on(&self, gate: Arc<Watermark>) {

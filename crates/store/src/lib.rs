@@ -9,6 +9,7 @@ mod allocator;
 mod checkpoint;
 mod commit_log;
 mod consume_queue;
+mod epoch_file;
 mod error;
 mod flusher;
 mod mapped_file;
@@ -24,6 +25,7 @@ mod writer;
 
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
+pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
 pub use error::{Result, StoreError};
 pub use message_store::{Boundary, DispatchListener, GetResult, GetStatus, MessageStore, MessageStoreConfig};
 pub use page_cache::{KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};

@@ -60,6 +60,11 @@ pub struct MessageStoreConfig {
     /// Resident bytes of the store's files held under this (see `page_cache.rs`); `None`: no
     /// budget.
     pub page_cache_budget_bytes: Option<u64>,
+    /// Readers (the dispatcher, hence consumers) stop at a confirm offset that starts where
+    /// dispatch resumes and that the owner advances (controller mode: what every in-sync
+    /// replica holds). Set before the dispatcher starts, so that a tail written before a crash
+    /// stays unread until it is confirmed — or cut.
+    pub confirm_gate: bool,
 }
 
 impl MessageStoreConfig {
@@ -74,6 +79,7 @@ impl MessageStoreConfig {
             retention_check_interval: Duration::from_secs(10),
             max_transfer_bytes: 256 * 1024,
             page_cache_budget_bytes: None,
+            confirm_gate: false,
         }
     }
 }
@@ -487,6 +493,9 @@ impl MessageStore {
         });
         let wakeup = inner.wakeup.clone();
         inner.log.set_readable_listener(Arc::new(move || wakeup.wake()));
+        if inner.config.confirm_gate {
+            inner.log.gate_readers_on(crate::watermark::Watermark::new("confirmed", from, 1));
+        }
         // Open every existing queue now, so entries past the recovered log end are cut.
         let cq_root = inner.cq_root();
         if let Ok(topics) = std::fs::read_dir(&cq_root) {
@@ -611,6 +620,31 @@ impl MessageStore {
     /// `retention_check_interval` on the store's maintenance thread.
     pub fn run_retention(&self) -> Result<usize> {
         self.inner.run_retention()
+    }
+
+    /// Cuts the commit log back to `offset` (see [`CommitLog::truncate_to`]). Only a tail that
+    /// no reader has seen can be cut: the dispatcher, and the reader gate that holds it back
+    /// (the confirm offset in controller mode), must both be at or below `offset`.
+    ///
+    /// # Errors
+    /// [`StoreError::Layout`] when readers passed `offset`, or the log's own errors.
+    pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let log = self.commit_log();
+        let gate = log.reader_gate();
+        let dispatched = self.dispatched_offset();
+        if offset >= log.max_offset() {
+            return Ok(0);
+        }
+        if dispatched > offset || gate.is_none_or(|g| g > offset) {
+            return Err(StoreError::Layout {
+                path: self.inner.config.root.display().to_string(),
+                reason: format!(
+                    "cannot cut the log back to {offset}: consumers may already have read past it \
+                     (dispatched to {dispatched}, reader gate {gate:?}); this replica needs an empty store"
+                ),
+            });
+        }
+        log.truncate_to(offset)
     }
 
     /// Commit-log offset up to which records are in their consume queues.

@@ -11,6 +11,8 @@
 //! log's end, let a chunk cross a segment, count a record before all its bytes arrived, or hold
 //! more than one partial record (the carry is bounded by the largest record).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, RecordView};
 
@@ -206,6 +208,153 @@ impl CommitLog {
             return Err(StoreError::NotWritable("writing the commit log failed".into()));
         }
         Ok(offset + len)
+    }
+
+    /// Cuts the log back to `offset`, a record boundary at or below its end: a replica that
+    /// rejoins a new master drops the tail its old master wrote and nobody else holds (the
+    /// epoch files name the point). Waits until everything written is durable, then, under the
+    /// put-message lock, zeroes the rest of the segment holding `offset`, deletes the segments
+    /// after it, rolls the queue offsets back to the first record cut in each queue and lowers
+    /// the watermarks. Returns the bytes cut.
+    ///
+    /// Readers must not have passed `offset` (the store checks its dispatcher first).
+    ///
+    /// # Errors
+    /// [`StoreError::Layout`] for an offset past the end or inside a record; a write failing.
+    pub fn truncate_to(&self, offset: u64) -> Result<u64> {
+        let s = &self.shared;
+        s.check_writable()?;
+        self.request_flush();
+        let end = self.max_offset();
+        match s.flushed.wait_blocking(end, std::time::Duration::from_secs(30)) {
+            Ok(()) => {}
+            Err(e) => return Err(StoreError::NotWritable(format!("flushing before a truncation: {e}"))),
+        }
+        s.with_write_state(|w| -> Result<u64> {
+            let end = w.write_offset;
+            if offset >= end {
+                return Ok(0);
+            }
+            if s.flushed.get() < end {
+                return Err(StoreError::NotWritable(format!(
+                    "records were appended while the log was being cut at {offset}; try again"
+                )));
+            }
+            let segment_bytes = s.config.segment_size_bytes;
+            let cut = self.records_from(offset, end)?;
+            for (topic, queue_id, queue_offset) in &cut {
+                let next = w.next_queue_offset(topic, *queue_id);
+                *next = (*next).min(*queue_offset);
+            }
+            let keep_start = offset - offset % segment_bytes;
+            let doomed: Vec<Arc<crate::mapped_file::MappedFile>> = {
+                let mut segs = s.segments.write();
+                let at = segs.iter().position(|g| g.start_offset() > keep_start).unwrap_or(segs.len());
+                segs.split_off(at)
+            };
+            // Newest first: a crash part-way leaves a contiguous log.
+            for seg in doomed.iter().rev() {
+                std::fs::remove_file(seg.path()).map_err(|e| StoreError::io(seg.path(), e))?;
+            }
+            crate::checkpoint::sync_dir(&s.config.dir)?;
+            w.current = s.segment_at(offset);
+            if let Some(cur) = &w.current {
+                let from = (offset - cur.start_offset()) as usize;
+                let upto = ((end.min(cur.start_offset() + segment_bytes)) - cur.start_offset()) as usize;
+                // SAFETY: under the put-message lock with nothing staged; readers stop at
+                // `offset` (the caller's contract), so nobody reads or writes these bytes.
+                unsafe { cur.write_at(from, &vec![0; upto - from]) };
+                cur.flush_range(from, upto)?;
+            }
+            {
+                let mut next = s.next.lock();
+                next.wanted = keep_start + segment_bytes;
+                if let Some(unused) = next.ready.take_if(|r| r.start_offset() != keep_start + segment_bytes) {
+                    let path = unused.path().to_owned();
+                    drop(unused);
+                    let _ = std::fs::remove_file(&path);
+                }
+                next.retry_requested = true;
+            }
+            s.allocator_wakeup.wake_always();
+            w.write_offset = offset;
+            w.replica = ReplicaCursor::at(offset);
+            s.published.store(offset, std::sync::atomic::Ordering::SeqCst);
+            s.written.lower_to(offset);
+            s.flushed.lower_to(offset);
+            tracing::warn!(
+                offset,
+                cut_bytes = end - offset,
+                records = cut.len(),
+                "commit log cut back to the consistent point"
+            );
+            Ok(end - offset)
+        })
+    }
+
+    /// A replica about to become master: drops the partial record its master's stream left
+    /// at the end (the stream ignores record boundaries), or completes a segment whose filler
+    /// had only begun to arrive, so that the next append starts at a record boundary.
+    ///
+    /// # Errors
+    /// The cut failing.
+    pub fn cut_partial_record(&self) -> Result<()> {
+        let s = &self.shared;
+        let (end, next_record) = s.with_write_state(|w| (w.write_offset, w.replica.next_record));
+        if next_record < end {
+            self.truncate_to(next_record)?;
+        } else if next_record > end {
+            s.with_write_state(|w| {
+                assert_eq!(next_record % s.config.segment_size_bytes, 0, "only a filler runs ahead of the log");
+                w.write_offset = next_record;
+                w.current = None;
+                s.published.store(next_record, std::sync::atomic::Ordering::SeqCst);
+                s.written.advance(next_record);
+                s.flushed.advance(next_record);
+            });
+        }
+        Ok(())
+    }
+
+    /// The records in `[from, to)`, which must start at a record boundary.
+    fn records_from(&self, from: u64, to: u64) -> Result<Vec<Completed>> {
+        let segment_bytes = self.shared.config.segment_size_bytes;
+        let mut at = from;
+        let mut out = Vec::new();
+        // Bounded: every turn moves `at` forward by a record or to the next segment.
+        while at < to {
+            let seg = self.shared.segment_at(at).ok_or_else(|| StoreError::Layout {
+                path: self.shared.config.dir.display().to_string(),
+                reason: format!("no segment holds offset {at}"),
+            })?;
+            let pos = (at - seg.start_offset()) as usize;
+            if to - at < 8 {
+                // A partial header: a replica's stream ended inside a record, never counted.
+                break;
+            }
+            let head = seg.slice(pos, 8);
+            let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
+            let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
+            if magic == BLANK_MAGIC_CODE {
+                at = at - at % segment_bytes + segment_bytes;
+                continue;
+            }
+            let bad = || StoreError::Layout {
+                path: self.shared.config.dir.display().to_string(),
+                reason: format!("cannot cut the log at {from}: no record at {at} (size {size}, magic {magic:#x})"),
+            };
+            if size < 8 || pos + size as usize > segment_bytes as usize {
+                return Err(bad());
+            }
+            if at + size as u64 > to {
+                // A partial record (see above).
+                break;
+            }
+            let view = RecordView::parse(seg.slice(pos, size as usize)).map_err(|_| bad())?;
+            out.push((view.topic.to_owned(), view.queue_id, view.queue_offset));
+            at += size as u64;
+        }
+        Ok(out)
     }
 
     /// Up to `max_bytes` of the log's raw bytes from `offset`, never past the written end or the

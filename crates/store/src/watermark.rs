@@ -156,6 +156,13 @@ impl Watermark {
         self.free.fetch_add(released, Ordering::AcqRel);
     }
 
+    /// Lowers the value to `to` (a commit log cut back on a replica). Waiters past `to` keep
+    /// waiting for the log to grow there again.
+    pub fn lower_to(&self, to: u64) {
+        let _table = self.table.lock();
+        self.value.fetch_min(to, Ordering::AcqRel);
+    }
+
     /// Fails every waiter, now and later, with `reason` (the first failure is kept).
     pub fn fail(&self, reason: &str) {
         let mut table = self.table.lock();

@@ -288,3 +288,52 @@ fn a_queue_that_begins_late_keeps_its_start_across_a_reopen_but_lost_slots_do_no
     let lost = ConsumeQueue::open(dir.path(), "T", 1, 64, u64::MAX).unwrap();
     assert_eq!((lost.min_offset(), lost.max_offset()), (0, 0));
 }
+
+#[test]
+fn a_tail_no_reader_saw_is_cut_and_the_queues_continue_from_the_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+    // A confirm offset holds the dispatcher back, as on a replica in controller mode.
+    let gate = petrel_store::Watermark::new("confirmed", 0, 1);
+    store.commit_log().gate_readers_on(gate.clone());
+    let mut ends = Vec::new();
+    for i in 0..60u64 {
+        let q = (i % 2) as i32;
+        let a = store.append(&mut tagged_record("T", q, &body(i, 300), None), "T", q).unwrap();
+        ends.push(a.end_offset());
+    }
+    let cut_at = ends[19];
+    assert!(cut_at / 8192 < store.commit_log().max_offset() / 8192, "the cut spans segments");
+    gate.advance(ends[9]);
+    store.commit_log().wake_readers();
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("T", 0), (0, 5));
+    // Past what readers saw: refused, nothing changed.
+    assert!(store.truncate_to(ends[5]).is_err());
+    // Inside a record: refused.
+    assert!(store.truncate_to(cut_at + 1).is_err());
+    let before = store.commit_log().max_offset();
+    assert_eq!(store.truncate_to(cut_at).unwrap(), before - cut_at);
+    assert_eq!(store.commit_log().max_offset(), cut_at);
+    let next = store.append(&mut tagged_record("T", 0, b"after the cut", None), "T", 0).unwrap();
+    assert_eq!(
+        (next.physical_offset, next.queue_offset),
+        (cut_at, 10),
+        "queue 0 continues at its 11th slot"
+    );
+    gate.advance(u64::MAX);
+    store.commit_log().wake_readers();
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("T", 0), (0, 11));
+    assert_eq!(store.queue_offsets("T", 1), (0, 10));
+    let got = store.get_messages("T", 0, 10, 8, None);
+    assert_eq!(got.message_count, 1);
+    assert_eq!(MessageExt::decode_verified(&got.body).unwrap().0.body.as_ref(), b"after the cut");
+    let end = store.commit_log().max_offset();
+    store.close().unwrap();
+    // Nothing of the cut tail comes back after a restart.
+    let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+    assert_eq!(store.commit_log().max_offset(), end);
+    assert_eq!(store.queue_offsets("T", 0), (0, 11));
+    store.close().unwrap();
+}

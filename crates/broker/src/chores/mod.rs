@@ -5,6 +5,7 @@
 //! Owns: starting them. Must never: run blocking work on a runtime worker (file writes go to
 //! the blocking pool).
 
+pub mod controller;
 pub mod expiry;
 pub mod offset_flush;
 pub mod registration;
@@ -37,7 +38,10 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         broker.groups.clone(),
         Duration::from_millis(broker.config.channel_expired_timeout_ms),
     ));
-    if broker.replication.slave().is_some() {
+    if broker.replication.controlled().is_some() {
+        tasks.spawn(controller::run(broker.clone()));
+    }
+    if broker.replication.slave().is_some() || broker.replication.controlled().is_some() {
         tasks.spawn(slave_sync::run(broker.clone()));
     }
 }

@@ -38,7 +38,8 @@ pub enum NameServers {
 pub struct Identity {
     pub cluster: String,
     pub broker_name: String,
-    pub broker_id: i64,
+    /// The id to register under, which a controller-mode broker's role changes.
+    pub role: Arc<crate::role::Role>,
     pub broker_addr: String,
     pub ha_server_addr: String,
 }
@@ -131,6 +132,10 @@ impl Registrar {
     /// The REGISTER_BROKER request this broker sends (the full topic table, uncompressed).
     #[must_use]
     pub fn register_request(&self) -> Option<RemotingCommand> {
+        if self.identity.role.broker_id() < 0 {
+            // Controller mode, before the controllers gave this broker its role.
+            return None;
+        }
         let topics = self.topics.upgrade()?;
         let body = RegisterBrokerBody {
             filter_server_list: Vec::new(),
@@ -142,7 +147,7 @@ impl Registrar {
             broker_addr: self.identity.broker_addr.clone(),
             cluster_name: self.identity.cluster.clone(),
             ha_server_addr: self.identity.ha_server_addr.clone(),
-            broker_id: self.identity.broker_id,
+            broker_id: self.identity.role.broker_id(),
             heartbeat_timeout_millis: Some(120_000),
             enable_acting_master: Some(false),
             compressed: Some(false),
@@ -160,7 +165,7 @@ impl Registrar {
             broker_name: self.identity.broker_name.clone(),
             broker_addr: self.identity.broker_addr.clone(),
             cluster_name: self.identity.cluster.clone(),
-            broker_id: self.identity.broker_id,
+            broker_id: self.identity.role.broker_id(),
         };
         RemotingCommand::request(rc::UNREGISTER_BROKER, 0).with_ext_fields(header.to_ext())
     }

@@ -29,6 +29,17 @@ pub async fn run(broker: Arc<Broker>) {
     let mut conn: Option<(String, Arc<Connection>)> = None;
     loop {
         tick.tick().await;
+        if broker.replication.controlled().is_some() {
+            // Controller mode: while a slave, take the metadata of the master the controllers named.
+            let Some(master) = broker.role.master_addr().filter(|_| !broker.role.is_master()) else {
+                continue;
+            };
+            if let Err(e) = sync_metadata(&broker, &master, &mut conn).await {
+                tracing::debug!(master = %master, error = %e, "metadata sync from the master failed; retrying");
+                conn = None;
+            }
+            continue;
+        }
         let Some(slave) = broker.replication.slave() else { return };
         let learned = broker.registrar.learned_master();
         if learned.is_none() {

@@ -46,6 +46,7 @@ pub enum Section {
     Storage,
     Connections,
     Replication,
+    Controller,
     Topics,
     Metrics,
 }
@@ -206,6 +207,26 @@ config_table! {
         "haMaxSlaves" => ha_max_slaves: usize = 16, check within(1, 256);
             "Petrel: slaves a master serves at once; a further connection is closed as it arrives."
     }
+    Controller {
+        "enableControllerMode" => enable_controller_mode: bool = false;
+            "The broker set's master is chosen by controllers (`petrel controller`, or RocketMQ's): the broker registers with them, heartbeats them, takes the role they give it (brokerId 0 while master), replicates with RocketMQ's controller-mode HA protocol (epochs, confirm offset, a rejoining replica's divergent tail cut) and keeps the SyncStateSet. `brokerRole` and `brokerId` are then decided at run time."
+        "controllerAddr" => controller_addr: String = String::new();
+            "The controllers, `host:port;host:port`."
+        "syncBrokerMetadataPeriod" => sync_broker_metadata_period_ms: u64 = 5000, check at_least(100);
+            "Milliseconds between two asks of the controller for this set's master, epoch and SyncStateSet (a role notice from the controller also triggers one)."
+        "brokerHeartbeatInterval" => broker_heartbeat_interval_ms: u64 = 1000, check at_least(100);
+            "Milliseconds between heartbeats to the controllers."
+        "controllerHeartBeatTimeoutMills" => controller_heart_beat_timeout_ms: u64 = 10_000, check at_least(1000);
+            "After this many milliseconds without a heartbeat the controller takes the broker for dead (sent with each heartbeat)."
+        "brokerElectionPriority" => broker_election_priority: i32 = i32::MAX;
+            "Among replicas equal in epoch and offset, the lower value is elected first."
+        "checkSyncStateSetPeriod" => check_sync_state_set_period_ms: u64 = 5000, check at_least(100);
+            "Milliseconds between a master's checks of its SyncStateSet (slaves to drop or add)."
+        "haMaxTimeSlaveNotCatchup" => ha_max_time_slave_not_catchup_ms: u64 = 15_000, check at_least(100);
+            "A member of the SyncStateSet that has not caught up with the master's end for this many milliseconds (or is not connected) is dropped from it."
+        "asyncLearner" => async_learner: bool = false;
+            "This replica follows the master but never joins the SyncStateSet, so sends never wait for it."
+    }
     Topics {
         "autoCreateTopicEnable" => auto_create_topic_enable: bool = true;
             "A send to an unknown topic creates it from `TBW102` (with the producer's `defaultTopicQueueNums`, at most TBW102's queues). `false`: such sends get `TOPIC_NOT_EXIST` (17)."
@@ -317,6 +338,7 @@ impl BrokerConfig {
     #[must_use]
     pub fn store_config(&self) -> MessageStoreConfig {
         let mut store = MessageStoreConfig::new(&self.store_path_root_dir);
+        store.confirm_gate = self.enable_controller_mode;
         let mut log = CommitLogConfig::new(self.store_path_root_dir.join("commitlog"));
         log.segment_size_bytes = self.mapped_file_size_commit_log;
         log.flush_mode = self.flush_disk_type;
@@ -386,6 +408,7 @@ pub const SECTIONS: &[(Section, &str)] = &[
     (Section::Storage, "storage"),
     (Section::Connections, "connections"),
     (Section::Replication, "replication"),
+    (Section::Controller, "broker-controller"),
     (Section::Topics, "topics"),
     (Section::Metrics, "metrics"),
 ];

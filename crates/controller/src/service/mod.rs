@@ -25,7 +25,6 @@ use parking_lot::Mutex;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::{HeaderError, RemotingCommand};
 use petrel_remoting::{Connection, Handler, Reply, error};
-use serde::{Deserialize, Serialize};
 
 use crate::config::ControllerConfig;
 use crate::node::{ControllerNode, ProposeError};
@@ -59,13 +58,7 @@ fn to_wire(request: &RemotingCommand, failure: &Failure) -> RemotingCommand {
     error(request, code, failure.to_string())
 }
 
-/// RocketMQ's `SyncStateSet` body.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct SyncStateSetBody {
-    pub(crate) sync_state_set: Vec<i64>,
-    pub(crate) sync_state_set_epoch: i32,
-}
+pub(crate) use petrel_protocol::body::SyncStateSetBody;
 
 /// RocketMQ's `SyncStateSet` body for `set` at `epoch`.
 pub(crate) fn sync_state_set_body(set: &std::collections::BTreeSet<u64>, epoch: u32) -> Result<Vec<u8>, Failure> {

@@ -48,6 +48,8 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::GET_ALL_DELAY_OFFSET, replica::metadata::delay_offsets),
     (rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, replica::metadata::subscription_groups),
     (rc::GET_ALL_MESSAGE_REQUEST_MODE, replica::metadata::message_request_modes),
+    (rc::NOTIFY_BROKER_ROLE_CHANGED, replica::controller::role_changed),
+    (rc::GET_BROKER_EPOCH_CACHE, replica::controller::epoch_cache),
 ];
 
 pub(super) fn route(code: i32) -> Option<HandlerFn> {

@@ -101,7 +101,8 @@ pub struct ProduceSettings {
     pub max_message_size_bytes: usize,
     pub sync_flush_timeout: Duration,
     /// A slave refuses sends.
-    pub is_slave: bool,
+    /// Whether this broker takes writes now (a slave refuses them).
+    pub role: Arc<crate::role::Role>,
     /// A SYNC_MASTER's gate: which replicas a send waits for.
     pub replicas: Option<Arc<AckGate>>,
     pub slave_timeout: Duration,
@@ -170,7 +171,7 @@ impl ProduceService {
                 "[PC_SYNCHRONIZED]broker busy, start flow control for a while (unflushed data keeps the page cache over pageCacheBudgetBytes)".into(),
             ));
         }
-        if self.settings.is_slave {
+        if !self.settings.role.is_master() {
             return Err(BrokerError::Unavailable(
                 "service not available now: this broker is a slave (brokerRole=SLAVE); messages are put to the master".into(),
             ));
@@ -257,7 +258,12 @@ impl ProduceService {
     async fn wait_replicated(&self, wait: ReplicaWait, end: u64) -> Option<Durability> {
         let slot = match wait {
             ReplicaWait::None => {
-                if let Some(gate) = self.settings.replicas.as_ref().filter(|g| g.policy().mode == AckMode::AllInSync) {
+                if let Some(gate) = self
+                    .settings
+                    .replicas
+                    .as_ref()
+                    .filter(|g| g.policy().mode == AckMode::AllInSync || g.is_controlled())
+                {
                     // No slave to wait for: what consumers may read (gated on the watermark in
                     // all-ack mode) moves on now, not at the next housekeeping tick.
                     gate.recompute();

@@ -64,7 +64,7 @@ struct Role {
 impl Role {
     fn of(broker: &Broker) -> Role {
         Role {
-            slave_id: (!broker.config.broker_role.is_master()).then_some(broker.config.broker_id),
+            slave_id: (!broker.role.is_master()).then(|| broker.role.broker_id()),
             slave_read_enable: broker.config.slave_read_enable,
         }
     }

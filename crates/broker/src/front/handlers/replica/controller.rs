@@ -1,0 +1,56 @@
+//! What a controller-mode broker answers about its role: NOTIFY_BROKER_ROLE_CHANGED (1008), the
+//! controllers' notice after an election, and GET_BROKER_EPOCH_CACHE (1007), its epoch entries
+//! for `mqadmin getBrokerEpoch`.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, answer, error};
+
+use crate::broker::Broker;
+
+/// Asks the controllers for the new role at once instead of at the next period.
+pub(crate) fn role_changed(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let Some(c) = broker.replication.controlled() else {
+        return Reply::Now(error(
+            &request,
+            resp::SYSTEM_ERROR,
+            "this broker is not in controller mode (enableControllerMode=false)",
+        ));
+    };
+    c.role_changed.notify_one();
+    // The controllers send it oneway.
+    if request.is_oneway() {
+        return Reply::None;
+    }
+    Reply::Now(answer(&request, resp::SUCCESS))
+}
+
+/// RocketMQ's `EpochEntryCache`: this broker's epochs (the last open-ended) and its log's end.
+pub(crate) fn epoch_cache(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let Some(c) = broker.replication.controlled() else {
+        return Reply::Now(error(
+            &request,
+            resp::SYSTEM_ERROR,
+            "this request only for controllerMode (enableControllerMode=false)",
+        ));
+    };
+    let entries = c.epochs.entries();
+    let list: Vec<serde_json::Value> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let end = entries.get(i + 1).map_or(i64::MAX, |n| n.start_offset as i64);
+            serde_json::json!({"epoch": e.epoch, "startOffset": e.start_offset, "endOffset": end})
+        })
+        .collect();
+    let body = serde_json::json!({
+        "clusterName": broker.config.broker_cluster_name,
+        "brokerName": broker.config.broker_name,
+        "brokerId": broker.role.broker_id(),
+        "epochList": list,
+        "maxOffset": broker.store.commit_log().max_offset(),
+    });
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(body.to_string().into_bytes()))
+}
