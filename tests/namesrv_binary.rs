@@ -14,15 +14,21 @@ fn free_port() -> u16 {
 }
 
 fn ask(stream: &mut TcpStream, request: &RemotingCommand) -> RemotingCommand {
-    stream.write_all(&request.to_frame().unwrap()).unwrap();
+    try_ask(stream, request).unwrap()
+}
+
+fn try_ask(stream: &mut TcpStream, request: &RemotingCommand) -> std::io::Result<RemotingCommand> {
+    stream.write_all(&request.to_frame().unwrap())?;
     let mut buf = Vec::new();
     loop {
         let mut chunk = [0u8; 4096];
-        let n = stream.read(&mut chunk).unwrap();
-        assert!(n > 0, "closed before answering");
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
         buf.extend_from_slice(&chunk[..n]);
         if let Some((cmd, _)) = decode_frame(&buf, DEFAULT_MAX_FRAME_BYTES).unwrap() {
-            return cmd;
+            return Ok(cmd);
         }
     }
 }
@@ -37,14 +43,19 @@ fn namesrv_serves_and_stops_cleanly() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let mut stream = loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
+    // Until the name server answers once: a connection made while it starts may be refused or
+    // reset, and is made again.
+    let (mut stream, info) = loop {
+        let attempt = TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+            let info = try_ask(&mut s, &RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 1))?;
+            Ok((s, info))
+        });
+        match attempt {
+            Ok(answered) => break answered,
             Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
             Err(e) => panic!("name server did not start: {e}"),
         }
     };
-    let info = ask(&mut stream, &RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 1));
     assert_eq!((info.code, info.opaque, info.is_response()), (resp::SUCCESS, 1, true));
     assert_eq!(info.body.as_ref(), br#"{"brokerAddrTable":{},"clusterAddrTable":{}}"#);
     let mut route = RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 2);

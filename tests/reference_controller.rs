@@ -152,6 +152,46 @@ fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, b
     }
 }
 
+/// Three controllers: Petrel's, or Apache RocketMQ's own with PETREL_FAILOVER_CONTROLLERS=rocketmq
+/// (for a side-by-side figure in docs/benchmarks.md). Returns their ports and processes.
+fn start_controllers(dir: &Path) -> (Vec<u16>, Vec<Proc>, Vec<RefProcess>) {
+    let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
+    let peers: Vec<String> = controller_ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
+        .collect();
+    let reference_controllers = std::env::var("PETREL_FAILOVER_CONTROLLERS").is_ok_and(|v| v == "rocketmq");
+    let mut _controllers: Vec<Proc> = Vec::new();
+    let mut _reference_controllers: Vec<RefProcess> = Vec::new();
+    for (i, port) in controller_ports.iter().enumerate() {
+        if reference_controllers {
+            let work = dir.join(format!("c{i}"));
+            std::fs::create_dir_all(&work).unwrap();
+            let args = [work.to_str().unwrap(), &peers.join(";"), &format!("n{i}")];
+            let pid = reference("ref_controller", &args, &[("REF_SCAN_INTERVAL_MS", "500")]);
+            _reference_controllers.push(RefProcess { pid, port: *port, work });
+            continue;
+        }
+        let args = vec![
+            "controller".into(),
+            "--set".into(),
+            format!("controllerDLegerPeers={}", peers.join(";")),
+            "--set".into(),
+            format!("controllerDLegerSelfId=n{i}"),
+            "--set".into(),
+            format!("controllerStorePath={}", dir.join(format!("c{i}")).display()),
+            "--set".into(),
+            "scanNotActiveBrokerInterval=500".into(),
+        ];
+        _controllers.push(petrel(&args, &dir.join(format!("c{i}.log"))));
+    }
+    for port in &controller_ports {
+        wait_listening(*port);
+    }
+    (controller_ports, _controllers, _reference_controllers)
+}
+
 fn body(i: usize) -> String {
     format!("{i:06}-{}", "z".repeat(300))
 }
@@ -168,42 +208,7 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
     );
     wait_listening(ns_port);
 
-    let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
-    let peers: Vec<String> = controller_ports
-        .iter()
-        .enumerate()
-        .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
-        .collect();
-    // PETREL_FAILOVER_CONTROLLERS=rocketmq runs Apache RocketMQ's own controllers instead, for a
-    // side-by-side figure (docs/benchmarks.md); the suite runs Petrel's.
-    let reference_controllers = std::env::var("PETREL_FAILOVER_CONTROLLERS").is_ok_and(|v| v == "rocketmq");
-    let mut _controllers: Vec<Proc> = Vec::new();
-    let mut _reference_controllers: Vec<RefProcess> = Vec::new();
-    for (i, port) in controller_ports.iter().enumerate() {
-        if reference_controllers {
-            let work = dir.path().join(format!("c{i}"));
-            std::fs::create_dir_all(&work).unwrap();
-            let args = [work.to_str().unwrap(), &peers.join(";"), &format!("n{i}")];
-            let pid = reference("ref_controller", &args, &[("REF_SCAN_INTERVAL_MS", "500")]);
-            _reference_controllers.push(RefProcess { pid, port: *port, work });
-            continue;
-        }
-        let args = vec![
-            "controller".into(),
-            "--set".into(),
-            format!("controllerDLegerPeers={}", peers.join(";")),
-            "--set".into(),
-            format!("controllerDLegerSelfId=n{i}"),
-            "--set".into(),
-            format!("controllerStorePath={}", dir.path().join(format!("c{i}")).display()),
-            "--set".into(),
-            "scanNotActiveBrokerInterval=500".into(),
-        ];
-        _controllers.push(petrel(&args, &dir.path().join(format!("c{i}.log"))));
-    }
-    for port in &controller_ports {
-        wait_listening(*port);
-    }
+    let (controller_ports, _controllers, _reference_controllers) = start_controllers(dir.path());
     let controller_addr: Vec<String> = controller_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
     let conf = format!(
         "enableControllerMode=true\ncontrollerAddr={}\nallAckInSyncStateSet=true\ncontrollerHeartBeatTimeoutMills=3000\nbrokerHeartbeatInterval=500\nsyncBrokerMetadataPeriod=1000\n",
@@ -349,4 +354,105 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
         median <= Duration::from_secs(5) && max <= Duration::from_secs(10),
         "failover median {median:?}, max {max:?}"
     );
+}
+
+/// A Petrel broker of `broker-a` in controller mode, among RocketMQ's.
+fn petrel_broker(namesrv: &str, controller_addr: &str) -> common::Petrel {
+    let controllers = format!("controllerAddr={controller_addr}");
+    common::Petrel::start(&[
+        "--namesrv-addr",
+        namesrv,
+        "--set",
+        "enableControllerMode=true",
+        "--set",
+        &controllers,
+        "--set",
+        "brokerName=broker-a",
+        "--set",
+        "allAckInSyncStateSet=true",
+        "--set",
+        "controllerHeartBeatTimeoutMills=3000",
+        "--set",
+        "brokerHeartbeatInterval=500",
+        "--set",
+        "syncBrokerMetadataPeriod=1000",
+        "--set",
+        "checkSyncStateSetPeriod=1000",
+    ])
+}
+
+/// Sends until one is acknowledged (a new master may need a moment), then `count` more that
+/// must all be; returns how many were acknowledged.
+fn send_acknowledged(port: u16, from: usize, count: usize) -> usize {
+    let mut c = Client::connect(port);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while c.call(send_v2("Mixed", 0, "T", from, body(from).as_bytes())).code != resp::SUCCESS {
+        assert!(Instant::now() < deadline, "the master on {port} accepts no send");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for i in from + 1..from + 1 + count {
+        let r = c.call(send_v2("Mixed", 0, "T", i, body(i).as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "send {i} to {port}: {:?}", r.remark);
+    }
+    count + 1
+}
+
+fn assert_holds_all(port: u16, sent: usize, who: &str) {
+    let mut c = Client::connect(port);
+    let got = pull_bodies(&mut c, "Mixed", 0, 0, sent, Duration::from_secs(30));
+    assert_eq!(got.len(), sent, "{who} holds every acknowledged message");
+    if let Some(i) = (0..sent).find(|i| got[*i] != body(*i)) {
+        panic!("{who}: message {i} differs: {:.40}…", got[i]);
+    }
+}
+
+#[test]
+#[ignore = "needs Apache RocketMQ 5.5.0: run scripts/interop-controller.sh"]
+fn a_petrel_broker_and_an_apache_rocketmq_broker_replicate_and_fail_over_in_one_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns_port = free_port();
+    let namesrv = format!("127.0.0.1:{ns_port}");
+    let _ns = petrel(
+        &["namesrv".into(), "--listen".into(), namesrv.clone()],
+        &dir.path().join("namesrv.log"),
+    );
+    wait_listening(ns_port);
+    let (controller_ports, _controllers, _reference_controllers) = start_controllers(dir.path());
+    let controller_addr: Vec<String> = controller_ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let controller_addr = controller_addr.join(";");
+    let conf = format!(
+        "enableControllerMode=true\ncontrollerAddr={controller_addr}\nallAckInSyncStateSet=true\ncontrollerHeartBeatTimeoutMills=3000\nbrokerHeartbeatInterval=500\nsyncBrokerMetadataPeriod=1000\n"
+    );
+    let base = free_port().max(20_000) / 10 * 10;
+    // RocketMQ's broker starts first: the set's first election takes it.
+    let mut rocketmq = RefProcess::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
+    let master = wait_for_set(&controller_ports, 1, None, &[&rocketmq]);
+    assert!(master.ends_with(&format!(":{}", rocketmq.port)), "{master}");
+    // Petrel joins as a replica: RocketMQ's master streams to it over the AutoSwitch protocol
+    // and takes it into the SyncStateSet once it caught up.
+    let mut petrel_broker = petrel_broker(&namesrv, &controller_addr);
+    wait_for_set(&controller_ports, 2, None, &[&rocketmq]);
+    let mut sent = send_acknowledged(rocketmq.port, 0, 100);
+
+    // RocketMQ's master dies: Petrel's replica becomes master with everything acknowledged.
+    rocketmq.kill();
+    let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[&rocketmq]);
+    assert!(new_master.ends_with(&format!(":{}", petrel_broker.broker_port)), "{new_master}");
+    sent += send_acknowledged(petrel_broker.broker_port, sent, 50);
+    assert_holds_all(petrel_broker.broker_port, sent, "Petrel's new master");
+
+    // RocketMQ's broker comes back as a replica of Petrel's master and rejoins the set.
+    let (work, port) = (rocketmq.work.clone(), rocketmq.port);
+    rocketmq = RefProcess::start(&work, &namesrv, port, &conf);
+    let again = wait_for_set(&controller_ports, 2, None, &[&rocketmq]);
+    assert_eq!(again, new_master, "Petrel's broker stays master");
+    sent += send_acknowledged(petrel_broker.broker_port, sent, 100);
+
+    // Petrel's master dies: RocketMQ's replica, fed by Petrel, takes over with everything.
+    petrel_broker.kill();
+    let last = wait_for_set(&controller_ports, 1, Some(&new_master), &[&rocketmq]);
+    assert!(last.ends_with(&format!(":{}", rocketmq.port)), "{last}");
+    sent += send_acknowledged(rocketmq.port, sent, 10);
+    assert_holds_all(rocketmq.port, sent, "RocketMQ's new master");
+    drop(petrel_broker);
 }
