@@ -308,3 +308,18 @@ pub fn mqadmin(namesrv: &str, args: &[&str]) -> String {
         .unwrap();
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
+
+/// Prints the failover distribution and checks the targets (median ≤ 5 s, max ≤ 10 s).
+pub fn report_failovers(failovers: &mut [Duration]) {
+    failovers.sort();
+    let (median, max) = (failovers[failovers.len() / 2], failovers[failovers.len() - 1]);
+    println!(
+        "failover over {} kills: min {:?}, median {median:?}, max {max:?}",
+        failovers.len(),
+        failovers[0]
+    );
+    assert!(
+        median <= Duration::from_secs(5) && max <= Duration::from_secs(10),
+        "failover median {median:?}, max {max:?}"
+    );
+}

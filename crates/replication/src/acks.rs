@@ -456,6 +456,45 @@ mod tests {
     }
 
     #[test]
+    fn in_controller_mode_exactly_the_sync_state_set_counts_and_a_missing_member_holds_the_mark() {
+        let end = Arc::new(AtomicU64::new(100));
+        let g = gate(AckMode::AllInSync, &end);
+        g.deactivate();
+        g.connected(1, "a".into());
+        g.identified(1, 7, false);
+        g.acked(1, 60);
+        assert_eq!(g.replicated().get(), 0, "not the master yet: the mark stays");
+        let view = |members: &[u64]| SyncStateView {
+            master_id: 0,
+            members: members.iter().copied().collect(),
+        };
+        g.set_sync_state_set(&view(&[0]));
+        assert_eq!(g.replicated().get(), 100, "the master alone: its end");
+        assert!(g.expand_candidates(50).is_empty(), "broker 7 lacks what is settled (60 < 100)");
+        g.acked(1, 100);
+        assert!(g.expand_candidates(120).is_empty(), "nor the current epoch's start");
+        assert_eq!(g.expand_candidates(50), vec![7]);
+        end.store(200, Ordering::SeqCst);
+        g.set_sync_state_set(&view(&[0, 7]));
+        g.acked(1, 150);
+        assert_eq!(g.replicated().get(), 150, "the slowest member");
+        // Member 8 joins the set but has no connection: nothing moves until it is heard from.
+        g.set_sync_state_set(&view(&[0, 7, 8]));
+        g.acked(1, 200);
+        assert_eq!(g.replicated().get(), 150);
+        assert_eq!(g.shrink_candidates(std::time::Duration::from_secs(60)), vec![8]);
+        g.connected(2, "b".into());
+        g.identified(2, 8, false);
+        g.acked(2, 180);
+        assert_eq!(g.replicated().get(), 180);
+        // A learner never joins.
+        g.connected(3, "c".into());
+        g.identified(3, 9, true);
+        g.acked(3, 200);
+        assert!(g.expand_candidates(0).is_empty());
+    }
+
+    #[test]
     fn below_min_in_sync_replicas_a_send_is_refused_before_it_writes() {
         let end = Arc::new(AtomicU64::new(0));
         let e = end.clone();

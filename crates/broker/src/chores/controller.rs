@@ -27,7 +27,6 @@ use petrel_protocol::header::{
     MasterInfoHeader, RegisterBrokerToControllerRequestHeader,
 };
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
-use tokio::sync::Mutex;
 
 use crate::broker::Broker;
 use crate::replication::Controlled;
@@ -39,7 +38,7 @@ const IDENTITY_FILE: &str = "config/brokerIdentity";
 /// The controllers and a connection to each.
 struct Controllers {
     addrs: Vec<String>,
-    conns: Mutex<HashMap<String, Arc<Connection>>>,
+    conns: parking_lot::Mutex<HashMap<String, Arc<Connection>>>,
     leader: parking_lot::Mutex<Option<String>>,
 }
 
@@ -52,20 +51,20 @@ impl Controllers {
                 .filter(|a| !a.is_empty())
                 .map(str::to_owned)
                 .collect(),
-            conns: Mutex::new(HashMap::new()),
+            conns: parking_lot::Mutex::new(HashMap::new()),
             leader: parking_lot::Mutex::new(None),
         }
     }
 
     async fn conn(&self, addr: &str) -> Result<Arc<Connection>, String> {
-        let mut conns = self.conns.lock().await;
-        if let Some(c) = conns.get(addr).filter(|c| !c.is_closed()) {
+        if let Some(c) = self.conns.lock().get(addr).filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
+        // Not under the lock: an unreachable controller delays nobody else.
         let c = petrel_remoting::connect(addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
             .await
             .map_err(|e| format!("{addr}: {e}"))?;
-        conns.insert(addr.to_owned(), c.clone());
+        self.conns.lock().insert(addr.to_owned(), c.clone());
         Ok(c)
     }
 
@@ -134,22 +133,41 @@ pub async fn run(broker: Arc<Broker>) {
     tokio::spawn(heartbeats(broker.clone(), controllers.clone(), own_id));
     let mut sync = tokio::time::interval(Duration::from_millis(broker.config.sync_broker_metadata_period_ms));
     let mut check = tokio::time::interval(Duration::from_millis(broker.config.check_sync_state_set_period_ms));
+    // A call that waited out its deadline is not followed by a burst of the ticks it missed.
+    sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut state = SetState::default();
+    let ctx = Ctx {
+        broker: &broker,
+        controlled: &controlled,
+        controllers: &controllers,
+        own_id,
+    };
     loop {
         tokio::select! {
             _ = sync.tick() => {}
             () = controlled.role_changed.notified() => {}
             _ = check.tick() => {
-                if broker.role.is_master() && let Err(e) = check_sync_state_set(&broker, &controlled, &controllers, own_id, &mut state).await {
+                if broker.role.is_master() && let Err(e) = check_sync_state_set(&ctx, &mut state).await {
                     tracing::warn!(error = %e, "changing the SyncStateSet failed");
                 }
                 continue;
             }
         }
-        if let Err(e) = sync_role(&broker, &controlled, &controllers, own_id, &mut state).await {
+        if let Err(e) = sync_role(&ctx, &mut state).await {
             tracing::debug!(error = %e, "asking the controllers for this set's master failed");
         }
     }
+}
+
+/// What the role chores work with.
+#[derive(Clone, Copy)]
+struct Ctx<'a> {
+    broker: &'a Broker,
+    controlled: &'a Controlled,
+    controllers: &'a Controllers,
+    /// This broker's id in its set.
+    own_id: u64,
 }
 
 /// The SyncStateSet this master last had confirmed.
@@ -208,6 +226,7 @@ async fn register(broker: &Broker, controllers: &Controllers) -> Result<u64, Str
 /// BROKER_HEARTBEAT to every controller (a new leader knows the live brokers at once).
 async fn heartbeats(broker: Arc<Broker>, controllers: Arc<Controllers>, own_id: u64) {
     let mut tick = tokio::time::interval(Duration::from_millis(broker.config.broker_heartbeat_interval_ms));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let epochs = broker.replication.controlled().map(|c| c.epochs.clone());
     loop {
         tick.tick().await;
@@ -224,22 +243,28 @@ async fn heartbeats(broker: Arc<Broker>, controllers: Arc<Controllers>, own_id: 
             election_priority: Some(c.broker_election_priority),
         };
         let request = RemotingCommand::request(rc::BROKER_HEARTBEAT, 0).with_ext_fields(header.to_ext());
-        for addr in &controllers.addrs {
-            if let Ok(conn) = controllers.conn(addr).await {
-                let _ = conn.oneway(request.clone());
+        // All at once: an unreachable controller does not hold the others' heartbeats back.
+        let beats = controllers.addrs.iter().map(|addr| {
+            let request = request.clone();
+            let controllers = &controllers;
+            async move {
+                if let Ok(conn) = controllers.conn(addr).await {
+                    let _ = conn.oneway(request);
+                }
             }
-        }
+        });
+        futures::future::join_all(beats).await;
     }
 }
 
 /// GET_REPLICA_INFO, electing when the set has no master, and the role the answer names.
-async fn sync_role(
-    broker: &Broker,
-    controlled: &Controlled,
-    controllers: &Controllers,
-    own_id: u64,
-    state: &mut SetState,
-) -> Result<(), String> {
+async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
+    let Ctx {
+        broker,
+        controllers,
+        own_id,
+        ..
+    } = *ctx;
     let header = GetReplicaInfoRequestHeader {
         broker_name: broker.config.broker_name.clone(),
     };
@@ -261,7 +286,7 @@ async fn sync_role(
         info = MasterInfoHeader::from_command(&answer).map_err(|e| e.to_string())?;
     }
     let set: SyncStateSetBody = serde_json::from_slice(&answer.body).map_err(|e| format!("SyncStateSet body: {e}"))?;
-    apply_role(broker, controlled, own_id, &info, &set, state)
+    apply_role(ctx, &info, &set, state)
 }
 
 fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
@@ -270,14 +295,13 @@ fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
 
 /// Takes the role `info` names if its epoch is newer than this broker's; on a master, takes a
 /// newer SyncStateSet of the same epoch.
-fn apply_role(
-    broker: &Broker,
-    controlled: &Controlled,
-    own_id: u64,
-    info: &MasterInfoHeader,
-    set: &SyncStateSetBody,
-    state: &mut SetState,
-) -> Result<(), String> {
+fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, state: &mut SetState) -> Result<(), String> {
+    let Ctx {
+        broker,
+        controlled,
+        own_id,
+        ..
+    } = *ctx;
     let (Some(master_id), Some(master_addr), Some(epoch)) = (info.master_broker_id, info.master_address.clone(), info.master_epoch) else {
         return Err("the set has no master".into());
     };
@@ -328,13 +352,13 @@ fn master_ha_addr(broker: &Broker, master_addr: &str) -> String {
 
 /// A master's SyncStateSet check: who joins, who leaves, and ALTER_SYNC_STATE_SET when that
 /// changes the set; the union of old and new counts while the controllers decide.
-async fn check_sync_state_set(
-    broker: &Broker,
-    controlled: &Controlled,
-    controllers: &Controllers,
-    own_id: u64,
-    state: &mut SetState,
-) -> Result<(), String> {
+async fn check_sync_state_set(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
+    let Ctx {
+        broker,
+        controlled,
+        controllers,
+        own_id,
+    } = *ctx;
     let gate = controlled.ha.gate();
     let epoch_start = controlled.epochs.entries().last().map_or(0, |e| e.start_offset);
     let leave: BTreeSet<u64> = gate

@@ -214,17 +214,32 @@ impl Handler for ControllerHandler {
     }
 }
 
+/// A scan this much later than its interval means the process was paused.
+const PAUSE_THRESHOLD: Duration = Duration::from_secs(1);
+
 /// The leader's scan for masters that stopped heartbeating: each is replaced by election
 /// (RocketMQ's `scanNotActiveBroker` and its inactive-master election). Runs until aborted.
 pub async fn scan_for_dead_masters(controller: Arc<Controller>) {
     let every = Duration::from_millis(controller.config.scan_not_active_broker_interval_ms);
     let mut tick = tokio::time::interval(every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_scan = Instant::now();
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = controller.wake_scan.notified() => {}
         }
+        if last_scan.elapsed() > every + PAUSE_THRESHOLD {
+            // This process did not run for a while (SIGSTOP, a stalled VM): the heartbeats
+            // that arrived meanwhile are still unread, so silence proves nothing yet. Wait one
+            // heartbeat timeout again, as a new leader does.
+            tracing::warn!(
+                gap_ms = last_scan.elapsed().as_millis() as u64,
+                "the scan was held up; waiting a heartbeat timeout before judging brokers dead"
+            );
+            *controller.leading_since.lock() = None;
+        }
+        last_scan = Instant::now();
         controller.live.lock().retain(|_, hb| !hb.forgotten_at(Instant::now()));
         if !controller.leading_long_enough() {
             continue;
