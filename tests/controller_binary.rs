@@ -621,7 +621,7 @@ fn wait_set(group: &[ControllerProc], what: &str, ok: impl Fn(&(String, usize)) 
             return s;
         }
         assert!(Instant::now() < deadline, "timed out waiting for {what}: {:?}", set_state(group));
-        std::thread::sleep(Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

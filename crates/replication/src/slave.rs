@@ -145,7 +145,7 @@ fn follow(store: &MessageStore, master: &RwLock<Option<String>>, config: &SlaveC
     let mut last_error: Option<String> = None;
     while !stop.load(Ordering::Acquire) {
         let Some(addr) = master.read().clone() else {
-            std::thread::sleep(config.reconnect_interval);
+            pause(config.reconnect_interval, stop);
             continue;
         };
         let result = connect(&addr, config).and_then(|stream| {
@@ -166,8 +166,25 @@ fn follow(store: &MessageStore, master: &RwLock<Option<String>>, config: &SlaveC
                 last_error = Some(e);
             }
             state.reconnects.fetch_add(1, Ordering::Relaxed);
-            std::thread::sleep(config.reconnect_interval);
+            pause(config.reconnect_interval, stop);
         }
+    }
+}
+
+/// Longest a stop waits for the client's thread: a replica being promoted to master waits for
+/// exactly this, so it bounds failover.
+const STOP_LATENCY: Duration = Duration::from_millis(50);
+
+/// Sleeps `total`, waking early on a stop.
+fn pause(total: Duration, stop: &AtomicBool) {
+    let until = Instant::now() + total;
+    // Bounded: every turn sleeps at least STOP_LATENCY or ends.
+    while !stop.load(Ordering::Acquire) {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(STOP_LATENCY));
     }
 }
 
@@ -181,7 +198,7 @@ fn connect(addr: &str, config: &SlaveConfig) -> Result<TcpStream, String> {
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
     // Short reads, so that heartbeats go out on time while no frame arrives.
     stream
-        .set_read_timeout(Some(config.heartbeat_interval.min(Duration::from_millis(500))))
+        .set_read_timeout(Some(config.heartbeat_interval.min(STOP_LATENCY)))
         .map_err(|e| e.to_string())?;
     stream
         .set_write_timeout(Some(config.housekeeping_interval))
