@@ -26,8 +26,11 @@ scripts/interop-clients.sh
 echo "== interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
 
-echo "== interoperability: Apache RocketMQ 5.5.0 brokers in controller mode fail over through Petrel's controllers"
+echo "== interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
 scripts/interop-controller.sh
+
+echo "== failover of Petrel's brokers under the official Java producer and consumer (kill -9 of the master)"
+scripts/interop-failover.sh
 
 echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh

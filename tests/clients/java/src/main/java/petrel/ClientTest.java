@@ -41,6 +41,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  *       broker is restarted (file {@code DIR/restarted}); the same producer sends again, and a new
  *       consumer of the same group must resume from the committed offsets: all new messages,
  *       none of the old ones; every old message must still be readable.
+ *   <li>{@code failover NS DIR}: sends without pause while a driver kills and restarts the
+ *       brokers of a controller-mode set, until {@code DIR/stop}; every SEND_OK message must be
+ *       consumed.
  * </ul>
  *
  * Exits 0 when every check held; otherwise prints each failure and exits 1.
@@ -384,9 +387,74 @@ public final class ClientTest {
         everything.verifyExactlyOnce();
     }
 
+    /**
+     * Sends synchronously without pause until the file {@code DIR/stop} appears, while the
+     * driver kills brokers; then every SEND_OK message must reach the push consumer (at least
+     * once: a failover may redeliver what was consumed after the last offset commit). Writes
+     * {@code DIR/result} and prints the longest time between two SEND_OKs.
+     */
+    static void failover(String ns, Path dir) throws Exception {
+        String stamp = Long.toString(System.currentTimeMillis() % 100_000_000);
+        String topic = "PetrelFailover" + stamp;
+        DefaultMQProducer p = new DefaultMQProducer("pg_failover_" + stamp);
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(3_000);
+        // Routes are polled, not pushed: a short poll lets the client find the new master soon.
+        p.setPollNameServerInterval(1_000);
+        p.start();
+        Map<String, Expected> acked = new ConcurrentHashMap<>();
+        Received got = new Received("failover consumer", acked);
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_failover_" + stamp);
+        c.setNamesrvAddr(ns);
+        c.setPollNameServerInterval(1_000);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(m -> {
+                String pid = m.getUserProperty("pid");
+                got.counts.computeIfAbsent(String.valueOf(pid), k -> new AtomicInteger()).incrementAndGet();
+            });
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        long lastOk = System.currentTimeMillis();
+        long longestGap = 0;
+        int refused = 0;
+        for (int i = 0; !Files.exists(dir.resolve("stop")); i++) {
+            Expected e = expect("failover", i);
+            try {
+                SendResult r = p.send(message(topic, e));
+                if (r.getSendStatus() == SendStatus.SEND_OK) {
+                    acked.put(e.pid, e);
+                    long now = System.currentTimeMillis();
+                    longestGap = Math.max(longestGap, now - lastOk);
+                    lastOk = now;
+                } else {
+                    refused++;
+                }
+            } catch (Exception ex) {
+                refused++;
+                Thread.sleep(20);
+            }
+        }
+        waitFor("every acknowledged message consumed", got::complete);
+        Thread.sleep(1_000);
+        c.shutdown();
+        p.shutdown();
+        Set<String> missing = new TreeSet<>(acked.keySet());
+        missing.removeAll(got.counts.keySet());
+        long redelivered = got.counts.values().stream().filter(n -> n.get() > 1).count();
+        check(missing.isEmpty(), missing.size() + " acknowledged messages never consumed: " + missing);
+        String summary = "acknowledged " + acked.size() + ", consumed " + got.counts.size() + " distinct (" + redelivered
+            + " more than once), lost " + missing.size() + ", sends not acknowledged " + refused
+            + ", longest time between two SEND_OKs " + longestGap + " ms";
+        System.out.println("failover: " + summary);
+        Files.write(dir.resolve("result"), summary.getBytes(StandardCharsets.UTF_8));
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | restart NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -395,6 +463,9 @@ public final class ClientTest {
                 break;
             case "restart":
                 restart(args[1], Paths.get(args[2]));
+                break;
+            case "failover":
+                failover(args[1], Paths.get(args[2]));
                 break;
             default:
                 System.err.println("unknown scenario " + args[0]);
