@@ -70,6 +70,9 @@ impl ControllerProc {
         let pid = self.child.as_ref().expect("running").id();
         // SAFETY: kill(2) on our child's pid.
         assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
+        if sig == libc::SIGSTOP {
+            wait_stopped(pid);
+        }
     }
 }
 
@@ -705,9 +708,60 @@ fn petrel_brokers_in_controller_mode_fail_over_without_losing_an_acknowledged_me
     common::report_failovers(&mut failovers);
 }
 
+/// `count` sends to `c`, each acknowledged, appended to `acked`.
+fn send_acknowledged(c: &mut Client, acked: &mut Vec<String>, count: usize) {
+    for _ in 0..count {
+        let body = format!("m{}", acked.len());
+        let a = c.call(common::send_v2("Fail", 0, "t", acked.len(), body.as_bytes()));
+        assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+        acked.push(body);
+    }
+}
+
+/// Sends to a new master until one is acknowledged (within 20 s).
+fn first_send_ok(d: &mut Client, acked: &mut Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let body = format!("m{}", acked.len());
+        if d.call(common::send_v2("Fail", 0, "t", acked.len(), body.as_bytes())).code == resp::SUCCESS {
+            acked.push(body);
+            return;
+        }
+        assert!(Instant::now() < deadline, "the new master takes no sends");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (30 s) until `master` leads a SyncStateSet of three again, `old` among them.
+fn wait_rejoined(group: &[ControllerProc], master: &str, old: &common::Petrel) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while set_state(group) != Some((master.to_owned(), 3)) {
+        assert!(Instant::now() < deadline, "the old master did not rejoin:\n{}", old.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn signal(b: &common::Petrel, sig: i32) {
     // SAFETY: kill(2) on our child's pid.
     assert_eq!(unsafe { libc::kill(b.pid() as i32, sig) }, 0);
+    if sig == libc::SIGSTOP {
+        wait_stopped(b.pid());
+    }
+}
+
+/// Waits until the kernel reports `pid` stopped: kill(2) returns before a busy process on
+/// another CPU has actually stopped.
+fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name in parentheses.
+        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "process {pid} did not stop: {stat}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -757,11 +811,7 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     }
     // The old master comes back and must drop the three messages nobody acknowledged.
     brokers[m].spawn();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while set_state(&group) != Some((new_addr.clone(), 3)) {
-        assert!(Instant::now() < deadline, "the old master did not rejoin:\n{}", brokers[m].log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_rejoined(&group, &new_addr, &brokers[m]);
     assert!(brokers[m].log().contains("cut the log's divergent tail"), "{}", brokers[m].log());
     let mut old = brokers[m].broker();
     let bodies = common::pull_bodies(&mut old, "Cut", 0, 0, 21, Duration::from_secs(10));
@@ -785,26 +835,13 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     let m = by_addr(&master_addr);
     let mut acked: Vec<String> = Vec::new();
     let mut c = brokers[m].broker();
-    for i in 0..20 {
-        let body = format!("m{i}");
-        assert_eq!(c.call(common::send_v2("Fail", 0, "t", i, body.as_bytes())).code, resp::SUCCESS);
-        acked.push(body);
-    }
+    send_acknowledged(&mut c, &mut acked, 20);
     // Paused past its heartbeat timeout (3 s): the controllers elect another member.
     signal(&brokers[m], libc::SIGSTOP);
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&new_addr);
     let mut d = brokers[n].broker();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let body = format!("m{}", acked.len());
-        if d.call(common::send_v2("Fail", 0, "t", acked.len(), body.as_bytes())).code == resp::SUCCESS {
-            acked.push(body);
-            break;
-        }
-        assert!(Instant::now() < deadline, "the new master takes no sends");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    first_send_ok(&mut d, &mut acked);
     // The old master wakes up cut off from the controllers (paused here), so it still believes
     // it leads: its SyncStateSet's other members follow the new master, and nothing it takes is
     // acknowledged.
@@ -825,22 +862,108 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
         ctl.signal(libc::SIGCONT);
     }
     // It learns the new epoch, becomes a replica, drops what it took alone, and rejoins.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while set_state(&group) != Some((new_addr.clone(), 3)) {
-        assert!(Instant::now() < deadline, "the old master did not rejoin:\n{}", brokers[m].log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_rejoined(&group, &new_addr, &brokers[m]);
     assert_eq!(
         c.call(common::send_v2("Fail", 0, "t", 0, b"late")).code,
         resp::SERVICE_NOT_AVAILABLE,
         "it is a replica now"
     );
-    let body = format!("m{}", acked.len());
-    assert_eq!(
-        d.call(common::send_v2("Fail", 0, "t", acked.len(), body.as_bytes())).code,
-        resp::SUCCESS
-    );
-    acked.push(body);
+    send_acknowledged(&mut d, &mut acked, 1);
+    assert_queue(&brokers[n], &acked, "the new master");
+    assert_queue(&brokers[m], &acked, "the old master, now a replica");
+}
+
+/// A TCP proxy that can cut its connections off without closing them, as a network partition
+/// does: while blocked nothing is read on either side, so bytes wait in the kernel's buffers
+/// and flow again when it heals.
+struct Proxy {
+    port: u16,
+    blocked: Arc<AtomicBool>,
+}
+
+impl Proxy {
+    fn start(target: u16) -> Proxy {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let blocked = Arc::new(AtomicBool::new(false));
+        let b = blocked.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
+                    continue;
+                };
+                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
+                    let b = b.clone();
+                    std::thread::spawn(move || pipe(from, to, &b));
+                }
+            }
+        });
+        Proxy { port, blocked }
+    }
+}
+
+fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream, blocked: &AtomicBool) {
+    use std::io::{Read, Write};
+    from.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        if blocked.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        }
+        match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(_) => break,
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+#[test]
+fn a_master_partitioned_from_the_controllers_is_replaced_and_acknowledges_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ns = NameServerProc::start(dir.path());
+    let group = start_group(dir.path());
+    // Each broker reaches each controller through a proxy of its own.
+    let proxies: Vec<Vec<Proxy>> = (0..3).map(|_| group.iter().map(|c| Proxy::start(c.port)).collect()).collect();
+    let brokers: Vec<common::Petrel> = proxies
+        .iter()
+        .map(|ps| {
+            let addrs: Vec<String> = ps.iter().map(|p| format!("127.0.0.1:{}", p.port)).collect();
+            controlled_broker(ns.1, &addrs.join(";"), &["--set", "slaveTimeout=1000"])
+        })
+        .collect();
+    let by_addr = |addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
+    let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
+    let m = by_addr(&master_addr);
+    let mut acked: Vec<String> = Vec::new();
+    let mut c = brokers[m].broker();
+    send_acknowledged(&mut c, &mut acked, 20);
+    for p in &proxies[m] {
+        p.blocked.store(true, Ordering::Release);
+    }
+    // The controllers hear nothing from the master past its heartbeat timeout and elect another.
+    let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
+    let n = by_addr(&new_addr);
+    let mut d = brokers[n].broker();
+    first_send_ok(&mut d, &mut acked);
+    // Clients still reach the old master, which cannot learn that it was replaced.
+    for i in 0..3 {
+        let a = c.call(common::send_v2("Fail", 0, "t", 100 + i, b"from the partitioned master"));
+        assert_ne!(a.code, resp::SUCCESS, "a partitioned master acknowledged a send: {:?}", a.remark);
+    }
+    for p in &proxies[m] {
+        p.blocked.store(false, Ordering::Release);
+    }
+    wait_rejoined(&group, &new_addr, &brokers[m]);
+    send_acknowledged(&mut d, &mut acked, 1);
     assert_queue(&brokers[n], &acked, "the new master");
     assert_queue(&brokers[m], &acked, "the old master, now a replica");
 }

@@ -173,6 +173,11 @@ impl CommitLog {
                     got: offset,
                 });
             }
+            if w.replica.carry.is_empty() && w.replica.next_record < w.write_offset {
+                // This log took appends of its own since it last followed a master (it was
+                // master itself): its end is a record boundary, and the parse starts there.
+                w.replica = ReplicaCursor::at(w.write_offset);
+            }
             let (cursor, records) = w.replica.scan(offset, &bytes, segment_bytes)?;
             let current_ends = w.current.as_ref().map(|c| c.start_offset() + segment_bytes);
             if current_ends.is_none_or(|e| offset >= e) {
@@ -427,6 +432,23 @@ mod tests {
         let b = record("T", 0, 1, 10);
         let (_, next) = c2.scan(seg, &b, seg).unwrap();
         assert_eq!(next, vec![("T".to_owned(), 0, 1)]);
+    }
+
+    #[test]
+    fn a_former_master_follows_from_its_own_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = crate::commit_log::CommitLogConfig::new(dir.path().join("commitlog"));
+        config.segment_size_bytes = 1 << 20;
+        let log = CommitLog::open(config).unwrap();
+        // Appends of its own, as a master: the replica cursor does not follow them.
+        let mut own = record("T", 0, 0, 50);
+        let first = log.append(&mut own, "T", 0).unwrap();
+        log.wait_written(first.end_offset()).unwrap();
+        // Demoted, it appends its new master's stream from its end.
+        let theirs = record("T", 0, 1, 70);
+        let end = log.append_replicated(first.end_offset(), Bytes::from(theirs.clone())).unwrap();
+        assert_eq!(end, first.end_offset() + theirs.len() as u64);
+        log.close().unwrap();
     }
 
     #[test]
