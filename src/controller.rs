@@ -33,7 +33,11 @@ fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
     Ok(())
 }
 
-fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
+/// A controller.conf (and `--set`s) as a validated configuration.
+///
+/// # Errors
+/// An unreadable file, a bad value, or an inconsistent configuration.
+pub fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
     let mut config = ControllerConfig::default();
     if let Some(path) = &args.config {
         for key in config.apply_file(path).map_err(|e| anyhow!(e))? {

@@ -37,6 +37,11 @@ pub struct ServeArgs {
     /// Any broker.conf key, e.g. `--set flushDiskType=SYNC_FLUSH`; may repeat.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// A controller.conf (the file `petrel controller -c` takes): a member of a controller
+    /// group runs in this process too, as RocketMQ's `enableControllerInNamesrv` runs one in the
+    /// name server.
+    #[arg(long, value_name = "PATH")]
+    pub controller_config: Option<PathBuf>,
     /// For power-failure tests only: journal every store file's synced point here, so that a
     /// test can rebuild the files as a power failure would leave them after killing this
     /// process (`petrel_store::power_loss`). Costs a lock per write.
@@ -75,13 +80,34 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
 
 pub fn serve(args: ServeArgs) -> Result<()> {
     let config = config_from(&args)?;
+    let controller = args
+        .controller_config
+        .as_ref()
+        .map(|path| {
+            crate::controller::config_from(&crate::controller::ControllerArgs {
+                config: Some(path.clone()),
+                set: Vec::new(),
+            })
+        })
+        .transpose()?;
     if let Some(journal) = &args.power_loss_journal {
         petrel_store::power_loss::record_syncs_to(journal).with_context(|| format!("open the power-loss journal {}", journal.display()))?;
         tracing::warn!(journal = %journal.display(), "journalling every sync for a power-failure test");
     }
     crate::limits::raise_open_file_limit(config.max_connections);
     let runtime = tokio::runtime::Runtime::new().context("start the async runtime")?;
-    runtime.block_on(run(config, args.namesrv_listen))
+    runtime.block_on(async {
+        // Before the broker: a broker in controller mode may name this very process.
+        let controller = match controller {
+            Some(c) => Some(crate::controller::Running::start(c).await?),
+            None => None,
+        };
+        let result = run(config, args.namesrv_listen).await;
+        if let Some(c) = controller {
+            c.stop().await;
+        }
+        result
+    })
 }
 
 /// The embedded name server: its server, and its expiry chore in `tasks`.

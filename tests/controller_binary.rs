@@ -967,3 +967,48 @@ fn a_master_partitioned_from_the_controllers_is_replaced_and_acknowledges_nothin
     assert_queue(&brokers[n], &acked, "the new master");
     assert_queue(&brokers[m], &acked, "the old master, now a replica");
 }
+
+#[test]
+fn petrel_serve_runs_an_embedded_controller_that_its_own_broker_uses() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let conf = dir.path().join("controller.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "controllerDLegerPeers=n0-127.0.0.1:{port}\ncontrollerDLegerSelfId=n0\ncontrollerStorePath={}\n",
+            dir.path().join("controller").display()
+        ),
+    )
+    .unwrap();
+    let controller_addr = format!("controllerAddr=127.0.0.1:{port}");
+    let broker = common::Petrel::start(&[
+        "--controller-config",
+        conf.to_str().unwrap(),
+        "--set",
+        "enableControllerMode=true",
+        "--set",
+        &controller_addr,
+        "--set",
+        "syncBrokerMetadataPeriod=300",
+    ]);
+    let mut c = broker.broker();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while c.call(common::send_v2("Embedded", 0, "t", 0, b"x")).code != resp::SUCCESS {
+        assert!(Instant::now() < deadline, "the broker never became master:\n{}", broker.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let meta = Client::connect(port).call(RemotingCommand::request(rc::CONTROLLER_GET_METADATA_INFO, 0));
+    assert_eq!(meta.ext("isLeader"), Some("true"), "{meta:?}");
+    let info = Client::connect(port).call(request(
+        rc::CONTROLLER_GET_REPLICA_INFO,
+        &GetReplicaInfoRequestHeader {
+            broker_name: "broker-a".into(),
+        },
+    ));
+    assert_eq!(
+        info.ext("masterAddress"),
+        Some(format!("127.0.0.1:{}", broker.broker_port).as_str()),
+        "the process's own broker is its set's master"
+    );
+}
