@@ -3,10 +3,12 @@
 # message). Three `petrel serve` brokers of one set in controller mode
 # (allAckInSyncStateSet=true), three `petrel controller`s and `petrel namesrv`; RocketMQ's Java
 # producer (rocketmq-client 5.5.0, tests/clients/java, scenario `failover`) sends without pause
-# and a push consumer reads, while the master is killed with kill -9 PETREL_FAILOVER_KILLS times
-# (default 3) and restarted to rejoin as a replica. Every SEND_OK message must be consumed. For
-# each kill it prints the time to the new master's promotion (from its log); the client prints
-# the longest time between two SEND_OKs.
+# and a push consumer reads, while PETREL_FAILOVER_KILLS times (default 3) the master is hit by a
+# fault: kill -9 (then restarted), and every third time SIGSTOP instead, held until another broker
+# is master and then SIGCONT, so that the old master resumes believing it leads
+# (PETREL_FAILOVER_FAULTS=kill for kill -9 only). Either way it must rejoin as a replica. Every
+# SEND_OK message must be consumed. For each fault it prints the time to the new master's
+# promotion (from its log); the client prints the longest time between two SEND_OKs.
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
@@ -15,6 +17,7 @@ cargo build --quiet --release --bin petrel
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 
 kills=${PETREL_FAILOVER_KILLS:-3}
+faults=${PETREL_FAILOVER_FAULTS:-kill,stop}
 work=$(mktemp -d)
 ns="127.0.0.1:29786"
 controller_ports=(29787 29788 29789)
@@ -107,7 +110,9 @@ sleep 5
 failed=0
 for k in $(seq 1 "$kills"); do
   read -r master epoch < <(current_master)
-  kill -9 "${broker_pids[$master]}"
+  fault=kill
+  if [[ "$faults" == *stop* ]] && [ $((k % 3)) -eq 0 ]; then fault=stop; fi
+  if [ "$fault" = kill ]; then kill -9 "${broker_pids[$master]}"; else kill -STOP "${broker_pids[$master]}"; fi
   killed=$(date +%s.%N)
   promoted=""
   for _ in $(seq 1 1000); do
@@ -116,18 +121,24 @@ for k in $(seq 1 "$kills"); do
     sleep 0.01
   done
   if [ -z "$promoted" ]; then
-    echo "FAIL: kill $k: no new master within 10 s"
+    echo "FAIL: fault $k: no new master within 10 s"
     failed=1
     break
   fi
   at=$(grep "became master epoch=$now_epoch" "$work/b$promoted.log" | tail -1 | cut -d' ' -f1)
-  echo "kill $k: broker $master killed; broker $promoted master (epoch $now_epoch) after $(awk -v a="$(date -d "$at" +%s.%N)" -v b="$killed" 'BEGIN { printf "%.3f", a - b }') s"
-  start_broker "$master"
+  echo "fault $k ($fault): broker $master hit; broker $promoted master (epoch $now_epoch) after $(awk -v a="$(date -d "$at" +%s.%N)" -v b="$killed" 'BEGIN { printf "%.3f", a - b }') s"
+  if [ "$fault" = kill ]; then
+    start_broker "$master"
+  else
+    # It wakes up as master of an old epoch: its writes get no acknowledgement, and it must
+    # learn the new epoch and follow.
+    kill -CONT "${broker_pids[$master]}"
+  fi
   for _ in $(seq 1 300); do
     [ "$(in_sync_members "$promoted")" -eq 3 ] && break
     sleep 0.1
   done
-  echo "kill $k: broker $master rejoined; SyncStateSet of $(in_sync_members "$promoted")"
+  echo "fault $k: broker $master rejoined; SyncStateSet of $(in_sync_members "$promoted")"
   sleep 2
 done
 

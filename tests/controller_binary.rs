@@ -300,6 +300,15 @@ fn three_in_sync(group: &[ControllerProc], first: usize, addrs: &HashMap<u64, St
     );
 }
 
+/// The Prometheus text a process serves on `port`.
+fn scrape(port: u16) -> String {
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut http, &mut text).unwrap();
+    text
+}
+
 fn replica_info(c: &ControllerProc) -> RemotingCommand {
     c.call(request(
         rc::CONTROLLER_GET_REPLICA_INFO,
@@ -440,10 +449,7 @@ fn get_sync_state_data_lists_in_sync_and_other_replicas_as_mqadmin_reads_them() 
     assert_eq!(replica_info(&group[first]).code, resp::SUCCESS);
 
     // The same facts for Prometheus, from the leader.
-    let mut http = std::net::TcpStream::connect(("127.0.0.1", group[first].metrics_port)).unwrap();
-    std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-    let mut scrape = String::new();
-    std::io::Read::read_to_string(&mut http, &mut scrape).unwrap();
+    let scrape = scrape(group[first].metrics_port);
     for line in [
         "petrel_controller_is_leader 1",
         "petrel_controller_master_broker_id{broker_name=\"broker-a\"} 2",
@@ -982,6 +988,8 @@ fn petrel_serve_runs_an_embedded_controller_that_its_own_broker_uses() {
     )
     .unwrap();
     let controller_addr = format!("controllerAddr=127.0.0.1:{port}");
+    let metrics_port = free_port();
+    let metrics = format!("metricsPromExporterPort={metrics_port}");
     let broker = common::Petrel::start(&[
         "--controller-config",
         conf.to_str().unwrap(),
@@ -991,6 +999,12 @@ fn petrel_serve_runs_an_embedded_controller_that_its_own_broker_uses() {
         &controller_addr,
         "--set",
         "syncBrokerMetadataPeriod=300",
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        "metricsPromExporterHost=127.0.0.1",
+        "--set",
+        &metrics,
     ]);
     let mut c = broker.broker();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -1011,4 +1025,9 @@ fn petrel_serve_runs_an_embedded_controller_that_its_own_broker_uses() {
         Some(format!("127.0.0.1:{}", broker.broker_port).as_str()),
         "the process's own broker is its set's master"
     );
+    let text = scrape(metrics_port);
+    for line in ["petrel_role_master 1", "petrel_master_epoch 1"] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in\n{text}");
+    }
+    assert!(text.lines().any(|l| l.starts_with("petrel_confirm_offset ")), "{text}");
 }

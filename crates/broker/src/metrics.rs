@@ -346,6 +346,26 @@ fn render_pipeline(out: &mut String, broker: &Broker) {
 /// for it), or a slave's view of its master.
 fn render_replication(out: &mut String, broker: &Broker) {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
+    if let Some(c) = broker.replication.controlled() {
+        let gauges = [
+            (
+                "petrel_role_master",
+                "Controller mode: 1 while this broker is its set's master.",
+                if broker.role.is_master() { 1.0 } else { 0.0 },
+            ),
+            (
+                "petrel_master_epoch",
+                "Controller mode: the master epoch this broker's role belongs to.",
+                f64::from(broker.role.master_epoch()),
+            ),
+            (
+                "petrel_confirm_offset",
+                "Controller mode: what every in-sync replica holds; consumers read no further.",
+                c.confirmed.get() as f64,
+            ),
+        ];
+        metrics_of_kind(out, "gauge", &gauges);
+    }
     if let Some(slave) = broker.replication.slave() {
         let st = slave.state();
         let gauges = [
