@@ -29,7 +29,7 @@ cleanup() {
   for p in "${controller_pids[@]}" "${broker_pids[@]}" "$java_pid" "${ns_pid:-}"; do
     [ -n "$p" ] && kill -9 "$p" 2>/dev/null || true
   done
-  rm -rf "$work"
+  if [ -n "${PETREL_FAILOVER_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

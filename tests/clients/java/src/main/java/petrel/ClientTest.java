@@ -420,6 +420,7 @@ public final class ClientTest {
         long lastOk = System.currentTimeMillis();
         long longestGap = 0;
         int refused = 0;
+        String lastHost = "";
         for (int i = 0; !Files.exists(dir.resolve("stop")); i++) {
             Expected e = expect("failover", i);
             try {
@@ -427,6 +428,12 @@ public final class ClientTest {
                 if (r.getSendStatus() == SendStatus.SEND_OK) {
                     acked.put(e.pid, e);
                     long now = System.currentTimeMillis();
+                    // The offset message id starts with the storing broker's address.
+                    String host = r.getOffsetMsgId().substring(0, 16);
+                    if (!host.equals(lastHost)) {
+                        System.out.println("failover: SEND_OK from " + host + " at " + now + " (previous " + (now - lastOk) + " ms before)");
+                        lastHost = host;
+                    }
                     longestGap = Math.max(longestGap, now - lastOk);
                     lastOk = now;
                 } else {
@@ -434,6 +441,9 @@ public final class ClientTest {
                 }
             } catch (Exception ex) {
                 refused++;
+                if (refused % 20 == 1) {
+                    System.out.println("failover: send failed at " + System.currentTimeMillis() + ": " + ex);
+                }
                 Thread.sleep(20);
             }
         }
