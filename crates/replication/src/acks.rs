@@ -186,7 +186,8 @@ impl AckGate {
             return Ok(ReplicaWait::None);
         }
         let in_sync = match &*self.sync_state_set.lock() {
-            Some(members) => members.len().max(1),
+            // The members other than the master, and the master.
+            Some(members) => members.len() + 1,
             None => 1 + self.slaves.lock().values().filter(|s| s.in_sync).count(),
         };
         if in_sync < self.policy.min_in_sync_replicas {
@@ -474,8 +475,16 @@ mod tests {
         g.acked(1, 100);
         assert!(g.expand_candidates(120).is_empty(), "nor the current epoch's start");
         assert_eq!(g.expand_candidates(50), vec![7]);
+        assert!(
+            matches!(g.before_append().unwrap(), ReplicaWait::None),
+            "the master alone waits for nobody"
+        );
         end.store(200, Ordering::SeqCst);
         g.set_sync_state_set(&view(&[0, 7]));
+        assert!(
+            matches!(g.before_append().unwrap(), ReplicaWait::Wait(_)),
+            "a set of the master and one slave waits for the slave"
+        );
         g.acked(1, 150);
         assert_eq!(g.replicated().get(), 150, "the slowest member");
         // Member 8 joins the set but has no connection: nothing moves until it is heard from.
