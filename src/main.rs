@@ -34,7 +34,7 @@ enum Command {
     #[command(subcommand)]
     Bench(Box<petrel_bench::BenchCommand>),
     /// Run a local cluster under fault injection and check that nothing acknowledged is lost.
-    Chaos,
+    Chaos(Box<petrel_chaos::ChaosArgs>),
     /// Administrative commands (topics, groups, offsets).
     Admin,
     /// Decode a RocketMQ remoting frame given as hex, and print its header and body.
@@ -46,7 +46,7 @@ enum Command {
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -54,7 +54,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
     if !matches!(cli.command, Command::Decode { .. }) {
         tracing_subscriber::fmt()
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
@@ -70,8 +70,24 @@ fn run(cli: Cli) -> Result<()> {
             let runtime = tokio::runtime::Runtime::new()?;
             runtime.block_on(petrel_bench::cli::execute(*cmd)).map_err(Into::into)
         }
-        Command::Chaos => not_yet("chaos", "the chaos harness"),
+        Command::Chaos(args) => return chaos(*args),
         Command::Admin => not_yet("admin", "the admin commands"),
+    }
+    .map(|()| ExitCode::SUCCESS)
+}
+
+/// `petrel chaos`: exit status 1 when an acknowledged message was lost or an ordered one
+/// reordered, 2 when the run could not be made.
+fn chaos(args: petrel_chaos::ChaosArgs) -> Result<ExitCode> {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let runtime = tokio::runtime::Runtime::new()?;
+    match runtime.block_on(petrel_chaos::execute(args, command)) {
+        Ok(true) => Ok(ExitCode::SUCCESS),
+        Ok(false) => Ok(ExitCode::from(1)),
+        Err(e) => {
+            eprintln!("chaos: {e}");
+            Ok(ExitCode::from(2))
+        }
     }
 }
 

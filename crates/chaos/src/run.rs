@@ -1,0 +1,390 @@
+//! One chaos run: the cluster, the workload, the fault schedule, the drain and the verdict.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use petrel_client::Client;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use crate::checker::check;
+use crate::cli::{ChaosArgs, FaultKind, Mode, Network};
+use crate::cluster::{Cluster, HEARTBEAT_TIMEOUT_MS};
+use crate::error::{ChaosError, Result};
+use crate::report::{FaultRecord, Report, Sample};
+use crate::workload::{self, Ctx, Delivery, Drain, Live, ORDERED_TOPIC, QUEUES, Sent, TOPIC};
+
+/// How long a send may wait for its answer (RocketMQ's client default is 3 s).
+const SEND_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long the cluster gets to take its first message.
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+/// Restarts tried before a process that will not come back ends the run.
+const RESTART_ATTEMPTS: usize = 3;
+
+/// Runs `args` and returns the report (already written to `args.report_dir`).
+pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
+    validate(&args)?;
+    let netns = match args.network {
+        _ if args.target.is_some() => false,
+        Network::Auto => crate::net::available(),
+        Network::Netns if !crate::net::available() => {
+            return Err(ChaosError::Setup("--network netns needs root and iproute2".into()));
+        }
+        Network::Netns => true,
+        Network::Loopback => false,
+    };
+    let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
+    let (dir, temporary) = match &args.work_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("petrel-chaos-{}-{seed}", std::process::id())),
+            true,
+        ),
+    };
+    std::fs::create_dir_all(&dir)?;
+    let mut cluster = match &args.target {
+        Some(_) => None,
+        None => Some(Cluster::start(args.mode, &dir, netns).await?),
+    };
+    let (faults, skipped) = usable_faults(&args, cluster.as_ref())?;
+    let namesrv = args
+        .target
+        .clone()
+        .or_else(|| cluster.as_ref().map(|c| c.namesrv.clone()))
+        .unwrap_or_default();
+    println!("chaos: cluster up (name server {namesrv}, work directory {})", dir.display());
+    let result = drive(&args, cluster.as_mut(), &faults, seed, &namesrv).await;
+    if let Some(c) = cluster.as_mut() {
+        c.stop().await;
+    }
+    drop(cluster);
+    let seen = result?;
+    let ordered: HashSet<u32> = ordered_ids(&args).collect();
+    let verdict = check(&seen.sent, &seen.delivered, &seen.stored, &ordered, seen.window);
+    let report = Report::new(
+        &args,
+        command,
+        seed,
+        netns,
+        skipped,
+        seen.faults,
+        verdict,
+        seen.timeline,
+        seen.errors,
+    );
+    report.write(&args.report_dir)?;
+    if temporary && report.verdict.passed() && !args.keep {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    Ok(report)
+}
+
+fn validate(args: &ChaosArgs) -> Result<()> {
+    let bad = |m: &str| Err(ChaosError::Setup(m.into()));
+    if args.rate == 0 || args.producers + args.ordered == 0 {
+        return bad("--rate and --producers + --ordered must be above 0");
+    }
+    if args.ordered > QUEUES as usize {
+        return bad("--ordered: at most one ordered producer per queue (8)");
+    }
+    if args.consumers == 0 || args.consumers > 2 * QUEUES as usize {
+        return bad("--consumers: 1 to 16");
+    }
+    if args.target.is_some() && args.injections > 0 && args.mode != Mode::Controller {
+        // Only the processes a run starts can be hurt; say so rather than pretend.
+        tracing::warn!("--target: no process is started, so no fault is injected");
+    }
+    Ok(())
+}
+
+/// The fault kinds this cluster can take; a kind it cannot is left out with the reason, unless
+/// it was the only one asked for.
+fn usable_faults(args: &ChaosArgs, cluster: Option<&Cluster>) -> Result<(Vec<FaultKind>, Vec<String>)> {
+    let mut usable = Vec::new();
+    let mut skipped = Vec::new();
+    for kind in &args.faults {
+        if usable.contains(kind) {
+            continue;
+        }
+        let why = match (kind, cluster) {
+            (_, None) => Some("no process started (--target)"),
+            (FaultKind::Partition, Some(c)) if !c.can_partition() => {
+                Some("partitions need network namespaces (root and iproute2) and more than one process")
+            }
+            _ => None,
+        };
+        match why {
+            Some(why) => skipped.push(format!("{}: {why}", kind.name())),
+            None => usable.push(*kind),
+        }
+    }
+    if usable.is_empty() && args.injections > 0 && cluster.is_some() {
+        return Err(ChaosError::Setup(format!("no fault can be injected: {}", skipped.join("; "))));
+    }
+    for s in &skipped {
+        println!("chaos: left out {s}");
+    }
+    Ok((usable, skipped))
+}
+
+fn ordered_ids(args: &ChaosArgs) -> impl Iterator<Item = u32> {
+    let first = u32::try_from(args.producers).unwrap_or(0);
+    (0..u32::try_from(args.ordered).unwrap_or(0)).map(move |i| first + i)
+}
+
+/// What a run saw, for the checker and the report.
+struct Observed {
+    sent: Vec<Sent>,
+    delivered: Vec<Delivery>,
+    stored: Vec<Delivery>,
+    faults: Vec<FaultRecord>,
+    timeline: Vec<Sample>,
+    /// When the producers ran, milliseconds since the start.
+    window: (u64, u64),
+    errors: std::collections::BTreeMap<String, u64>,
+}
+
+async fn drive(args: &ChaosArgs, cluster: Option<&mut Cluster>, faults: &[FaultKind], seed: u64, namesrv: &str) -> Result<Observed> {
+    let mut client = Client::new(namesrv);
+    client.timeout = SEND_TIMEOUT;
+    ready(&client).await?;
+    let producers = args.producers + args.ordered;
+    let ctx = Arc::new(Ctx {
+        client,
+        started: Instant::now(),
+        live: Live::default(),
+        body_bytes: args.size,
+        period: Duration::from_secs_f64(producers as f64 / f64::from(args.rate)),
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (drain_tx, drain_rx) = watch::channel(None::<Drain>);
+    let (done_tx, done_rx) = watch::channel(false);
+    let sampler = tokio::spawn(sample(Arc::clone(&ctx), done_rx));
+    let mut sends = JoinSet::new();
+    for p in 0..u32::try_from(args.producers).unwrap_or(0) {
+        sends.spawn(workload::produce(Arc::clone(&ctx), p, stop_rx.clone()));
+    }
+    for (queue, p) in ordered_ids(args).enumerate() {
+        sends.spawn(workload::produce_ordered(
+            Arc::clone(&ctx),
+            p,
+            i32::try_from(queue).unwrap_or(0),
+            stop_rx.clone(),
+        ));
+    }
+    let mut consumers = JoinSet::new();
+    for c in 0..args.consumers {
+        let owned: Vec<(&'static str, i32)> = [TOPIC, ORDERED_TOPIC]
+            .into_iter()
+            .flat_map(|t| (0..QUEUES).map(move |q| (t, q)))
+            .enumerate()
+            .filter(|(i, _)| i % args.consumers == c)
+            .map(|(_, tq)| tq)
+            .collect();
+        consumers.spawn(workload::consume(Arc::clone(&ctx), owned, drain_rx.clone()));
+    }
+    let records = match cluster {
+        Some(c) => inject(args, c, faults, seed, &ctx).await?,
+        None => {
+            tokio::time::sleep(Duration::from_secs(args.duration_s.unwrap_or(30))).await;
+            Vec::new()
+        }
+    };
+    let _ = stop_tx.send(true);
+    let sent: Vec<Sent> = sends.join_all().await.into_iter().flatten().collect();
+    let window = (0, ctx.elapsed_ms());
+    println!("chaos: producers stopped after {} s; draining", window.1 / 1000);
+    let deadline = Instant::now() + Duration::from_secs(args.drain_timeout_s);
+    let targets = workload::queue_ends(&ctx.client, deadline).await;
+    let _ = drain_tx.send(Some(Drain { targets, deadline }));
+    let delivered: Vec<Delivery> = consumers.join_all().await.into_iter().flatten().collect();
+    let _ = done_tx.send(true);
+    let stored = read_all(&ctx.client, deadline.max(Instant::now() + Duration::from_secs(20))).await;
+    let timeline = sampler.await.unwrap_or_default();
+    let errors = ctx.live.errors_by_kind.lock().clone();
+    Ok(Observed {
+        sent,
+        delivered,
+        stored,
+        faults: records,
+        timeline,
+        window,
+        errors,
+    })
+}
+
+/// Waits until both topics exist and take a message.
+async fn ready(client: &Client) -> Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    for topic in [TOPIC, ORDERED_TOPIC] {
+        loop {
+            let probe = async {
+                let queues = client.ensure_topic(topic, QUEUES).await?;
+                let q = &queues[0];
+                let req = Client::send_request("chaos-probe", q, topic, "probe".into(), &Default::default(), 0);
+                Client::send_result(&q.broker_addr, &client.call(&q.broker_addr, req).await?)
+            };
+            match probe.await {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => {
+                    return Err(ChaosError::Setup(format!("the cluster took no message in {READY_TIMEOUT:?}: {e}")));
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The queues' contents at the end, each retried until `deadline` (a queue that cannot be read
+/// by then counts as empty: what it should hold is then lost).
+async fn read_all(client: &Client, deadline: Instant) -> Vec<Delivery> {
+    let mut out = Vec::new();
+    for topic in [TOPIC, ORDERED_TOPIC] {
+        for queue in 0..QUEUES {
+            loop {
+                match workload::read_queue(client, topic, queue).await {
+                    Ok(q) => {
+                        out.extend(q);
+                        break;
+                    }
+                    Err(e) if Instant::now() > deadline => {
+                        println!("chaos: {topic} queue {queue} unreadable at the end: {e}");
+                        break;
+                    }
+                    Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Once a second, the acknowledgements, send errors and deliveries of the last second.
+async fn sample(ctx: Arc<Ctx>, done: watch::Receiver<bool>) -> Vec<Sample> {
+    let mut out = Vec::new();
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let mut last = (0, 0, 0);
+    // Bounded: the consumers end by their drain deadline, and then `done` is set.
+    while !*done.borrow() {
+        ticker.tick().await;
+        let now = (
+            ctx.live.acked.load(Ordering::Relaxed),
+            ctx.live.send_errors.load(Ordering::Relaxed),
+            ctx.live.consumed.load(Ordering::Relaxed),
+        );
+        out.push(Sample {
+            t_s: ctx.started.elapsed().as_secs_f64(),
+            acked: now.0 - last.0,
+            errors: now.1 - last.1,
+            consumed: now.2 - last.2,
+        });
+        last = now;
+    }
+    out
+}
+
+/// The fault schedule: each fault on a random process, held, healed, then a quiet spell.
+async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], seed: u64, ctx: &Ctx) -> Result<Vec<FaultRecord>> {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let (hold_lo, hold_hi) = args.hold();
+    let (quiet_lo, quiet_hi) = args.quiet();
+    let end = args.duration_s.map(|s| Instant::now() + Duration::from_secs(s));
+    let mut records = Vec::with_capacity(args.injections);
+    tokio::time::sleep(quiet_lo).await;
+    for index in 0..args.injections {
+        let kind = faults[rng.usize(..faults.len())];
+        let target = pick_target(&mut rng, cluster, ctx).await;
+        let mut hold = between(&mut rng, hold_lo, hold_hi);
+        // A pause outlasts the heartbeat timeout, so a paused master is replaced and resumes
+        // fenced; half the partitions do too, the other half heal before anyone notices.
+        if kind == FaultKind::Pause || (kind == FaultKind::Partition && rng.bool()) {
+            hold += Duration::from_millis(HEARTBEAT_TIMEOUT_MS);
+        }
+        let name = cluster.nodes()[target].name.clone();
+        let start_ms = ctx.elapsed_ms();
+        apply(cluster, kind, target).await?;
+        tokio::time::sleep(hold).await;
+        heal(cluster, kind, target, args.wipe_on_restart).await?;
+        let healed_ms = ctx.elapsed_ms();
+        println!(
+            "chaos: {}/{} {} {name}: {} ms (acked so far {})",
+            index + 1,
+            args.injections,
+            kind.name(),
+            healed_ms - start_ms,
+            ctx.live.acked.load(Ordering::Relaxed)
+        );
+        records.push(FaultRecord {
+            index,
+            kind,
+            target: name,
+            start_ms,
+            healed_ms,
+        });
+        let mut quiet = between(&mut rng, quiet_lo, quiet_hi);
+        if let Some(end) = end {
+            let left = u32::try_from(args.injections - index).unwrap_or(1);
+            quiet = quiet.max(end.saturating_duration_since(Instant::now()) / left);
+        }
+        tokio::time::sleep(quiet).await;
+    }
+    if let Some(end) = end {
+        tokio::time::sleep(end.saturating_duration_since(Instant::now())).await;
+    }
+    Ok(records)
+}
+
+/// Half the faults go to the master the name server names (where a fault costs the most), the
+/// rest to any process.
+async fn pick_target(rng: &mut fastrand::Rng, cluster: &Cluster, ctx: &Ctx) -> usize {
+    let any = rng.usize(..cluster.nodes().len());
+    if !rng.bool() {
+        return any;
+    }
+    let master = ctx
+        .client
+        .write_queues(TOPIC)
+        .await
+        .ok()
+        .and_then(|q| q.first().map(|q| q.broker_addr.clone()));
+    master
+        .and_then(|addr| cluster.nodes().iter().position(|n| n.addr == addr))
+        .unwrap_or(any)
+}
+
+fn between(rng: &mut fastrand::Rng, lo: Duration, hi: Duration) -> Duration {
+    let (lo_ms, hi_ms) = (lo.as_millis() as u64, hi.as_millis() as u64);
+    Duration::from_millis(rng.u64(lo_ms..=hi_ms.max(lo_ms)))
+}
+
+async fn apply(cluster: &mut Cluster, kind: FaultKind, target: usize) -> Result<()> {
+    match kind {
+        FaultKind::Kill => cluster.kill(target).await,
+        FaultKind::Pause => cluster.pause(target),
+        FaultKind::Partition => cluster.partition(target),
+    }
+}
+
+async fn heal(cluster: &mut Cluster, kind: FaultKind, target: usize, wipe: bool) -> Result<()> {
+    match kind {
+        FaultKind::Kill => {
+            let mut last = None;
+            for _ in 0..RESTART_ATTEMPTS {
+                match cluster.restart(target, wipe).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "restart failed; trying again");
+                        let _ = cluster.kill(target).await;
+                        last = Some(e);
+                    }
+                }
+            }
+            Err(last.unwrap_or_else(|| ChaosError::Setup("restart".into())))
+        }
+        FaultKind::Pause => cluster.resume(target),
+        FaultKind::Partition => cluster.heal(target),
+    }
+}
