@@ -649,8 +649,6 @@ fn assert_queue(b: &common::Petrel, expected: &[String], who: &str) {
 fn petrel_brokers_in_controller_mode_fail_over_without_losing_an_acknowledged_message() {
     let dir = tempfile::tempdir().unwrap();
     let (_ns, group, mut brokers) = controlled_set(dir.path(), &[]);
-    let by_addr =
-        |brokers: &[common::Petrel], addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
     let (mut master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
     let kills: usize = std::env::var("PETREL_FAILOVER_KILLS")
         .ok()
@@ -776,8 +774,6 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     // Slaves never leave the SyncStateSet during the test: the master cannot shed them.
     let extra = ["--set", "haMaxTimeSlaveNotCatchup=600000", "--set", "slaveTimeout=1000"];
     let (_ns, group, mut brokers) = controlled_set(dir.path(), &extra);
-    let by_addr =
-        |brokers: &[common::Petrel], addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
     let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
     let m = by_addr(&brokers, &master_addr);
     let mut c = brokers[m].broker();
@@ -832,20 +828,31 @@ fn queue_max(c: &mut Client, topic: &str) -> i64 {
     r.ext("maxOffset").unwrap().parse().unwrap()
 }
 
+/// The broker whose port ends `addr`.
+fn by_addr(brokers: &[common::Petrel], addr: &str) -> usize {
+    brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap()
+}
+
+/// Once all three are in sync: the master's address and index, a client to it, and the 20
+/// messages it acknowledged.
+fn master_with_twenty(group: &[ControllerProc], brokers: &[common::Petrel]) -> (String, usize, Client, Vec<String>) {
+    let (master_addr, _) = wait_set(group, "a master with all three in sync", |(_, n)| *n == 3);
+    let m = by_addr(brokers, &master_addr);
+    let mut acked: Vec<String> = Vec::new();
+    let mut c = brokers[m].broker();
+    send_acknowledged(&mut c, &mut acked, 20);
+    (master_addr, m, c, acked)
+}
+
 #[test]
 fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() {
     let dir = tempfile::tempdir().unwrap();
     let (_ns, group, brokers) = controlled_set(dir.path(), &["--set", "slaveTimeout=1000"]);
-    let by_addr = |addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
-    let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
-    let m = by_addr(&master_addr);
-    let mut acked: Vec<String> = Vec::new();
-    let mut c = brokers[m].broker();
-    send_acknowledged(&mut c, &mut acked, 20);
+    let (master_addr, m, mut c, mut acked) = master_with_twenty(&group, &brokers);
     // Paused past its heartbeat timeout (3 s): the controllers elect another member.
     signal(&brokers[m], libc::SIGSTOP);
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
-    let n = by_addr(&new_addr);
+    let n = by_addr(&brokers, &new_addr);
     let mut d = brokers[n].broker();
     first_send_ok(&mut d, &mut acked);
     // The old master wakes up cut off from the controllers (paused here), so it still believes
@@ -946,18 +953,13 @@ fn a_master_partitioned_from_the_controllers_is_replaced_and_acknowledges_nothin
             controlled_broker(ns.1, &addrs.join(";"), &["--set", "slaveTimeout=1000"])
         })
         .collect();
-    let by_addr = |addr: &str| brokers.iter().position(|b| addr.ends_with(&format!(":{}", b.broker_port))).unwrap();
-    let (master_addr, _) = wait_set(&group, "a master with all three in sync", |(_, n)| *n == 3);
-    let m = by_addr(&master_addr);
-    let mut acked: Vec<String> = Vec::new();
-    let mut c = brokers[m].broker();
-    send_acknowledged(&mut c, &mut acked, 20);
+    let (master_addr, m, mut c, mut acked) = master_with_twenty(&group, &brokers);
     for p in &proxies[m] {
         p.blocked.store(true, Ordering::Release);
     }
     // The controllers hear nothing from the master past its heartbeat timeout and elect another.
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
-    let n = by_addr(&new_addr);
+    let n = by_addr(&brokers, &new_addr);
     let mut d = brokers[n].broker();
     first_send_ok(&mut d, &mut acked);
     // Clients still reach the old master, which cannot learn that it was replaced.

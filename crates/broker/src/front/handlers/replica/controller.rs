@@ -10,14 +10,16 @@ use petrel_remoting::{Connection, Reply, answer, error};
 
 use crate::broker::Broker;
 
+/// The SYSTEM_ERROR a broker outside controller mode answers (`why` in RocketMQ's words for the
+/// request).
+fn not_controlled(request: &RemotingCommand, why: &str) -> Reply {
+    Reply::Now(error(request, resp::SYSTEM_ERROR, why))
+}
+
 /// Asks the controllers for the new role at once instead of at the next period.
 pub(crate) fn role_changed(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let Some(c) = broker.replication.controlled() else {
-        return Reply::Now(error(
-            &request,
-            resp::SYSTEM_ERROR,
-            "this broker is not in controller mode (enableControllerMode=false)",
-        ));
+        return not_controlled(&request, "this broker is not in controller mode (enableControllerMode=false)");
     };
     c.role_changed.notify_one();
     // The controllers send it oneway.
@@ -30,11 +32,7 @@ pub(crate) fn role_changed(broker: &Arc<Broker>, _conn: &Arc<Connection>, reques
 /// RocketMQ's `EpochEntryCache`: this broker's epochs (the last open-ended) and its log's end.
 pub(crate) fn epoch_cache(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let Some(c) = broker.replication.controlled() else {
-        return Reply::Now(error(
-            &request,
-            resp::SYSTEM_ERROR,
-            "this request only for controllerMode (enableControllerMode=false)",
-        ));
+        return not_controlled(&request, "this request only for controllerMode (enableControllerMode=false)");
     };
     let entries = c.epochs.entries();
     let list: Vec<serde_json::Value> = entries
