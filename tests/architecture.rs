@@ -52,6 +52,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
         ("controller", &["petrel-protocol", "petrel-remoting"][..]),
         ("client", &["petrel-protocol", "petrel-remoting"][..]),
         ("bench", &["petrel-protocol", "petrel-client"][..]),
+        ("chaos", &["petrel-protocol", "petrel-client"][..]),
     ]);
     let mut seen = BTreeSet::new();
     for entry in std::fs::read_dir(root().join("crates")).expect("crates/") {

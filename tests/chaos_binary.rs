@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, reason = "test helpers: a failure is the test failing")]
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 use std::sync::Mutex;
@@ -141,4 +143,24 @@ fn a_broker_restarted_without_its_data_is_caught_losing_acknowledged_messages() 
     assert_eq!(run.status, 1);
     assert!(run.last_line.starts_with("chaos: injections=2 acked="), "{}", run.last_line);
     assert!(run.last_line.contains(&format!(" lost={lost} ")), "{}", run.last_line);
+}
+
+/// `--target`: the workload and the checker against a cluster the run did not start (here a
+/// `petrel serve`; docs/reliability.md has the same against Apache RocketMQ), with no fault.
+#[test]
+fn a_target_cluster_gets_the_workload_and_the_checker_and_no_fault() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = common::Petrel::start(&["--set", "flushDiskType=SYNC_FLUSH"]);
+    let target = format!("127.0.0.1:{}", broker.ns_port);
+    let run = chaos(dir.path(), &["--target", &target, "--duration-s", "5", "--injections", "3"]);
+    assert_eq!(run.status, 0, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("left out kill: no process started (--target)"),
+        "{}",
+        run.stdout
+    );
+    let v = &run.result["verdict"];
+    assert!(v["acked"].as_u64().unwrap() > 1000, "{v}");
+    assert_eq!((v["lost"].as_u64(), run.result["injections"].as_u64()), (Some(0), Some(0)));
+    assert!(run.last_line.starts_with("chaos: injections=0 acked="), "{}", run.last_line);
 }

@@ -75,6 +75,11 @@ pub struct ChaosArgs {
     /// of a cluster of its own; no process is started, so no fault is injected.
     #[arg(long)]
     pub target: Option<String>,
+    /// Run the cluster as Apache RocketMQ's own processes, from the jars in this directory
+    /// (`scripts/reference-lib.sh` fetches RocketMQ 5.5.0's into tests/reference/lib), for a
+    /// side-by-side with the same workload, faults and checker.
+    #[arg(long, value_name = "DIR")]
+    pub rocketmq_lib: Option<PathBuf>,
     /// Seed of the fault schedule (targets, kinds, holds).
     #[arg(long)]
     pub seed: Option<u64>,
@@ -115,6 +120,13 @@ pub struct ChaosArgs {
 }
 
 impl ChaosArgs {
+    pub fn implementation(&self) -> crate::cluster::Implementation {
+        match &self.rocketmq_lib {
+            Some(lib) => crate::cluster::Implementation::RocketMq(lib.clone()),
+            None => crate::cluster::Implementation::Petrel,
+        }
+    }
+
     /// The (shortest, longest) hold.
     pub fn hold(&self) -> (Duration, Duration) {
         range(&self.hold_ms)

@@ -14,19 +14,21 @@ use crate::cli::Mode;
 use crate::error::{ChaosError, Result};
 use crate::net::Netns;
 
-/// How long a started process gets to listen on its port.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a started process gets to listen on its port (a JVM on two busy cores is slow).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Brokers in controller mode: heartbeats, and how long the controllers wait for one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 300;
 pub const HEARTBEAT_TIMEOUT_MS: u64 = 2000;
 /// Commit-log segments small enough that a run crosses several.
-const SEGMENT_BYTES: u64 = 8 << 20;
+pub const SEGMENT_BYTES: u64 = 8 << 20;
 
 pub struct Node {
     pub name: String,
     /// Where it listens (its broker, name-server or controller port).
     pub addr: String,
+    program: PathBuf,
     args: Vec<String>,
+    env: Vec<(String, String)>,
     netns: Option<String>,
     log: PathBuf,
     child: Option<Child>,
@@ -41,19 +43,20 @@ impl Node {
             .map(Pid::from_raw)
     }
 
-    async fn spawn(&mut self, exe: &Path) -> Result<()> {
+    async fn spawn(&mut self) -> Result<()> {
         assert!(self.child.is_none(), "{} is running", self.name);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = match &self.netns {
             Some(ns) => {
                 let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(exe);
+                c.args(["netns", "exec", ns]).arg(&self.program);
                 c
             }
-            None => Command::new(exe),
+            None => Command::new(&self.program),
         };
         let child = command
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone()?))
             .stderr(Stdio::from(log))
@@ -106,12 +109,20 @@ impl Node {
 }
 
 /// What a mode's processes are, before any is started.
-struct Spec {
-    name: String,
-    port: u16,
-    /// The command line after the executable, given the node's own IP and the cluster's
-    /// addresses.
-    args: Vec<String>,
+pub(crate) struct Spec {
+    pub name: String,
+    pub port: u16,
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+}
+
+/// Whose processes the cluster runs.
+#[derive(Debug, Clone)]
+pub enum Implementation {
+    Petrel,
+    /// Apache RocketMQ's, from its jars in this directory.
+    RocketMq(PathBuf),
 }
 
 pub struct Cluster {
@@ -119,7 +130,6 @@ pub struct Cluster {
     nodes: Vec<Node>,
     pub namesrv: String,
     net: Option<Netns>,
-    exe: PathBuf,
     dir: PathBuf,
 }
 
@@ -136,51 +146,38 @@ fn set(args: &mut Vec<String>, pairs: &[(&str, String)]) {
 }
 
 /// The addresses of a mode's processes: (ip, port, second port) per node.
-struct Layout {
-    ips: Vec<String>,
-    ports: Vec<(u16, u16)>,
+pub(crate) struct Layout {
+    pub ips: Vec<String>,
+    pub ports: Vec<(u16, u16)>,
 }
 
 impl Layout {
-    fn addr(&self, i: usize) -> String {
+    pub fn addr(&self, i: usize) -> String {
         format!("{}:{}", self.ips[i], self.ports[i].0)
     }
 }
 
 impl Cluster {
     /// Starts `mode`'s processes under `dir` and waits until each listens.
-    pub async fn start(mode: Mode, dir: &Path, netns: bool) -> Result<Cluster> {
-        let exe = std::env::current_exe()?;
-        let count = match mode {
-            Mode::Single => 1,
-            Mode::Replicated => 4,
-            Mode::Controller => 7,
+    pub async fn start(mode: Mode, implementation: &Implementation, dir: &Path, netns: bool) -> Result<Cluster> {
+        let count = match (mode, implementation) {
+            (Mode::Single, Implementation::Petrel) => 1,
+            (Mode::Single, Implementation::RocketMq(_)) => 2,
+            (Mode::Replicated, _) => 4,
+            (Mode::Controller, _) => 7,
         };
         let net = if netns { Some(Netns::create(count)?) } else { None };
         let layout = Layout {
             ips: (0..count)
                 .map(|i| net.as_ref().map_or_else(|| "127.0.0.1".to_owned(), |n| n.addr(i)))
                 .collect(),
-            ports: (0..count)
-                .map(|_| -> Result<(u16, u16)> {
-                    if net.is_some() {
-                        Ok((10911, 10912))
-                    } else {
-                        Ok((free_port()?, free_port()?))
-                    }
-                })
-                .collect::<Result<_>>()?,
+            ports: (0..count).map(|i| ports(net.is_some(), implementation, i)).collect::<Result<_>>()?,
         };
-        let specs = match mode {
-            Mode::Single => single(dir, &layout),
-            Mode::Replicated => replicated(dir, &layout),
-            Mode::Controller => controlled(dir, &layout),
+        let (specs, namesrv) = match implementation {
+            Implementation::Petrel => petrel_specs(mode, dir, &layout)?,
+            Implementation::RocketMq(lib) => crate::rocketmq::specs(mode, dir, &layout, lib)?,
         };
-        let namesrv = match mode {
-            Mode::Single => format!("{}:{}", layout.ips[0], layout.ports[0].1),
-            Mode::Replicated => layout.addr(0),
-            Mode::Controller => layout.addr(3),
-        };
+        assert_eq!(specs.len(), count, "one process per address");
         let nodes = specs
             .into_iter()
             .enumerate()
@@ -188,7 +185,9 @@ impl Cluster {
                 addr: format!("{}:{}", layout.ips[i], s.port),
                 log: dir.join(format!("{}.log", s.name)),
                 name: s.name,
+                program: s.program,
                 args: s.args,
+                env: s.env,
                 netns: net.as_ref().map(|n| n.name(i)),
                 child: None,
             })
@@ -197,12 +196,10 @@ impl Cluster {
             nodes,
             namesrv,
             net,
-            exe,
             dir: dir.to_path_buf(),
         };
-        for i in 0..cluster.nodes.len() {
-            let exe = cluster.exe.clone();
-            cluster.nodes[i].spawn(&exe).await?;
+        for node in &mut cluster.nodes {
+            node.spawn().await?;
         }
         Ok(cluster)
     }
@@ -225,8 +222,7 @@ impl Cluster {
         if wipe && data.exists() {
             std::fs::remove_dir_all(&data)?;
         }
-        let exe = self.exe.clone();
-        self.nodes[i].spawn(&exe).await
+        self.nodes[i].spawn().await
     }
 
     pub fn pause(&self, i: usize) -> Result<()> {
@@ -241,20 +237,18 @@ impl Cluster {
         (0..self.nodes.len()).filter(|o| *o != i).collect()
     }
 
-    pub fn partition(&self, i: usize) -> Result<()> {
-        let net = self
-            .net
+    fn net(&self) -> Result<&Netns> {
+        self.net
             .as_ref()
-            .ok_or_else(|| ChaosError::Setup("partitions need network namespaces".into()))?;
-        net.isolate(i, &self.others(i))
+            .ok_or_else(|| ChaosError::Setup("partitions need network namespaces".into()))
+    }
+
+    pub fn partition(&self, i: usize) -> Result<()> {
+        self.net()?.isolate(i, &self.others(i))
     }
 
     pub fn heal(&self, i: usize) -> Result<()> {
-        let net = self
-            .net
-            .as_ref()
-            .ok_or_else(|| ChaosError::Setup("partitions need network namespaces".into()))?;
-        net.heal(i, &self.others(i))
+        self.net()?.heal(i, &self.others(i))
     }
 
     /// Stops every process (SIGCONT first, so a paused one can die).
@@ -265,6 +259,44 @@ impl Cluster {
         }
     }
 }
+
+/// Process `i`'s two ports: in its own namespace the defaults; on loopback free ones (for
+/// RocketMQ a block of four, since its broker also takes listenPort - 2 and + 1).
+fn ports(netns: bool, implementation: &Implementation, i: usize) -> Result<(u16, u16)> {
+    match (netns, implementation) {
+        (true, _) => Ok((10911, 10912)),
+        (false, Implementation::Petrel) => Ok((free_port()?, free_port()?)),
+        (false, Implementation::RocketMq(_)) => {
+            let base = 30_000 + u16::try_from(std::process::id() % 1000).unwrap_or(0) * 30;
+            let port = base + u16::try_from(i).unwrap_or(0) * 4 + 2;
+            Ok((port, port + 1))
+        }
+    }
+}
+
+/// Petrel's processes for `mode`, and the name server's address.
+fn petrel_specs(mode: Mode, dir: &Path, layout: &Layout) -> Result<(Vec<Spec>, String)> {
+    let exe = std::env::current_exe()?;
+    let (procs, namesrv) = match mode {
+        Mode::Single => (single(dir, layout), format!("{}:{}", layout.ips[0], layout.ports[0].1)),
+        Mode::Replicated => (replicated(dir, layout), layout.addr(0)),
+        Mode::Controller => (controlled(dir, layout), layout.addr(3)),
+    };
+    let specs = procs
+        .into_iter()
+        .map(|(name, port, args)| Spec {
+            name,
+            port,
+            program: exe.clone(),
+            args,
+            env: Vec::new(),
+        })
+        .collect();
+    Ok((specs, namesrv))
+}
+
+/// A process of a mode: its name, port and arguments.
+type Proc = (String, u16, Vec<String>);
 
 /// The arguments every broker shares.
 fn broker_args(dir: &Path, name: &str, ip: &str, ports: (u16, u16)) -> Vec<String> {
@@ -289,14 +321,10 @@ fn broker_args(dir: &Path, name: &str, ip: &str, ports: (u16, u16)) -> Vec<Strin
     args
 }
 
-fn single(dir: &Path, layout: &Layout) -> Vec<Spec> {
+fn single(dir: &Path, layout: &Layout) -> Vec<Proc> {
     let mut args = broker_args(dir, "broker-0", &layout.ips[0], (layout.ports[0].0, free_or(layout, 0)));
     args.extend(["--namesrv-listen".into(), format!("{}:{}", layout.ips[0], layout.ports[0].1)]);
-    vec![Spec {
-        name: "broker-0".into(),
-        port: layout.ports[0].0,
-        args,
-    }]
+    vec![("broker-0".into(), layout.ports[0].0, args)]
 }
 
 /// In a single node the second port is the name server's, so HA gets a third (unused) one.
@@ -308,42 +336,43 @@ fn free_or(layout: &Layout, i: usize) -> u16 {
     }
 }
 
-fn namesrv_spec(layout: &Layout, i: usize) -> Spec {
-    Spec {
-        name: "namesrv".into(),
-        port: layout.ports[i].0,
-        args: vec!["namesrv".into(), "--listen".into(), layout.addr(i)],
-    }
+fn namesrv_spec(layout: &Layout, i: usize) -> Proc {
+    (
+        "namesrv".into(),
+        layout.ports[i].0,
+        vec!["namesrv".into(), "--listen".into(), layout.addr(i)],
+    )
 }
 
-fn replicated(dir: &Path, layout: &Layout) -> Vec<Spec> {
+/// Broker `b` of a set, at address `i`, registering with the name server at address `ns`:
+/// the keys every set member shares, then `keys`.
+fn set_member(dir: &Path, layout: &Layout, b: usize, i: usize, ns: usize, keys: &[(&str, String)]) -> Proc {
+    let name = format!("broker-{b}");
+    let mut args = broker_args(dir, &name, &layout.ips[i], layout.ports[i]);
+    args.extend(["--namesrv-addr".into(), layout.addr(ns)]);
+    set(
+        &mut args,
+        &[
+            ("registerNameServerPeriod", "10000".into()),
+            ("slaveTimeout", "2000".into()),
+            ("haSendHeartbeatInterval", "1000".into()),
+        ],
+    );
+    set(&mut args, keys);
+    (name, layout.ports[i].0, args)
+}
+
+fn replicated(dir: &Path, layout: &Layout) -> Vec<Proc> {
     let mut specs = vec![namesrv_spec(layout, 0)];
     for b in 0..3usize {
-        let i = b + 1;
-        let name = format!("broker-{b}");
-        let mut args = broker_args(dir, &name, &layout.ips[i], layout.ports[i]);
-        args.extend(["--namesrv-addr".into(), layout.addr(0)]);
         let role = if b == 0 { "SYNC_MASTER" } else { "SLAVE" };
-        set(
-            &mut args,
-            &[
-                ("brokerRole", role.into()),
-                ("brokerId", b.to_string()),
-                ("registerNameServerPeriod", "10000".into()),
-                ("slaveTimeout", "2000".into()),
-                ("haSendHeartbeatInterval", "1000".into()),
-            ],
-        );
-        specs.push(Spec {
-            name,
-            port: layout.ports[i].0,
-            args,
-        });
+        let keys = [("brokerRole", role.into()), ("brokerId", b.to_string())];
+        specs.push(set_member(dir, layout, b, b + 1, 0, &keys));
     }
     specs
 }
 
-fn controlled(dir: &Path, layout: &Layout) -> Vec<Spec> {
+fn controlled(dir: &Path, layout: &Layout) -> Vec<Proc> {
     let peers: Vec<String> = (0..3).map(|c| format!("n{c}-{}", layout.addr(c))).collect();
     let controllers: Vec<String> = (0..3).map(|c| layout.addr(c)).collect();
     let mut specs = Vec::new();
@@ -358,39 +387,21 @@ fn controlled(dir: &Path, layout: &Layout) -> Vec<Spec> {
                 ("scanNotActiveBrokerInterval", "200".into()),
             ],
         );
-        specs.push(Spec {
-            name: format!("controller-{c}"),
-            port: layout.ports[c].0,
-            args,
-        });
+        specs.push((format!("controller-{c}"), layout.ports[c].0, args));
     }
     specs.push(namesrv_spec(layout, 3));
     for b in 0..3usize {
-        let i = b + 4;
-        let name = format!("broker-{b}");
-        let mut args = broker_args(dir, &name, &layout.ips[i], layout.ports[i]);
-        args.extend(["--namesrv-addr".into(), layout.addr(3)]);
-        set(
-            &mut args,
-            &[
-                ("enableControllerMode", "true".into()),
-                ("controllerAddr", controllers.join(";")),
-                ("allAckInSyncStateSet", "true".into()),
-                ("registerNameServerPeriod", "10000".into()),
-                ("syncBrokerMetadataPeriod", "300".into()),
-                ("checkSyncStateSetPeriod", "300".into()),
-                ("brokerHeartbeatInterval", HEARTBEAT_INTERVAL_MS.to_string()),
-                ("controllerHeartBeatTimeoutMills", HEARTBEAT_TIMEOUT_MS.to_string()),
-                ("haMaxTimeSlaveNotCatchup", "3000".into()),
-                ("haSendHeartbeatInterval", "1000".into()),
-                ("slaveTimeout", "2000".into()),
-            ],
-        );
-        specs.push(Spec {
-            name,
-            port: layout.ports[i].0,
-            args,
-        });
+        let keys = [
+            ("enableControllerMode", "true".into()),
+            ("controllerAddr", controllers.join(";")),
+            ("allAckInSyncStateSet", "true".into()),
+            ("syncBrokerMetadataPeriod", "300".into()),
+            ("checkSyncStateSetPeriod", "300".into()),
+            ("brokerHeartbeatInterval", HEARTBEAT_INTERVAL_MS.to_string()),
+            ("controllerHeartBeatTimeoutMills", HEARTBEAT_TIMEOUT_MS.to_string()),
+            ("haMaxTimeSlaveNotCatchup", "3000".into()),
+        ];
+        specs.push(set_member(dir, layout, b, b + 4, 3, &keys));
     }
     specs
 }

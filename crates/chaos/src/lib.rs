@@ -16,6 +16,7 @@ mod cluster;
 mod error;
 mod net;
 mod report;
+mod rocketmq;
 mod run;
 mod workload;
 

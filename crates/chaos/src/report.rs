@@ -45,6 +45,8 @@ pub struct Unavailability {
 pub struct Report {
     pub command: String,
     pub mode: Option<Mode>,
+    /// Whose brokers ran: `petrel`, or `rocketmq` (Apache RocketMQ's own processes).
+    pub implementation: &'static str,
     pub target: Option<String>,
     pub network: &'static str,
     pub seed: u64,
@@ -120,6 +122,7 @@ impl Report {
         Report {
             command,
             mode: args.target.is_none().then_some(args.mode),
+            implementation: if args.rocketmq_lib.is_some() { "rocketmq" } else { "petrel" },
             target: args.target.clone(),
             network: if netns { "netns" } else { "loopback" },
             seed,
@@ -165,7 +168,7 @@ impl Report {
         let v = &self.verdict;
         let u = &self.unavailability;
         let what = match (&self.mode, &self.target) {
-            (Some(m), _) => format!("{m:?} mode, {} network", self.network).to_lowercase(),
+            (Some(m), _) => format!("{}, {m:?} mode, {} network", self.implementation, self.network).to_lowercase(),
             (None, Some(t)) => format!("target {t}"),
             (None, None) => String::new(),
         };

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::checker::check;
-use crate::cli::{ChaosArgs, FaultKind, Mode, Network};
+use crate::cli::{ChaosArgs, FaultKind, Network};
 use crate::cluster::{Cluster, HEARTBEAT_TIMEOUT_MS};
 use crate::error::{ChaosError, Result};
 use crate::report::{FaultRecord, Report, Sample};
@@ -46,7 +46,7 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
     std::fs::create_dir_all(&dir)?;
     let mut cluster = match &args.target {
         Some(_) => None,
-        None => Some(Cluster::start(args.mode, &dir, netns).await?),
+        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, netns).await?),
     };
     let (faults, skipped) = usable_faults(&args, cluster.as_ref())?;
     let namesrv = args
@@ -92,9 +92,8 @@ fn validate(args: &ChaosArgs) -> Result<()> {
     if args.consumers == 0 || args.consumers > 2 * QUEUES as usize {
         return bad("--consumers: 1 to 16");
     }
-    if args.target.is_some() && args.injections > 0 && args.mode != Mode::Controller {
-        // Only the processes a run starts can be hurt; say so rather than pretend.
-        tracing::warn!("--target: no process is started, so no fault is injected");
+    if args.target.is_some() && args.rocketmq_lib.is_some() {
+        return bad("--target and --rocketmq-lib: a run either starts a cluster or uses one");
     }
     Ok(())
 }

@@ -131,49 +131,70 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// One attempt at `sent` on `q`: true when acknowledged (then `acked_ms` is set); a failure
+    /// is counted and followed by a short pause.
+    async fn attempt(&self, topic: &str, q: &QueueAddr, sent: &mut Sent) -> bool {
+        sent.attempts += 1;
+        match self.send(topic, q, sent.id).await {
+            Ok(()) => {
+                sent.acked_ms = Some(self.elapsed_ms());
+                self.live.acked.fetch_add(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.live.error(&e);
+                tokio::time::sleep(RETRY_PAUSE).await;
+                false
+            }
+        }
+    }
+
+    /// Ticks once per period; a late tick delays the next rather than bursting.
+    fn pacer(&self) -> tokio::time::Interval {
+        let mut ticker = tokio::time::interval(self.period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker
+    }
+}
+
+impl Sent {
+    fn new(producer: u32, seq: u64) -> Sent {
+        Sent {
+            id: MsgId { producer, seq },
+            attempts: 0,
+            acked_ms: None,
+        }
+    }
+}
+
 /// A unique-key producer: one message per period, each tried up to `SEND_ATTEMPTS` times on
 /// queues in turn (the route re-read after a failure).
 pub async fn produce(ctx: Arc<Ctx>, producer: u32, stop: watch::Receiver<bool>) -> Vec<Sent> {
     let mut log = Vec::new();
     let mut queues: Vec<QueueAddr> = Vec::new();
     let mut next_queue = producer as usize;
-    let mut ticker = tokio::time::interval(ctx.period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pacer = ctx.pacer();
     for seq in 0.. {
-        ticker.tick().await;
+        pacer.tick().await;
         if *stop.borrow() {
             break;
         }
-        let mut sent = Sent {
-            id: MsgId { producer, seq },
-            attempts: 0,
-            acked_ms: None,
-        };
+        let mut sent = Sent::new(producer, seq);
         while sent.attempts < SEND_ATTEMPTS && !*stop.borrow() {
             if queues.is_empty() {
-                match ctx.client.write_queues(TOPIC).await {
-                    Ok(q) => queues = q,
-                    Err(_) => {
-                        tokio::time::sleep(RETRY_PAUSE).await;
-                        continue;
-                    }
+                queues = ctx.client.write_queues(TOPIC).await.unwrap_or_default();
+                if queues.is_empty() {
+                    tokio::time::sleep(RETRY_PAUSE).await;
+                    continue;
                 }
             }
             let q = queues[next_queue % queues.len()].clone();
             next_queue += 1;
-            sent.attempts += 1;
-            match ctx.send(TOPIC, &q, sent.id).await {
-                Ok(()) => {
-                    sent.acked_ms = Some(ctx.elapsed_ms());
-                    ctx.live.acked.fetch_add(1, Ordering::Relaxed);
-                    break;
-                }
-                Err(e) => {
-                    ctx.live.error(&e);
-                    queues.clear();
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
+            if ctx.attempt(TOPIC, &q, &mut sent).await {
+                break;
             }
+            queues.clear();
         }
         if sent.attempts > 0 {
             log.push(sent);
@@ -186,19 +207,14 @@ pub async fn produce(ctx: Arc<Ctx>, producer: u32, stop: watch::Receiver<bool>) 
 /// is acknowledged (or the run stops), so what it had acknowledged is a gap-free prefix.
 pub async fn produce_ordered(ctx: Arc<Ctx>, producer: u32, queue: i32, stop: watch::Receiver<bool>) -> Vec<Sent> {
     let mut log = Vec::new();
-    let mut ticker = tokio::time::interval(ctx.period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut pacer = ctx.pacer();
     let mut target: Option<QueueAddr> = None;
     for seq in 0.. {
-        ticker.tick().await;
+        pacer.tick().await;
         if *stop.borrow() {
             break;
         }
-        let mut sent = Sent {
-            id: MsgId { producer, seq },
-            attempts: 0,
-            acked_ms: None,
-        };
+        let mut sent = Sent::new(producer, seq);
         while sent.acked_ms.is_none() && !*stop.borrow() {
             let Some(q) = target.clone() else {
                 target = ctx
@@ -212,17 +228,8 @@ pub async fn produce_ordered(ctx: Arc<Ctx>, producer: u32, queue: i32, stop: wat
                 }
                 continue;
             };
-            sent.attempts += 1;
-            match ctx.send(ORDERED_TOPIC, &q, sent.id).await {
-                Ok(()) => {
-                    sent.acked_ms = Some(ctx.elapsed_ms());
-                    ctx.live.acked.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    ctx.live.error(&e);
-                    target = None;
-                    tokio::time::sleep(RETRY_PAUSE).await;
-                }
+            if !ctx.attempt(ORDERED_TOPIC, &q, &mut sent).await {
+                target = None;
             }
         }
         let acked = sent.acked_ms.is_some();
