@@ -1,6 +1,6 @@
 //! `petrel chaos` end to end: a short run in each mode (single node, master with slaves,
-//! controller mode), each injecting kill -9, pauses and (as root) partitions into real
-//! processes, must find every acknowledged message delivered, in order for ordered sends; and a
+//! controller mode), each injecting kill -9, pauses and (as root) partitions and full disks into
+//! real processes, must find every acknowledged message delivered, in order for ordered sends; and a
 //! cluster whose killed broker comes back without its data must be caught losing messages.
 //! `PETREL_CHAOS_INJECTIONS` scales the runs (the long runs are in docs/reliability.md).
 
@@ -67,6 +67,12 @@ fn assert_clean(run: &Run, injected: &str, kinds: &[&str]) {
     assert_eq!(v["lost"], 0, "{}", run.stdout);
     assert_eq!((v["reordered"].as_u64(), v["reordered_in_log"].as_u64()), (Some(0), Some(0)));
     assert_eq!(r["injections"].to_string(), injected);
+    assert_eq!(
+        r["process_exits"].as_array().map(Vec::len),
+        Some(0),
+        "a process crashed: {}",
+        r["process_exits"]
+    );
     for kind in kinds {
         assert!(
             r["injections_by_kind"][kind].as_u64().unwrap_or(0) > 0,
@@ -84,10 +90,13 @@ fn assert_clean(run: &Run, injected: &str, kinds: &[&str]) {
     assert_eq!(run.last_line, expected);
 }
 
-/// Partitions need network namespaces, which need root.
+/// Partitions need network namespaces and a full disk a tmpfs per broker: both need root.
 fn kinds_here(all: &[&'static str]) -> Vec<&'static str> {
     let root = nix_root();
-    all.iter().copied().filter(|k| *k != "partition" || root).collect()
+    all.iter()
+        .copied()
+        .filter(|k| !matches!(*k, "partition" | "disk-full") || root)
+        .collect()
 }
 
 fn nix_root() -> bool {
@@ -104,19 +113,19 @@ fn a_single_node_killed_and_paused_loses_nothing() {
 }
 
 #[test]
-fn a_master_with_two_slaves_under_kills_pauses_and_partitions_loses_nothing() {
+fn a_master_with_two_slaves_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let n = injections(7);
-    let run = chaos(dir.path(), &["--mode", "replicated", "--injections", &n]);
-    assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition"]));
+    let run = chaos(dir.path(), &["--mode", "replicated", "--injections", &n, "--disk-mib", "256"]);
+    assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition", "disk-full"]));
 }
 
 #[test]
-fn controller_mode_under_kills_pauses_and_partitions_loses_nothing() {
+fn controller_mode_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let n = injections(9);
-    let run = chaos(dir.path(), &["--mode", "controller", "--injections", &n]);
-    assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition"]));
+    let run = chaos(dir.path(), &["--mode", "controller", "--injections", &n, "--disk-mib", "256"]);
+    assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition", "disk-full"]));
 }
 
 /// The checker is not a rubber stamp: a broker that comes back from kill -9 without its data

@@ -19,7 +19,7 @@ pub enum Mode {
 
 /// A fault the injector can apply to one process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// kill -9, then a restart after the hold.
     Kill,
@@ -27,6 +27,8 @@ pub enum FaultKind {
     Pause,
     /// The process cut off from every other process of the cluster (clients still reach it).
     Partition,
+    /// A broker's file system filled to the last page (its data is on a tmpfs of its own).
+    DiskFull,
 }
 
 impl FaultKind {
@@ -35,6 +37,7 @@ impl FaultKind {
             FaultKind::Kill => "kill",
             FaultKind::Pause => "pause",
             FaultKind::Partition => "partition",
+            FaultKind::DiskFull => "disk-full",
         }
     }
 }
@@ -58,9 +61,13 @@ pub struct ChaosArgs {
     /// Faults to inject, one at a time, each healed before the next.
     #[arg(long, default_value_t = 20)]
     pub injections: usize,
-    /// Fault kinds to draw from (partition needs network namespaces, so root).
-    #[arg(long, value_delimiter = ',', default_values = ["kill", "pause", "partition"])]
+    /// Fault kinds to draw from (partition needs network namespaces and disk-full a tmpfs per
+    /// broker, so both need root).
+    #[arg(long, value_delimiter = ',', default_values = ["kill", "pause", "partition", "disk-full"])]
     pub faults: Vec<FaultKind>,
+    /// Size of the tmpfs each broker's data lives on when disk-full is among the faults.
+    #[arg(long, default_value_t = 1024)]
+    pub disk_mib: u64,
     /// Make the run last at least this long, spreading the injections over it.
     #[arg(long)]
     pub duration_s: Option<u64>,

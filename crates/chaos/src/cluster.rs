@@ -1,6 +1,6 @@
 //! A local cluster of real `petrel` processes in a work directory: their command lines for each
 //! mode, and what the injector does to them (kill -9 and restart, SIGSTOP and SIGCONT,
-//! partitions).
+//! partitions, a full disk).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -11,6 +11,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::cli::Mode;
+use crate::disk::Tmpfs;
 use crate::error::{ChaosError, Result};
 use crate::net::Netns;
 
@@ -19,8 +20,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// Brokers in controller mode: heartbeats, and how long the controllers wait for one.
 pub const HEARTBEAT_INTERVAL_MS: u64 = 300;
 pub const HEARTBEAT_TIMEOUT_MS: u64 = 2000;
-/// Commit-log segments small enough that a run crosses several.
-pub const SEGMENT_BYTES: u64 = 8 << 20;
+/// Commit-log segments small enough that a run crosses many (one every few seconds at the
+/// default rate), so that a full disk meets a segment roll.
+pub const SEGMENT_BYTES: u64 = 2 << 20;
 
 pub struct Node {
     pub name: String,
@@ -32,6 +34,9 @@ pub struct Node {
     netns: Option<String>,
     log: PathBuf,
     child: Option<Child>,
+    /// A broker's data directory on a tmpfs of its own (for disk-full); after `child`, so that
+    /// the process is killed before the mount is detached.
+    disk: Option<Tmpfs>,
 }
 
 impl Node {
@@ -115,6 +120,8 @@ pub(crate) struct Spec {
     pub program: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
+    /// A broker's data directory.
+    pub store: Option<PathBuf>,
 }
 
 /// Whose processes the cluster runs.
@@ -158,8 +165,9 @@ impl Layout {
 }
 
 impl Cluster {
-    /// Starts `mode`'s processes under `dir` and waits until each listens.
-    pub async fn start(mode: Mode, implementation: &Implementation, dir: &Path, netns: bool) -> Result<Cluster> {
+    /// Starts `mode`'s processes under `dir` and waits until each listens; with `disk_mib`,
+    /// each broker's data directory is first made a tmpfs of that size.
+    pub async fn start(mode: Mode, implementation: &Implementation, dir: &Path, netns: bool, disk_mib: Option<u64>) -> Result<Cluster> {
         let count = match (mode, implementation) {
             (Mode::Single, Implementation::Petrel) => 1,
             (Mode::Single, Implementation::RocketMq(_)) => 2,
@@ -178,10 +186,13 @@ impl Cluster {
             Implementation::RocketMq(lib) => crate::rocketmq::specs(mode, dir, &layout, lib)?,
         };
         assert_eq!(specs.len(), count, "one process per address");
-        let nodes = specs
-            .into_iter()
-            .enumerate()
-            .map(|(i, s)| Node {
+        let mut nodes = Vec::with_capacity(count);
+        for (i, s) in specs.into_iter().enumerate() {
+            let disk = match (&s.store, disk_mib) {
+                (Some(store), Some(mib)) => Some(Tmpfs::mount(store, mib)?),
+                _ => None,
+            };
+            nodes.push(Node {
                 addr: format!("{}:{}", layout.ips[i], s.port),
                 log: dir.join(format!("{}.log", s.name)),
                 name: s.name,
@@ -190,8 +201,9 @@ impl Cluster {
                 env: s.env,
                 netns: net.as_ref().map(|n| n.name(i)),
                 child: None,
-            })
-            .collect();
+                disk,
+            });
+        }
         let mut cluster = Cluster {
             nodes,
             namesrv,
@@ -219,10 +231,55 @@ impl Cluster {
     /// Starts `i` again; `wipe`: with its data directory deleted first.
     pub async fn restart(&mut self, i: usize, wipe: bool) -> Result<()> {
         let data = self.dir.join(&self.nodes[i].name);
-        if wipe && data.exists() {
-            std::fs::remove_dir_all(&data)?;
+        match &self.nodes[i].disk {
+            Some(disk) if wipe => disk.wipe()?,
+            None if wipe && data.exists() => std::fs::remove_dir_all(&data)?,
+            _ => {}
         }
         self.nodes[i].spawn().await
+    }
+
+    /// Restarts every process that exited although nobody killed it (a crash); returns each
+    /// one's name and exit status.
+    pub async fn revive(&mut self) -> Result<Vec<(String, String)>> {
+        let mut revived = Vec::new();
+        for node in &mut self.nodes {
+            let status = match node.child.as_mut().map(Child::try_wait) {
+                Some(Ok(Some(status))) => status.to_string(),
+                Some(Err(e)) => e.to_string(),
+                _ => continue,
+            };
+            tracing::warn!(process = %node.name, %status, "exited by itself; restarting it");
+            node.child = None;
+            node.spawn().await?;
+            revived.push((node.name.clone(), status));
+        }
+        Ok(revived)
+    }
+
+    /// Whether `i` has a disk the disk-full fault can fill.
+    pub fn has_disk(&self, i: usize) -> bool {
+        self.nodes[i].disk.is_some()
+    }
+
+    pub fn any_disk(&self) -> bool {
+        self.nodes.iter().any(|n| n.disk.is_some())
+    }
+
+    fn disk(&self, i: usize) -> Result<&Tmpfs> {
+        self.nodes[i]
+            .disk
+            .as_ref()
+            .ok_or_else(|| ChaosError::Setup(format!("{} has no disk of its own to fill", self.nodes[i].name)))
+    }
+
+    /// Fills `i`'s disk; returns the ballast's size.
+    pub fn fill_disk(&self, i: usize) -> Result<u64> {
+        self.disk(i)?.fill()
+    }
+
+    pub fn free_disk(&self, i: usize) -> Result<()> {
+        self.disk(i)?.free()
     }
 
     pub fn pause(&self, i: usize) -> Result<()> {
@@ -285,6 +342,7 @@ fn petrel_specs(mode: Mode, dir: &Path, layout: &Layout) -> Result<(Vec<Spec>, S
     let specs = procs
         .into_iter()
         .map(|(name, port, args)| Spec {
+            store: name.starts_with("broker-").then(|| dir.join(&name)),
             name,
             port,
             program: exe.clone(),
@@ -316,6 +374,8 @@ fn broker_args(dir: &Path, name: &str, ip: &str, ports: (u16, u16)) -> Vec<Strin
             ("flushDiskType", "SYNC_FLUSH".into()),
             ("mappedFileSizeCommitLog", SEGMENT_BYTES.to_string()),
             ("brokerName", "broker-a".into()),
+            // A full disk refuses sends rather than deleting what the checker will look for.
+            ("cleanFileForciblyEnable", "false".into()),
         ],
     );
     args

@@ -19,6 +19,21 @@ pub struct FaultRecord {
     pub healed_ms: u64,
 }
 
+/// A process that exited although no fault killed it, and was restarted.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ExitRecord {
+    pub process: String,
+    pub status: String,
+    pub restarted_ms: u64,
+}
+
+/// What the injector did, and what it found.
+#[derive(Debug, Clone, Default)]
+pub struct Schedule {
+    pub faults: Vec<FaultRecord>,
+    pub exits: Vec<ExitRecord>,
+}
+
 /// One second of the run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Sample {
@@ -61,6 +76,8 @@ pub struct Report {
     pub unavailability: Unavailability,
     pub send_errors: BTreeMap<String, u64>,
     pub faults: Vec<FaultRecord>,
+    /// Processes that exited by themselves (crashed) and were restarted.
+    pub process_exits: Vec<ExitRecord>,
     pub timeline: Vec<Sample>,
 }
 
@@ -110,11 +127,12 @@ impl Report {
         seed: u64,
         netns: bool,
         faults_left_out: Vec<String>,
-        faults: Vec<FaultRecord>,
+        schedule: Schedule,
         verdict: Verdict,
         timeline: Vec<Sample>,
         send_errors: BTreeMap<String, u64>,
     ) -> Report {
+        let Schedule { faults, exits } = schedule;
         let mut injections_by_kind = BTreeMap::new();
         for f in &faults {
             *injections_by_kind.entry(f.kind.name().to_owned()).or_default() += 1;
@@ -137,6 +155,7 @@ impl Report {
             verdict,
             send_errors,
             faults,
+            process_exits: exits,
             timeline,
         }
     }
@@ -202,6 +221,7 @@ impl Report {
                 format!("**{} / {}**", v.reordered, v.reordered_in_log),
             ),
             ("longest time without an acknowledgement", format!("{} ms", v.max_unavailable_ms)),
+            ("processes that exited by themselves", self.process_exits.len().to_string()),
         ];
         for (k, val) in rows {
             md += &format!("| {k} | {val} |\n");
@@ -233,6 +253,14 @@ impl Report {
         }
         if !v.reorder_examples.is_empty() {
             md += &format!("\nReordered: {}\n", v.reorder_examples.join("; "));
+        }
+        for e in &self.process_exits {
+            md += &format!(
+                "\n{} exited by itself ({}); restarted at {:.1} s\n",
+                e.process,
+                e.status,
+                e.restarted_ms as f64 / 1e3
+            );
         }
         if !self.send_errors.is_empty() {
             md += "\n| send error | count |\n|---|---|\n";
@@ -278,6 +306,7 @@ impl Report {
                 FaultKind::Kill => RED.mix(0.15),
                 FaultKind::Pause => BLUE.mix(0.15),
                 FaultKind::Partition => MAGENTA.mix(0.15),
+                FaultKind::DiskFull => RGBColor(230, 150, 0).mix(0.2),
             };
             let band = [(f.start_ms as f64 / 1e3, 0.0), (f.healed_ms as f64 / 1e3, y_max)];
             chart.draw_series(std::iter::once(Rectangle::new(band, color.filled())))?;

@@ -67,9 +67,12 @@ pub(crate) fn specs(mode: Mode, dir: &Path, layout: &Layout, lib: &Path) -> Resu
             "autoCreateTopicEnable=true".into(),
             "flushDiskType=SYNC_FLUSH".into(),
             format!("mappedFileSizeCommitLog={SEGMENT_BYTES}"),
+            "cleanFileForciblyEnable=false".into(),
         ];
         conf.extend(role(mode, b, &peers));
-        specs.push(java(dir, lib, &name, layout.ports[i].0, BROKER_CLASS, "512m", &conf)?);
+        let mut spec = java(dir, lib, &name, layout.ports[i].0, BROKER_CLASS, "512m", &conf)?;
+        spec.store = Some(store);
+        specs.push(spec);
     }
     Ok((specs, namesrv))
 }
@@ -121,5 +124,6 @@ fn java(dir: &Path, lib: &Path, name: &str, port: u16, class: &str, heap: &str, 
             file.display().to_string(),
         ],
         env: vec![("ROCKETMQ_HOME".into(), home.display().to_string())],
+        store: None,
     })
 }

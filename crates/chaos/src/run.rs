@@ -13,7 +13,7 @@ use crate::checker::check;
 use crate::cli::{ChaosArgs, FaultKind, Network};
 use crate::cluster::{Cluster, HEARTBEAT_TIMEOUT_MS};
 use crate::error::{ChaosError, Result};
-use crate::report::{FaultRecord, Report, Sample};
+use crate::report::{ExitRecord, FaultRecord, Report, Sample, Schedule};
 use crate::workload::{self, Ctx, Delivery, Drain, Live, ORDERED_TOPIC, QUEUES, Sent, TOPIC};
 
 /// How long a send may wait for its answer (RocketMQ's client default is 3 s).
@@ -22,6 +22,10 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(3);
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// Restarts tried before a process that will not come back ends the run.
 const RESTART_ATTEMPTS: usize = 3;
+/// A full disk is held this much longer than other faults: a broker is refused only when it
+/// must create a segment (Petrel allocates every byte of a file when it creates it), which at
+/// the default rate happens every dozen seconds.
+const DISK_FULL_EXTRA: Duration = Duration::from_secs(8);
 
 /// Runs `args` and returns the report (already written to `args.report_dir`).
 pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
@@ -44,9 +48,10 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
         ),
     };
     std::fs::create_dir_all(&dir)?;
+    let disk_mib = (args.faults.contains(&FaultKind::DiskFull) && crate::disk::available()).then_some(args.disk_mib);
     let mut cluster = match &args.target {
         Some(_) => None,
-        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, netns).await?),
+        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, netns, disk_mib).await?),
     };
     let (faults, skipped) = usable_faults(&args, cluster.as_ref())?;
     let namesrv = args
@@ -69,7 +74,7 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
         seed,
         netns,
         skipped,
-        seen.faults,
+        seen.schedule,
         verdict,
         seen.timeline,
         seen.errors,
@@ -112,6 +117,7 @@ fn usable_faults(args: &ChaosArgs, cluster: Option<&Cluster>) -> Result<(Vec<Fau
             (FaultKind::Partition, Some(c)) if !c.can_partition() => {
                 Some("partitions need network namespaces (root and iproute2) and more than one process")
             }
+            (FaultKind::DiskFull, Some(c)) if !c.any_disk() => Some("a full disk needs root (a tmpfs per broker)"),
             _ => None,
         };
         match why {
@@ -138,7 +144,7 @@ struct Observed {
     sent: Vec<Sent>,
     delivered: Vec<Delivery>,
     stored: Vec<Delivery>,
-    faults: Vec<FaultRecord>,
+    schedule: Schedule,
     timeline: Vec<Sample>,
     /// When the producers ran, milliseconds since the start.
     window: (u64, u64),
@@ -184,11 +190,11 @@ async fn drive(args: &ChaosArgs, cluster: Option<&mut Cluster>, faults: &[FaultK
             .collect();
         consumers.spawn(workload::consume(Arc::clone(&ctx), owned, drain_rx.clone()));
     }
-    let records = match cluster {
+    let schedule = match cluster {
         Some(c) => inject(args, c, faults, seed, &ctx).await?,
         None => {
             tokio::time::sleep(Duration::from_secs(args.duration_s.unwrap_or(30))).await;
-            Vec::new()
+            Schedule::default()
         }
     };
     let _ = stop_tx.send(true);
@@ -207,7 +213,7 @@ async fn drive(args: &ChaosArgs, cluster: Option<&mut Cluster>, faults: &[FaultK
         sent,
         delivered,
         stored,
-        faults: records,
+        schedule,
         timeline,
         window,
         errors,
@@ -286,21 +292,27 @@ async fn sample(ctx: Arc<Ctx>, done: watch::Receiver<bool>) -> Vec<Sample> {
 }
 
 /// The fault schedule: each fault on a random process, held, healed, then a quiet spell.
-async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], seed: u64, ctx: &Ctx) -> Result<Vec<FaultRecord>> {
+/// A process found to have exited by itself is restarted (and reported) before the next fault.
+async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], seed: u64, ctx: &Ctx) -> Result<Schedule> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let (hold_lo, hold_hi) = args.hold();
     let (quiet_lo, quiet_hi) = args.quiet();
     let end = args.duration_s.map(|s| Instant::now() + Duration::from_secs(s));
+    let mut schedule = Schedule::default();
     let mut records = Vec::with_capacity(args.injections);
     tokio::time::sleep(quiet_lo).await;
     for index in 0..args.injections {
+        revive(cluster, ctx, &mut schedule.exits).await?;
         let kind = faults[rng.usize(..faults.len())];
-        let target = pick_target(&mut rng, cluster, ctx).await;
+        let target = pick_target(&mut rng, cluster, kind, ctx).await;
         let mut hold = between(&mut rng, hold_lo, hold_hi);
         // A pause outlasts the heartbeat timeout, so a paused master is replaced and resumes
         // fenced; half the partitions do too, the other half heal before anyone notices.
         if kind == FaultKind::Pause || (kind == FaultKind::Partition && rng.bool()) {
             hold += Duration::from_millis(HEARTBEAT_TIMEOUT_MS);
+        }
+        if kind == FaultKind::DiskFull {
+            hold += DISK_FULL_EXTRA;
         }
         let name = cluster.nodes()[target].name.clone();
         let start_ms = ctx.elapsed_ms();
@@ -333,13 +345,31 @@ async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], s
     if let Some(end) = end {
         tokio::time::sleep(end.saturating_duration_since(Instant::now())).await;
     }
-    Ok(records)
+    revive(cluster, ctx, &mut schedule.exits).await?;
+    schedule.faults = records;
+    Ok(schedule)
+}
+
+async fn revive(cluster: &mut Cluster, ctx: &Ctx, exits: &mut Vec<ExitRecord>) -> Result<()> {
+    for (process, status) in cluster.revive().await? {
+        println!("chaos: {process} had exited by itself ({status}); restarted");
+        exits.push(ExitRecord {
+            process,
+            status,
+            restarted_ms: ctx.elapsed_ms(),
+        });
+    }
+    Ok(())
 }
 
 /// Half the faults go to the master the name server names (where a fault costs the most), the
-/// rest to any process.
-async fn pick_target(rng: &mut fastrand::Rng, cluster: &Cluster, ctx: &Ctx) -> usize {
-    let any = rng.usize(..cluster.nodes().len());
+/// rest to any process the fault applies to (a full disk: the brokers).
+async fn pick_target(rng: &mut fastrand::Rng, cluster: &Cluster, kind: FaultKind, ctx: &Ctx) -> usize {
+    let eligible: Vec<usize> = (0..cluster.nodes().len())
+        .filter(|i| kind != FaultKind::DiskFull || cluster.has_disk(*i))
+        .collect();
+    assert!(!eligible.is_empty(), "{} has a process to apply to", kind.name());
+    let any = eligible[rng.usize(..eligible.len())];
     if !rng.bool() {
         return any;
     }
@@ -351,6 +381,7 @@ async fn pick_target(rng: &mut fastrand::Rng, cluster: &Cluster, ctx: &Ctx) -> u
         .and_then(|q| q.first().map(|q| q.broker_addr.clone()));
     master
         .and_then(|addr| cluster.nodes().iter().position(|n| n.addr == addr))
+        .filter(|i| eligible.contains(i))
         .unwrap_or(any)
 }
 
@@ -364,6 +395,11 @@ async fn apply(cluster: &mut Cluster, kind: FaultKind, target: usize) -> Result<
         FaultKind::Kill => cluster.kill(target).await,
         FaultKind::Pause => cluster.pause(target),
         FaultKind::Partition => cluster.partition(target),
+        FaultKind::DiskFull => {
+            let ballast_bytes = cluster.fill_disk(target)?;
+            tracing::debug!(ballast_bytes, "disk filled");
+            Ok(())
+        }
     }
 }
 
@@ -385,5 +421,6 @@ async fn heal(cluster: &mut Cluster, kind: FaultKind, target: usize, wipe: bool)
         }
         FaultKind::Pause => cluster.resume(target),
         FaultKind::Partition => cluster.heal(target),
+        FaultKind::DiskFull => cluster.free_disk(target),
     }
 }

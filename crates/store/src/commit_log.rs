@@ -101,6 +101,10 @@ pub struct CommitLogConfig {
     /// When the disk holding the log is fuller than this ratio, the oldest segments are deleted
     /// whatever their age (RocketMQ `diskMaxUsedSpaceRatio`, 0.75).
     pub disk_max_used_ratio: f64,
+    /// Whether a disk past `disk_max_used_ratio` deletes unexpired segments at all (RocketMQ
+    /// `cleanFileForciblyEnable`, true). Off, a full disk refuses appends instead of giving up
+    /// the oldest messages.
+    pub clean_forcibly: bool,
     /// Waiters the flushed watermark holds at most (SYNC_FLUSH sends waiting for the disk).
     pub max_flush_waiters: usize,
     /// Bytes handed to the writer thread and not yet written, at most; beyond it an append
@@ -140,6 +144,7 @@ impl CommitLogConfig {
             lock: LockKind::Mutex,
             file_reserved_time: Duration::from_secs(72 * 3600),
             disk_max_used_ratio: 0.75,
+            clean_forcibly: true,
             max_flush_waiters: 65_536,
             zero_fill_segments: false,
             truncate_corruption: false,
@@ -876,13 +881,13 @@ impl CommitLog {
 
     /// Deletes the oldest segments that lie wholly below `keep_from` (what consume queues and
     /// the flush still need) and are older than `file_reserved_time` — or, while the disk is
-    /// fuller than `disk_max_used_ratio`, one such segment whatever its age. The segment being
-    /// written is never deleted. Returns how many segments went.
+    /// fuller than `disk_max_used_ratio` (and `clean_forcibly` allows it), one such segment
+    /// whatever its age. The segment being written is never deleted. Returns how many went.
     pub fn delete_expired(&self, keep_from: u64) -> Result<usize> {
         let s = &self.shared;
         let size = s.config.segment_size_bytes;
         let limit = keep_from.min(s.flushed.get());
-        let disk_full = disk_used_ratio(&s.config.dir)? > s.config.disk_max_used_ratio;
+        let disk_full = s.config.clean_forcibly && disk_used_ratio(&s.config.dir)? > s.config.disk_max_used_ratio;
         let mut deleted = 0;
         loop {
             let victim = {

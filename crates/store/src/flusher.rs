@@ -138,6 +138,7 @@ fn flush_loop(s: &Shared) {
 fn checkpoint_loop(s: &Shared) {
     s.checkpoint_wakeup.register_current();
     let patience = s.config.async_flush_interval * 4 + Duration::from_secs(5);
+    let mut failures = crate::repeated::Repeated::new("checkpoint not written; recovery would start at the previous one");
     loop {
         let started = Instant::now();
         while started.elapsed() < s.config.checkpoint_interval {
@@ -157,8 +158,9 @@ fn checkpoint_loop(s: &Shared) {
                 };
                 // A checkpoint that cannot be written (a full disk, say) only makes the next
                 // recovery scan further back; it is no reason to stop taking messages.
-                if let Err(e) = cp.store(&s.config.dir) {
-                    tracing::warn!(error = %e, "checkpoint not written; recovery would start at the previous one");
+                match cp.store(&s.config.dir) {
+                    Ok(()) => failures.succeeded(),
+                    Err(e) => failures.failed(&e),
                 }
             }
             Err(WaitError::Failed(_)) => return,

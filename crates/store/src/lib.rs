@@ -17,6 +17,7 @@ mod message_store;
 mod page_cache;
 pub mod power_loss;
 mod recovery;
+mod repeated;
 mod replica;
 mod stats;
 mod wakeup;

@@ -445,6 +445,7 @@ impl Inner {
         let mut last_flush = Instant::now();
         let mut last_retention = Instant::now();
         let tick = self.config.cq_flush_interval.min(self.config.retention_check_interval);
+        let mut flush_failures = crate::repeated::Repeated::new("consume queue flush failed");
         while !self.stop.load(Ordering::Acquire) {
             std::thread::park_timeout(tick);
             if self.stop.load(Ordering::Acquire) {
@@ -458,8 +459,9 @@ impl Inner {
             }
             if last_flush.elapsed() >= self.config.cq_flush_interval {
                 last_flush = Instant::now();
-                if let Err(e) = self.flush_queues() {
-                    tracing::warn!(error = %e, "consume queue flush failed");
+                match self.flush_queues() {
+                    Ok(()) => flush_failures.succeeded(),
+                    Err(e) => flush_failures.failed(&e),
                 }
             }
         }

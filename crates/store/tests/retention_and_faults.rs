@@ -107,6 +107,21 @@ fn a_full_disk_deletes_the_oldest_segment_per_pass_but_never_the_current_one() {
         .unwrap();
 }
 
+#[test]
+fn a_full_disk_deletes_nothing_unexpired_when_forcible_cleaning_is_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = store_config(dir.path());
+    config.commit_log.disk_max_used_ratio = 0.0; // every disk is "full"
+    config.commit_log.clean_forcibly = false;
+    let store = MessageStore::open(config).unwrap();
+    fill(&store, 60);
+    let before = segments(dir.path());
+    assert!(before.len() > 2, "several segments to delete: {before:?}");
+    assert_eq!(store.run_retention().unwrap(), 0);
+    assert_eq!(store.commit_log().min_offset(), 0);
+    assert_eq!(segments(dir.path()), before);
+}
+
 fn log_config(dir: &std::path::Path) -> CommitLogConfig {
     CommitLogConfig {
         segment_size_bytes: 1 << 20,

@@ -146,6 +146,8 @@ config_table! {
             "Hours a commit-log segment is kept."
         "diskMaxUsedSpaceRatio" => disk_max_used_space_ratio_percent: u64 = 75, check within(10, 95);
             "Percent of the disk the store may fill before the oldest segments are deleted early, 10 to 95."
+        "cleanFileForciblyEnable" => clean_file_forcibly_enable: bool = true;
+            "Whether a disk fuller than `diskMaxUsedSpaceRatio` deletes segments younger than `fileReservedTime` (the oldest, one per pass). `false`: nothing unexpired is deleted, and once the disk is full sends are answered `SERVICE_NOT_AVAILABLE` (14) until space is freed."
         "maxMessageSize" => max_message_size_bytes: usize = 4 * 1024 * 1024, check at_least(1);
             "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
         "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
@@ -347,6 +349,7 @@ impl BrokerConfig {
         log.lock = self.put_message_lock;
         log.file_reserved_time = Duration::from_secs(self.file_reserved_time_hours * 3600);
         log.disk_max_used_ratio = self.disk_max_used_space_ratio_percent as f64 / 100.0;
+        log.clean_forcibly = self.clean_file_forcibly_enable;
         log.max_flush_waiters = self.max_durability_waiters;
         log.zero_fill_segments = self.warm_maped_file_enable.unwrap_or(self.flush_disk_type == FlushMode::Sync);
         log.truncate_corruption = self.truncate_corrupt_log;
