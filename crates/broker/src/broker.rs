@@ -19,6 +19,7 @@ use crate::services::consume::{ConsumeService, ConsumeSettings};
 use crate::services::groups::GroupService;
 use crate::services::offsets::{OffsetService, OffsetTable};
 use crate::services::produce::{ProduceService, ProduceSettings};
+use crate::services::queue_locks::QueueLockService;
 use crate::services::topics::{TopicService, TopicSettings};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
@@ -30,6 +31,8 @@ pub struct Broker {
     pub topics: Arc<TopicService>,
     pub groups: Arc<GroupService>,
     pub offsets: Arc<OffsetService>,
+    /// Orderly consumers' queue locks.
+    pub queue_locks: QueueLockService,
     pub produce: ProduceService,
     pub consume: ConsumeService,
     pub admin: Arc<AdminService>,
@@ -155,6 +158,10 @@ impl Broker {
             pool.clone(),
             stats.clone(),
         ));
+        let queue_locks = QueueLockService::new(
+            std::time::Duration::from_millis(config.rebalance_lock_max_live_time_ms),
+            config.max_queue_locks,
+        );
         Ok(Arc::new(Broker {
             config,
             store,
@@ -162,6 +169,7 @@ impl Broker {
             topics,
             groups,
             offsets,
+            queue_locks,
             produce,
             consume,
             admin,

@@ -62,15 +62,31 @@ impl Controlled {
         }
         let log = self.store.commit_log();
         log.cut_partial_record().map_err(BrokerError::from)?;
-        self.epochs
-            .append(EpochEntry {
-                epoch,
-                start_offset: log.max_offset(),
-            })
-            .map_err(BrokerError::from)?;
+        match self.epochs.entries().last() {
+            // This broker led `epoch` before it restarted, quicker than the controllers' heartbeat
+            // timeout, so they still name it: everything past the epoch's start is its own
+            // writes as that master, and the epoch goes on from where it began. (Refusing here
+            // left the set masterless for as long as the controllers kept naming it.)
+            Some(last) if last.epoch == epoch => {
+                tracing::info!(
+                    epoch,
+                    since = last.start_offset,
+                    end = log.max_offset(),
+                    "resuming as the master of its epoch"
+                );
+            }
+            _ => {
+                self.epochs
+                    .append(EpochEntry {
+                        epoch,
+                        start_offset: log.max_offset(),
+                    })
+                    .map_err(BrokerError::from)?;
+                tracing::info!(epoch, start = log.max_offset(), "became master");
+            }
+        }
         self.set_sync_state_set(own_id, sync_state_set);
         self.ha.set_accepting(true);
-        tracing::info!(epoch, start = log.max_offset(), "became master");
         Ok(())
     }
 

@@ -20,8 +20,11 @@ pub struct Verdict {
     /// consumer group: must be 0.
     pub lost: u64,
     pub lost_examples: Vec<String>,
-    /// Of `lost`: missing from the queues at the end (whether or not consumed before).
+    /// Of `lost`: missing from its queue at the end (whether or not consumed before).
     pub lost_from_log: u64,
+    /// Of `lost`: not delivered, and its queue could not be read at the end (no broker served
+    /// it before the drain deadline), so whether the cluster still holds it is unknown.
+    pub lost_unreadable: u64,
     /// Of `lost`: in the queues, never given to the consumer group.
     pub undelivered: u64,
     /// Never acknowledged and never delivered (allowed).
@@ -64,9 +67,15 @@ impl Verdict {
     }
 }
 
+/// The queues the run read at the end, and those it could not.
+pub struct Stored {
+    pub log: Vec<Delivery>,
+    pub unreadable: HashSet<(&'static str, i32)>,
+}
+
 /// `ordered`: the producers whose messages must keep their order within their queue.
 /// `window`: the time the producers ran, milliseconds since the start.
-pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &[Delivery], ordered: &HashSet<u32>, window: (u64, u64)) -> Verdict {
+pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &Stored, ordered: &HashSet<u32>, window: (u64, u64)) -> Verdict {
     let mut v = Verdict {
         sent: sent.len() as u64,
         ..Verdict::default()
@@ -76,7 +85,7 @@ pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &[Delivery], ordered
         *given.entry(d.id).or_default() += 1;
     }
     let mut kept: HashMap<MsgId, u64> = HashMap::new();
-    for d in stored {
+    for d in &stored.log {
         *kept.entry(d.id).or_default() += 1;
     }
     let attempts: HashMap<MsgId, u32> = sent.iter().map(|s| (s.id, s.attempts)).collect();
@@ -96,7 +105,9 @@ pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &[Delivery], ordered
             continue;
         }
         v.lost += 1;
-        v.lost_from_log += u64::from(!in_log);
+        let unreadable = s.acked_queue.is_some_and(|q| stored.unreadable.contains(&q));
+        v.lost_unreadable += u64::from(!in_log && unreadable);
+        v.lost_from_log += u64::from(!in_log && !unreadable);
         v.undelivered += u64::from(in_log && !delivered);
         if v.lost_examples.len() < EXAMPLES {
             v.lost_examples.push(s.id.key());
@@ -105,7 +116,7 @@ pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &[Delivery], ordered
     duplicates(&mut v, &given, &kept, &attempts);
     v.foreign = given.keys().filter(|id| !attempts.contains_key(id)).count() as u64;
     v.reordered = reorders(delivered, ordered, &mut v.reorder_examples, "delivered");
-    v.reordered_in_log = reorders(stored, ordered, &mut v.reorder_examples, "stored");
+    v.reordered_in_log = reorders(&stored.log, ordered, &mut v.reorder_examples, "stored");
     let mut acks: Vec<u64> = sent.iter().filter_map(|s| s.acked_ms).collect();
     acks.sort_unstable();
     v.unavailable = gaps(&acks, window);
@@ -179,6 +190,15 @@ mod tests {
             id: MsgId { producer, seq },
             attempts,
             acked_ms,
+            acked_queue: acked_ms.map(|_| ("T", 0)),
+        }
+    }
+
+    /// The queues at the end, all of them read.
+    fn read(log: &[Delivery]) -> Stored {
+        Stored {
+            log: log.to_vec(),
+            unreadable: HashSet::new(),
         }
     }
 
@@ -200,19 +220,34 @@ mod tests {
             sent(0, 3, 3, None),
         ];
         let log = [at(0, 0, 0), at(0, 3, 1)];
-        let v = check(&sent, &log, &log, &HashSet::new(), (0, 30));
+        let v = check(&sent, &log, &read(&log), &HashSet::new(), (0, 30));
         assert_eq!((v.sent, v.acked, v.lost, v.lost_from_log, v.undelivered), (4, 2, 1, 1, 0));
         assert_eq!(v.lost_examples, ["c0-1"]);
         assert_eq!((v.unacked_lost, v.unacked_delivered), (1, 1));
         assert!(!v.passed());
         // Consumed, then gone from the log (a broker that forgot it): lost too.
-        let v = check(&sent[..1], &log[..1], &[], &HashSet::new(), (0, 30));
+        let v = check(&sent[..1], &log[..1], &read(&[]), &HashSet::new(), (0, 30));
         assert_eq!((v.lost, v.lost_from_log, v.undelivered), (1, 1, 0));
         // In the log, never given to the group: lost.
-        let v = check(&sent[..1], &[], &log[..1], &HashSet::new(), (0, 30));
+        let v = check(&sent[..1], &[], &read(&log[..1]), &HashSet::new(), (0, 30));
         assert_eq!((v.lost, v.lost_from_log, v.undelivered), (1, 0, 1));
-        let v = check(&sent[..1], &log[..1], &log[..1], &HashSet::new(), (0, 30));
+        let v = check(&sent[..1], &log[..1], &read(&log[..1]), &HashSet::new(), (0, 30));
         assert!(v.passed());
+    }
+
+    #[test]
+    fn a_missing_message_whose_queue_could_not_be_read_at_the_end_is_counted_apart_but_still_fails_the_run() {
+        let sent = [sent(0, 0, 1, Some(10)), sent(0, 1, 1, Some(20))];
+        let mut stored = read(&[]);
+        let v = check(&sent, &[], &stored, &HashSet::new(), (0, 30));
+        assert_eq!((v.lost, v.lost_from_log, v.lost_unreadable), (2, 2, 0));
+        stored.unreadable.insert(("T", 0));
+        let v = check(&sent, &[], &stored, &HashSet::new(), (0, 30));
+        assert_eq!((v.lost, v.lost_from_log, v.lost_unreadable), (2, 0, 2));
+        assert!(!v.passed(), "a run that cannot read its queues proves nothing");
+        // Delivered before its queue became unreadable: whether the cluster kept it is as unknown.
+        let v = check(&sent, &[at(0, 0, 0)], &stored, &HashSet::new(), (0, 30));
+        assert_eq!((v.lost, v.lost_unreadable, v.undelivered), (2, 2, 0));
     }
 
     #[test]
@@ -220,7 +255,7 @@ mod tests {
         let sent = [sent(0, 0, 2, Some(5)), sent(0, 1, 1, Some(6))];
         let stored = [at(0, 0, 0), at(0, 0, 1), at(0, 1, 2)];
         let delivered = [at(0, 0, 0), at(0, 0, 1), at(0, 1, 2), at(0, 1, 2)];
-        let v = check(&sent, &delivered, &stored, &HashSet::new(), (0, 10));
+        let v = check(&sent, &delivered, &read(&stored), &HashSet::new(), (0, 10));
         assert_eq!(
             (v.duplicated, v.duplicated_by_producer_retry, v.duplicated_by_redelivery),
             (2, 1, 1)
@@ -234,22 +269,22 @@ mod tests {
         let sent: Vec<Sent> = (0..4).map(|s| sent(1, s, 1, Some(s))).collect();
         let redelivered = [at(1, 0, 0), at(1, 1, 1), at(1, 2, 2), at(1, 1, 1), at(1, 2, 2), at(1, 3, 3)];
         let ordered = HashSet::from([1]);
-        let v = check(&sent, &redelivered, &redelivered, &ordered, (0, 4));
+        let v = check(&sent, &redelivered, &read(&redelivered), &ordered, (0, 4));
         assert_eq!((v.reordered, v.reordered_in_log), (0, 0));
         let swapped = [at(1, 0, 0), at(1, 2, 1), at(1, 1, 2), at(1, 3, 3)];
-        let v = check(&sent, &swapped, &redelivered, &ordered, (0, 4));
+        let v = check(&sent, &swapped, &read(&redelivered), &ordered, (0, 4));
         assert_eq!((v.reordered, v.reordered_in_log), (1, 0));
         assert_eq!(v.reorder_examples, ["delivered: c1-1 after seq 2 (queue 0 offset 2)"]);
         assert!(!v.passed());
         // Unordered producers may interleave freely.
-        let v = check(&sent, &swapped, &swapped, &HashSet::new(), (0, 4));
+        let v = check(&sent, &swapped, &read(&swapped), &HashSet::new(), (0, 4));
         assert_eq!(v.reordered, 0);
     }
 
     #[test]
     fn unavailability_is_every_gap_between_acknowledgements_over_the_threshold_including_the_ends() {
         let sent = [sent(0, 0, 1, Some(300)), sent(0, 1, 1, Some(350)), sent(0, 2, 1, Some(1350))];
-        let v = check(&sent, &[], &[], &HashSet::new(), (0, 1500));
+        let v = check(&sent, &[], &read(&[]), &HashSet::new(), (0, 1500));
         let windows: Vec<(u64, u64)> = v.unavailable.iter().map(|w| (w.start_ms, w.end_ms)).collect();
         assert_eq!(windows, [(0, 300), (350, 1350)]);
         assert_eq!(v.max_unavailable_ms, 1000);

@@ -205,6 +205,10 @@ impl Report {
             ("acknowledged", v.acked.to_string()),
             ("acknowledged and lost", format!("**{}**", v.lost)),
             ("… missing from the queues at the end", v.lost_from_log.to_string()),
+            (
+                "… in queues no broker served at the end (fate unknown)",
+                v.lost_unreadable.to_string(),
+            ),
             ("… in the queues, never delivered", v.undelivered.to_string()),
             ("not acknowledged, not delivered (allowed)", v.unacked_lost.to_string()),
             ("not acknowledged, delivered (allowed)", v.unacked_delivered.to_string()),

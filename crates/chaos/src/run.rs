@@ -6,10 +6,14 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use petrel_client::Client;
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::TopicConfig;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::header::{CommandHeader, GetTopicStatsInfoRequestHeader};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::checker::check;
+use crate::checker::{Stored, check};
 use crate::cli::{ChaosArgs, FaultKind, Network};
 use crate::cluster::{Cluster, HEARTBEAT_TIMEOUT_MS};
 use crate::error::{ChaosError, Result};
@@ -143,7 +147,7 @@ fn ordered_ids(args: &ChaosArgs) -> impl Iterator<Item = u32> {
 struct Observed {
     sent: Vec<Sent>,
     delivered: Vec<Delivery>,
-    stored: Vec<Delivery>,
+    stored: Stored,
     schedule: Schedule,
     timeline: Vec<Sample>,
     /// When the producers ran, milliseconds since the start.
@@ -155,6 +159,9 @@ async fn drive(args: &ChaosArgs, cluster: Option<&mut Cluster>, faults: &[FaultK
     let mut client = Client::new(namesrv);
     client.timeout = SEND_TIMEOUT;
     ready(&client).await?;
+    if let Some(c) = cluster.as_deref() {
+        replicas_know_topics(&client, c).await?;
+    }
     let producers = args.producers + args.ordered;
     let ctx = Arc::new(Ctx {
         client,
@@ -243,20 +250,58 @@ async fn ready(client: &Client) -> Result<()> {
     Ok(())
 }
 
-/// The queues' contents at the end, each retried until `deadline` (a queue that cannot be read
-/// by then counts as empty: what it should hold is then lost).
-async fn read_all(client: &Client, deadline: Instant) -> Vec<Delivery> {
-    let mut out = Vec::new();
+/// Waits until every broker the run started holds both topics with all their queues. A topic is
+/// created on the master, and its replicas learn it from the master's metadata some seconds
+/// later. A master lost before then leaves a successor that creates the topic anew on the next
+/// send, with the sender's default queue count, so what the old master took into the queues
+/// beyond that count becomes unreadable: the run would count that as a loss, caused by its own
+/// haste rather than by a fault an operator would meet (topics are created before traffic).
+async fn replicas_know_topics(client: &Client, cluster: &Cluster) -> Result<()> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    let brokers = cluster.nodes().iter().filter(|n| n.name.starts_with("broker"));
+    for addr in brokers.map(|n| n.addr.as_str()) {
+        for topic in [TOPIC, ORDERED_TOPIC] {
+            while !knows_topic(client, addr, topic).await {
+                if Instant::now() > deadline {
+                    return Err(ChaosError::Setup(format!(
+                        "broker {addr} did not learn topic {topic} from its master in {READY_TIMEOUT:?}"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// GET_TOPIC_CONFIG on `addr` names `topic` with every queue.
+async fn knows_topic(client: &Client, addr: &str, topic: &str) -> bool {
+    let header = GetTopicStatsInfoRequestHeader { topic: topic.into() };
+    let request = RemotingCommand::request(rc::GET_TOPIC_CONFIG, 0).with_ext_fields(header.to_ext());
+    match client.call(addr, request).await {
+        Ok(a) if a.code == resp::SUCCESS => serde_json::from_slice::<TopicConfig>(&a.body).is_ok_and(|c| c.read_queue_nums >= QUEUES),
+        _ => false,
+    }
+}
+
+/// The queues' contents at the end, each retried until `deadline`; a queue that cannot be read
+/// by then is named as such (the checker counts what it should hold as lost, apart).
+async fn read_all(client: &Client, deadline: Instant) -> Stored {
+    let mut out = Stored {
+        log: Vec::new(),
+        unreadable: std::collections::HashSet::new(),
+    };
     for topic in [TOPIC, ORDERED_TOPIC] {
         for queue in 0..QUEUES {
             loop {
                 match workload::read_queue(client, topic, queue).await {
                     Ok(q) => {
-                        out.extend(q);
+                        out.log.extend(q);
                         break;
                     }
                     Err(e) if Instant::now() > deadline => {
                         println!("chaos: {topic} queue {queue} unreadable at the end: {e}");
+                        out.unreadable.insert((topic, queue));
                         break;
                     }
                     Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,

@@ -61,6 +61,8 @@ pub struct Sent {
     pub attempts: u32,
     /// When SEND_OK came, milliseconds since the run started.
     pub acked_ms: Option<u64>,
+    /// The queue whose broker answered SEND_OK.
+    pub acked_queue: Option<(&'static str, i32)>,
 }
 
 /// One message handed to the consumer group.
@@ -134,11 +136,12 @@ impl Ctx {
 impl Ctx {
     /// One attempt at `sent` on `q`: true when acknowledged (then `acked_ms` is set); a failure
     /// is counted and followed by a short pause.
-    async fn attempt(&self, topic: &str, q: &QueueAddr, sent: &mut Sent) -> bool {
+    async fn attempt(&self, topic: &'static str, q: &QueueAddr, sent: &mut Sent) -> bool {
         sent.attempts += 1;
         match self.send(topic, q, sent.id).await {
             Ok(()) => {
                 sent.acked_ms = Some(self.elapsed_ms());
+                sent.acked_queue = Some((topic, q.queue_id));
                 self.live.acked.fetch_add(1, Ordering::Relaxed);
                 true
             }
@@ -164,6 +167,7 @@ impl Sent {
             id: MsgId { producer, seq },
             attempts: 0,
             acked_ms: None,
+            acked_queue: None,
         }
     }
 }

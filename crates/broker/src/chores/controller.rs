@@ -309,7 +309,11 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
     if epoch > role.master_epoch() || (role.broker_id() == crate::role::UNKNOWN_ID) {
         if master_id == own_id as i64 {
             let sss = members(set);
-            controlled.become_master(epoch, own_id, &sss).map_err(|e| e.to_string())?;
+            controlled.become_master(epoch, own_id, &sss).map_err(|e| {
+                // Not a passing network error: the set has no master until this changes.
+                tracing::warn!(epoch, error = %e, "the controllers name this broker master, but it cannot take the role");
+                e.to_string()
+            })?;
             *state = SetState {
                 members: sss,
                 epoch: set.sync_state_set_epoch,

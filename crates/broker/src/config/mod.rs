@@ -248,6 +248,10 @@ config_table! {
             "Petrel: pulls held waiting for messages at once; a pull beyond it is answered `SYSTEM_BUSY` (2) at once (the client pulls again after its back-off)."
         "flushConsumerOffsetInterval" => flush_consumer_offset_interval_ms: u64 = 5000, check at_least(100);
             "Milliseconds between writes of `config/consumerOffset.json` (also written on shutdown)."
+        "rebalanceLockMaxLiveTime" => rebalance_lock_max_live_time_ms: u64 = 60_000, check at_least(1000);
+            "Milliseconds an orderly consumer's queue lock (LOCK_BATCH_MQ) lasts unless renewed (clients renew every 20 s); after it another member of the group may lock the queue. RocketMQ's `rocketmq.broker.rebalance.lockMaxLiveTime`."
+        "maxQueueLocks" => max_queue_locks: usize = 1_000_000, check at_least(1);
+            "Petrel: queue locks held at once, over all groups; a queue beyond it is not locked (its orderly consumer waits and retries) until locks are released or expire."
         "channelExpiredTimeout" => channel_expired_timeout_ms: u64 = 120_000, check at_least(1000);
             "A client not heard from for this many milliseconds is dropped from its groups."
         "regionId" => region_id: String = "DefaultRegion".into();

@@ -11,6 +11,7 @@ pub mod consume;
 pub mod groups;
 pub mod offsets;
 pub mod produce;
+pub mod queue_locks;
 pub mod topics;
 
 use std::net::SocketAddr;

@@ -35,6 +35,8 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::GET_CONSUMER_LIST_BY_GROUP, client::consumers::list),
     (rc::GET_CONSUMER_CONNECTION_LIST, client::consumers::connections),
     (rc::CHECK_CLIENT_CONFIG, client::check_config::handle),
+    (rc::LOCK_BATCH_MQ, client::queue_lock::lock),
+    (rc::UNLOCK_BATCH_MQ, client::queue_lock::unlock),
     (rc::UPDATE_AND_CREATE_TOPIC, topic::update::handle),
     (rc::DELETE_TOPIC_IN_BROKER, topic::delete::handle),
     (rc::GET_ALL_TOPIC_CONFIG, topic::config::all),

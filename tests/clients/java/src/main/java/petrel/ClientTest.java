@@ -21,7 +21,9 @@ import java.util.function.Supplier;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
+import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -29,6 +31,7 @@ import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageQueue;
 
 /**
  * Runs the official RocketMQ Java client (5.5.0) against a broker and checks every message it
@@ -44,6 +47,10 @@ import org.apache.rocketmq.common.message.MessageExt;
  *   <li>{@code failover NS DIR}: sends without pause while a driver kills and restarts the
  *       brokers of a controller-mode set, until {@code DIR/stop}; every SEND_OK message must be
  *       consumed.
+ *   <li>{@code orderly NS}: two {@code MessageListenerOrderly} consumers of one group lock disjoint
+ *       queues; 16 orders of 25 steps, each order sent to one queue, arrive step by step, each once,
+ *       with never two consumers in one queue at once; then one consumer leaves and the other takes
+ *       every queue and the next 25 steps, still in order.
  * </ul>
  *
  * Exits 0 when every check held; otherwise prints each failure and exits 1.
@@ -462,14 +469,133 @@ public final class ClientTest {
         Files.write(dir.resolve("result"), summary.getBytes(StandardCharsets.UTF_8));
     }
 
+    /** What orderly consumers saw: each order's steps in arrival order, and who consumed which queue. */
+    static final class OrderlyLog {
+        final Map<Integer, List<Integer>> steps = new ConcurrentHashMap<>();
+        final Map<String, Set<Integer>> queuesBy = new ConcurrentHashMap<>();
+        final Map<Integer, AtomicInteger> inFlight = new ConcurrentHashMap<>();
+        final AtomicInteger maxInFlight = new AtomicInteger();
+        final AtomicInteger total = new AtomicInteger();
+
+        void accept(String consumer, MessageExt m) {
+            if (m.getUserProperty("order") == null) {
+                return; // the message that created the topic
+            }
+            AtomicInteger here = inFlight.computeIfAbsent(m.getQueueId(), q -> new AtomicInteger());
+            maxInFlight.accumulateAndGet(here.incrementAndGet(), Math::max);
+            try {
+                Thread.sleep(1); // long enough for a second consumer of this queue to overlap
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            int order = Integer.parseInt(m.getUserProperty("order"));
+            steps.computeIfAbsent(order, o -> Collections.synchronizedList(new ArrayList<>()))
+                    .add(Integer.parseInt(m.getUserProperty("step")));
+            queuesBy.computeIfAbsent(consumer, c -> ConcurrentHashMap.newKeySet()).add(m.getQueueId());
+            total.incrementAndGet();
+            here.decrementAndGet();
+        }
+
+        /** Every order holds exactly steps 0 .. count-1, in that order. */
+        void verify(int orders, int count, String when) {
+            for (int o = 0; o < orders; o++) {
+                List<Integer> want = new ArrayList<>();
+                for (int i = 0; i < count; i++) {
+                    want.add(i);
+                }
+                List<Integer> got = steps.getOrDefault(o, List.of());
+                synchronized (got) {
+                    check(want.equals(got), when + ": order " + o + " arrived as " + got);
+                }
+            }
+            check(maxInFlight.get() == 1, when + ": a queue was consumed by two consumers at once");
+        }
+    }
+
+    static DefaultMQPushConsumer orderlyConsumer(String ns, String group, String name, String topic, OrderlyLog log) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(name);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            msgs.forEach(m -> log.accept(name, m));
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        c.start();
+        return c;
+    }
+
+    /** The consumer owns {@code count} queues of {@code topic} and holds the broker's lock on each. */
+    static boolean ownsLocked(DefaultMQPushConsumer c, String topic, int count) {
+        long[] locked = {0};
+        c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable().forEach((mq, pq) -> {
+            if (mq.getTopic().equals(topic) && pq.isLocked() && !pq.isDropped()) {
+                locked[0]++;
+            }
+        });
+        return assigned(c, topic) == count && locked[0] == count;
+    }
+
+    static void sendSteps(DefaultMQProducer p, String topic, int orders, int from, int to) throws Exception {
+        for (int step = from; step < to; step++) {
+            for (int order = 0; order < orders; order++) {
+                Message m = new Message(topic, "O", "order-" + order, ("order " + order + " step " + step).getBytes(StandardCharsets.UTF_8));
+                m.putUserProperty("order", Integer.toString(order));
+                m.putUserProperty("step", Integer.toString(step));
+                SendResult r = p.send(m, (List<MessageQueue> mqs, Message msg, Object arg) -> mqs.get((Integer) arg % mqs.size()), order);
+                check(r.getSendStatus() == SendStatus.SEND_OK, "orderly send " + order + "/" + step + ": " + r);
+                check(r.getMessageQueue().getQueueId() == order % 8, "order " + order + " went to queue " + r.getMessageQueue().getQueueId());
+            }
+        }
+    }
+
+    static void orderly(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelOrderly" + stamp;
+        String group = "cg_orderly_" + stamp;
+        int orders = 16;
+        DefaultMQProducer p = producer(ns, "pg_orderly_" + stamp);
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        OrderlyLog log = new OrderlyLog();
+        DefaultMQPushConsumer c1 = orderlyConsumer(ns, group, "orderly1", topic, log);
+        DefaultMQPushConsumer c2 = orderlyConsumer(ns, group, "orderly2", topic, log);
+        waitFor("both orderly consumers to lock 4 queues each", () -> ownsLocked(c1, topic, 4) && ownsLocked(c2, topic, 4));
+        System.out.println("orderly: locked " + owned(c1) + " and " + owned(c2));
+        sendSteps(p, topic, orders, 0, 25);
+        waitFor("the group to consume 16 orders of 25 steps", () -> log.total.get() >= orders * 25);
+        Thread.sleep(2_000); // a duplicate would show up now
+        log.verify(orders, 25, "two consumers");
+        Set<Integer> shared = new HashSet<>(log.queuesBy.getOrDefault("orderly1", Set.of()));
+        shared.retainAll(log.queuesBy.getOrDefault("orderly2", Set.of()));
+        check(shared.isEmpty(), "orderly: queues consumed by both consumers: " + shared);
+        check(log.queuesBy.size() == 2, "orderly: both consumers consumed: " + log.queuesBy.keySet());
+        System.out.println("orderly: consumer 1 took queues " + new TreeSet<>(log.queuesBy.getOrDefault("orderly1", Set.of()))
+                + ", consumer 2 took " + new TreeSet<>(log.queuesBy.getOrDefault("orderly2", Set.of())));
+
+        // One member leaves (it unlocks its queues); the other locks all eight and goes on in order.
+        c1.shutdown();
+        waitFor("the remaining consumer to lock all 8 queues", () -> ownsLocked(c2, topic, 8));
+        sendSteps(p, topic, orders, 25, 50);
+        waitFor("the remaining consumer to consume 25 more steps of each order", () -> log.total.get() >= orders * 50);
+        Thread.sleep(2_000);
+        log.verify(orders, 50, "after a consumer left");
+        System.out.println("orderly: after consumer 1 left, consumer 2 locked " + owned(c2) + "; " + log.total.get() + " messages in order");
+        c2.shutdown();
+        p.shutdown();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
             case "basic":
                 basic(args[1]);
+                break;
+            case "orderly":
+                orderly(args[1]);
                 break;
             case "restart":
                 restart(args[1], Paths.get(args[2]));
