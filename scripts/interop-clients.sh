@@ -2,10 +2,11 @@
 # Interoperability: the official clients against `petrel serve`, unchanged.
 #  - Java (rocketmq-client 5.5.0, tests/clients/java): sync/async/oneway/batch sends, push
 #    consumer with "A || B", lite pull consumer, two consumers splitting the queues, two orderly
-#    consumers (queue locks) and one taking over when the other leaves;
+#    consumers (queue locks) and one taking over when the other leaves; delay levels, retries
+#    through CONSUMER_SEND_MSG_BACK and the dead-letter queue;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
-#    consumer with "A || B";
+#    consumer with "A || B"; delay levels and retries;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress;
 #  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
@@ -85,6 +86,7 @@ start_petrel
 echo "== Java client"
 if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
 if java_test orderly "$ns" > >(quiet) 2>&1; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
+if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
 example() { java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }
@@ -110,6 +112,7 @@ fi
 
 echo "== Go client"
 if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
+if timeout 180 target/go-client-test delayed "$ns"; then ok "Go client: delay levels, ConsumeRetryLater back after the retry delay"; else not_ok "Go client delayed scenario"; fi
 
 echo "== mqadmin"
 check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"

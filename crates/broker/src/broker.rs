@@ -20,6 +20,7 @@ use crate::services::groups::GroupService;
 use crate::services::offsets::{OffsetService, OffsetTable};
 use crate::services::produce::{ProduceService, ProduceSettings};
 use crate::services::queue_locks::QueueLockService;
+use crate::services::schedule::ScheduleService;
 use crate::services::topics::{TopicService, TopicSettings};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
@@ -34,6 +35,8 @@ pub struct Broker {
     /// Orderly consumers' queue locks.
     pub queue_locks: QueueLockService,
     pub produce: ProduceService,
+    /// Delay levels: which sends wait, and how far each level has delivered.
+    pub schedule: Arc<ScheduleService>,
     pub consume: ConsumeService,
     pub admin: Arc<AdminService>,
     pub long_poll: Arc<LongPoll>,
@@ -118,9 +121,11 @@ impl Broker {
             &topics,
         );
         topics.set_announcer(registrar.clone());
+        let schedule = Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(io)?);
         let produce = ProduceService::new(
             store.clone(),
             topics.clone(),
+            schedule.clone(),
             pool.clone(),
             stats.clone(),
             ProduceSettings {
@@ -171,6 +176,7 @@ impl Broker {
             offsets,
             queue_locks,
             produce,
+            schedule,
             consume,
             admin,
             long_poll,
@@ -202,6 +208,7 @@ impl Broker {
             me.offsets.table().persist().map_err(io)?;
             me.topics.write_file().map_err(io)?;
             me.groups.write_file().map_err(io)?;
+            me.schedule.persist().map_err(io)?;
             me.replication.stop();
             me.pool.shutdown();
             me.store.shutdown()?;

@@ -117,6 +117,16 @@ pub fn render(sources: &Sources) -> String {
         "Appended but not yet in the consume queues.",
         &[("", max - broker.store.dispatched_offset() as f64)],
     );
+    let pending = broker.schedule.pending(&broker.store);
+    let labels: Vec<String> = (1..=pending.len()).map(|level| format!("{{level=\"{level}\"}}")).collect();
+    let samples: Vec<(&str, f64)> = labels.iter().map(String::as_str).zip(pending.iter().map(|&n| n as f64)).collect();
+    metric(
+        &mut out,
+        "petrel_delayed_messages_pending",
+        "gauge",
+        "Delayed messages (DELAY levels, retries) not yet moved to their queues, per level.",
+        &samples,
+    );
     metric(
         &mut out,
         "petrel_disk_used_ratio",

@@ -1,7 +1,10 @@
 // Checks the official Go client (rocketmq-client-go v2.1.2) against a broker: a producer sends
 // tagged, keyed messages with user properties (single sends and a batch), and a push consumer
 // subscribed to "A || B" must receive exactly the A and B messages, each with its body, tag,
-// keys and properties intact. Exit status 0 means every check held.
+// keys and properties intact. `clienttest delayed NAMESRV_ADDR`: messages sent at delay level 2
+// (5 s) arrive once each no sooner than 5 s after they were born, and a message whose first
+// delivery returns ConsumeRetryLater comes back once, about 10 s later, with ReconsumeTimes 1.
+// Exit status 0 means every check held.
 package main
 
 import (
@@ -32,7 +35,12 @@ func fail(format string, args ...interface{}) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: clienttest NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
+		fail("usage: clienttest NAMESRV_ADDR | clienttest delayed NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
+	}
+	if os.Args[1] == "delayed" && len(os.Args) == 3 {
+		rlog.SetLogLevel("error")
+		delayed(os.Args[2])
+		return
 	}
 	if os.Args[1] == "vectors" && len(os.Args) == 4 {
 		count, err := strconv.Atoi(os.Args[3])
@@ -167,4 +175,128 @@ func main() {
 		fail("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	fmt.Printf("go client: sent %d (30 single, 6 batched), consumed %d with \"A || B\", all bodies, tags, keys and properties match\n", all, len(got))
+}
+
+// One delivery in the delayed scenario.
+type delivery struct {
+	kind           string
+	reconsumeTimes int32
+	born, stored   int64
+	arrived        time.Time
+	msgID, topic   string
+}
+
+func delayed(ns string) {
+	stamp := time.Now().UnixNano() % 1000000000
+	topic := fmt.Sprintf("PetrelGoDelayed%d", stamp)
+	group := fmt.Sprintf("cg_go_delayed_%d", stamp)
+	resolver := primitive.NewPassthroughResolver([]string{ns})
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
+		producer.WithGroupName(fmt.Sprintf("pg_go_delayed_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))
+	if err != nil || p.Start() != nil {
+		fail("producer: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
+		fail("first send: %v", err)
+	}
+	// A consumer looks its retry topic up once at start and then every 30 s; the group's first
+	// heartbeat creates that topic. A first consumer of the group registers it, as a deployed
+	// group would have, so that the second finds its retry topic at start.
+	newConsumer := func(listener func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error)) rocketmq.PushConsumer {
+		c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(group), consumer.WithNsResolver(resolver),
+			consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset), consumer.WithConsumeMessageBatchMaxSize(1))
+		if err != nil {
+			fail("new consumer: %v", err)
+		}
+		if err := c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, listener); err != nil {
+			fail("subscribe: %v", err)
+		}
+		if err := c.Start(); err != nil {
+			fail("start consumer: %v", err)
+		}
+		return c
+	}
+	var mu sync.Mutex
+	seen := map[string][]delivery{}
+	first := newConsumer(func(context.Context, ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		return consumer.ConsumeSuccess, nil
+	})
+	time.Sleep(2 * time.Second)
+	_ = first.Shutdown()
+	c := newConsumer(func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		later := false
+		for _, m := range msgs {
+			kind := m.GetProperty("kind")
+			if kind == "" {
+				continue
+			}
+			d := delivery{kind, m.ReconsumeTimes, m.BornTimestamp, m.StoreTimestamp, time.Now(), m.MsgId, m.Topic}
+			seen[string(m.Body)] = append(seen[string(m.Body)], d)
+			later = later || (kind == "retry" && m.ReconsumeTimes == 0)
+		}
+		if later {
+			return consumer.ConsumeRetryLater, nil
+		}
+		return consumer.ConsumeSuccess, nil
+	})
+	for _, kind := range []string{"delay", "retry"} {
+		for i := 0; i < 3; i++ {
+			msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("%s-%d", kind, i)))
+			msg.WithProperty("kind", kind)
+			if kind == "delay" {
+				msg.WithDelayTimeLevel(2)
+			}
+			if res, err := p.SendSync(ctx, msg); err != nil || res.Status != primitive.SendOK {
+				fail("send %s-%d: %v %v", kind, i, res, err)
+			}
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := 0
+		for _, ds := range seen {
+			n += len(ds)
+		}
+		mu.Unlock()
+		if n >= 9 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // an extra delivery would arrive now
+	_ = c.Shutdown()
+	_ = p.Shutdown()
+	mu.Lock()
+	defer mu.Unlock()
+	var problems []string
+	for i := 0; i < 3; i++ {
+		d := seen[fmt.Sprintf("delay-%d", i)]
+		if len(d) != 1 {
+			problems = append(problems, fmt.Sprintf("delay-%d delivered %d times", i, len(d)))
+		} else if waited := d[0].stored - d[0].born; waited < 5000 {
+			problems = append(problems, fmt.Sprintf("delay-%d stored in its queue %d ms after it was born, before 5 s", i, waited))
+		}
+		r := seen[fmt.Sprintf("retry-%d", i)]
+		if len(r) != 2 {
+			problems = append(problems, fmt.Sprintf("retry-%d delivered %d times", i, len(r)))
+			continue
+		}
+		gap := r[1].arrived.Sub(r[0].arrived)
+		switch {
+		case r[1].reconsumeTimes != 1:
+			problems = append(problems, fmt.Sprintf("retry-%d came back with ReconsumeTimes %d", i, r[1].reconsumeTimes))
+		case gap < 9900*time.Millisecond || gap > 20*time.Second:
+			problems = append(problems, fmt.Sprintf("retry-%d came back after %v, not about 10 s", i, gap))
+		case r[1].topic != topic || r[1].msgID != r[0].msgID:
+			problems = append(problems, fmt.Sprintf("retry-%d came back as %s on %s, not %s on %s", i, r[1].msgID, r[1].topic, r[0].msgID, topic))
+		}
+	}
+	if len(problems) > 0 {
+		fail("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	fmt.Println("go client: 3 delayed messages after their 5 s, 3 retried once about 10 s later")
 }

@@ -9,6 +9,7 @@ pub mod controller;
 pub mod expiry;
 pub mod offset_flush;
 pub mod registration;
+pub mod schedule;
 pub mod slave_sync;
 
 use std::sync::Arc;
@@ -38,6 +39,7 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         broker.groups.clone(),
         Duration::from_millis(broker.config.channel_expired_timeout_ms),
     ));
+    tasks.spawn(schedule::run(broker.clone()));
     if broker.replication.controlled().is_some() {
         tasks.spawn(controller::run(broker.clone()));
     }

@@ -1,7 +1,7 @@
 //! A slave's chores: follow the master the name servers name (unless `haMasterAddress` fixes
 //! it), and take the master's metadata over remoting — topics (GET_ALL_TOPIC_CONFIG), committed
 //! consumer offsets (GET_ALL_CONSUMER_OFFSET) and consumer groups
-//! (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) — as RocketMQ's `SlaveSynchronize` does, but every
+//! (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the delay levels' offsets (GET_ALL_DELAY_OFFSET) — as RocketMQ's `SlaveSynchronize` does, but every
 //! [`SYNC_PERIOD`] rather than every 60 s: a topic created on the master is readable on the slave
 //! within seconds, and offsets a consumer would resume from are at most that old.
 //!
@@ -17,6 +17,7 @@ use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
 use crate::broker::Broker;
+use crate::services::schedule::DelayOffsetTable;
 
 /// Between two looks at the master (its address, its topics).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(3);
@@ -71,6 +72,15 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
     broker.offsets.table().merge_from_master(&offsets)?;
     let groups = fetch(c, rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await?;
     broker.groups.merge_from_master(&groups)?;
+    // A RocketMQ master that never scheduled a message answers SYSTEM_ERROR ("No delay offset in
+    // this broker"): nothing to copy, and no reason to fail the rest of the sync.
+    match fetch(c, rc::GET_ALL_DELAY_OFFSET).await {
+        Ok(body) => {
+            let delays: DelayOffsetTable = from_json(&body).map_err(|e| e.to_string())?;
+            broker.schedule.merge(&delays);
+        }
+        Err(e) => tracing::debug!(error = %e, "no delay offsets from the master"),
+    }
     Ok(())
 }
 

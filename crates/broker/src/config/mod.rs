@@ -252,6 +252,8 @@ config_table! {
             "Milliseconds an orderly consumer's queue lock (LOCK_BATCH_MQ) lasts unless renewed (clients renew every 20 s); after it another member of the group may lock the queue. RocketMQ's `rocketmq.broker.rebalance.lockMaxLiveTime`."
         "maxQueueLocks" => max_queue_locks: usize = 1_000_000, check at_least(1);
             "Petrel: queue locks held at once, over all groups; a queue beyond it is not locked (its orderly consumer waits and retries) until locks are released or expire."
+        "messageDelayLevel" => message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), check |spec: &String| crate::services::schedule::parse_delay_levels(spec).map(drop);
+            "The delay of each level a send's `DELAY` property (`setDelayTimeLevel`) or a consumer's retry may name, level 1 first: numbers with a unit of ms, s, m, h or d, at most 64 levels of at most 30d. A level past the last waits as long as the last. Retries wait at level 3 + the times already retried unless the consumer names a level."
         "channelExpiredTimeout" => channel_expired_timeout_ms: u64 = 120_000, check at_least(1000);
             "A client not heard from for this many milliseconds is dropped from its groups."
         "regionId" => region_id: String = "DefaultRegion".into();

@@ -160,15 +160,7 @@ impl AdminService {
     /// # Errors
     /// No record starts there; the store pool is full.
     pub async fn view_message(&self, offset: i64) -> Result<Vec<u8>, BrokerError> {
-        let store = self.store.clone();
-        let found = self
-            .pool
-            .run(move || {
-                u64::try_from(offset)
-                    .ok()
-                    .and_then(|o| store.commit_log().read_record(o).ok().flatten())
-            })?
-            .await?;
+        let found = super::record_at(&self.store, &self.pool, offset).await?;
         found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))
     }
 

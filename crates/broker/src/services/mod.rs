@@ -12,6 +12,7 @@ pub mod groups;
 pub mod offsets;
 pub mod produce;
 pub mod queue_locks;
+pub mod schedule;
 pub mod topics;
 
 use std::net::SocketAddr;
@@ -64,4 +65,20 @@ pub fn validate_group_name(group: &str) -> Result<(), BrokerError> {
 /// RocketMQ's name characters: `^[%|a-zA-Z0-9_-]+$`.
 pub(crate) fn valid_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-'
+}
+
+/// The stored record that starts at commit-log `offset`, read on the store pool; `None` when
+/// no record starts there (a negative offset, past the end, mid-record, or removed).
+pub(crate) async fn record_at(
+    store: &std::sync::Arc<petrel_store::MessageStore>,
+    pool: &crate::store_pool::StorePool,
+    offset: i64,
+) -> Result<Option<Vec<u8>>, BrokerError> {
+    let store = store.clone();
+    pool.run(move || {
+        u64::try_from(offset)
+            .ok()
+            .and_then(|o| store.commit_log().read_record(o).ok().flatten())
+    })?
+    .await
 }

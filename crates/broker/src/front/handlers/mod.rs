@@ -21,6 +21,7 @@ type HandlerFn = fn(&Arc<Broker>, &Arc<Connection>, RemotingCommand) -> Reply;
 const TABLE: &[(i32, HandlerFn)] = &[
     (rc::SEND_MESSAGE, message::send::handle),
     (rc::SEND_MESSAGE_V2, message::send::handle),
+    (rc::CONSUMER_SEND_MSG_BACK, message::send_back::handle),
     (rc::SEND_BATCH_MESSAGE, message::send::handle),
     (rc::PULL_MESSAGE, message::pull::handle),
     (rc::LITE_PULL_MESSAGE, message::pull::handle),

@@ -26,6 +26,7 @@ use petrel_replication::{AckGate, AckMode, Refusal, ReplicaWait};
 use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError};
 
 use super::BrokerError;
+use super::schedule::{SCHEDULE_TOPIC, ScheduleService};
 use super::topics::{NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, TopicService, validate_topic_name};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
@@ -81,10 +82,22 @@ pub struct SendOutcome {
     pub transaction_id: Option<String>,
 }
 
+/// A send's encoded records, and where they go.
+struct Encoded {
+    records: BytesMut,
+    count: usize,
+    uniq_key: Option<String>,
+    /// The topic and queue stored in: the schedule topic's for a delayed message.
+    stored_at: (String, i32),
+}
+
 /// What a checked send will append.
 struct Prepared {
     topic: String,
     queue_id: i32,
+    /// The queue the answer names: the requested one, also for a delayed message stored in the
+    /// schedule topic.
+    answer_queue_id: i32,
     records: BytesMut,
     count: usize,
     uniq_key: Option<String>,
@@ -111,6 +124,7 @@ pub struct ProduceSettings {
 pub struct ProduceService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
+    schedule: Arc<ScheduleService>,
     pool: Arc<StorePool>,
     stats: Arc<BrokerStats>,
     settings: ProduceSettings,
@@ -123,6 +137,7 @@ impl ProduceService {
     pub fn new(
         store: Arc<MessageStore>,
         topics: Arc<TopicService>,
+        schedule: Arc<ScheduleService>,
         pool: Arc<StorePool>,
         stats: Arc<BrokerStats>,
         settings: ProduceSettings,
@@ -134,6 +149,7 @@ impl ProduceService {
             uniq_keys: UniqKeyGenerator::new(settings.store_host.ip(), std::process::id(), seed),
             store,
             topics,
+            schedule,
             pool,
             stats,
             settings,
@@ -165,6 +181,13 @@ impl ProduceService {
     }
 
     async fn send_inner(&self, req: SendRequest) -> Result<SendOutcome, BrokerError> {
+        self.check_writable()?;
+        let p = self.prepare(&req)?;
+        self.commit(p).await
+    }
+
+    /// Refuses a write while the page cache is over budget or this broker is not the master.
+    fn check_writable(&self) -> Result<(), BrokerError> {
         if self.store.page_cache_busy() {
             self.store.page_cache_stats().busy_refusals.fetch_add(1, Ordering::Relaxed);
             return Err(BrokerError::Busy(
@@ -176,7 +199,11 @@ impl ProduceService {
                 "service not available now: this broker is a slave (brokerRole=SLAVE); messages are put to the master".into(),
             ));
         }
-        let p = self.prepare(&req)?;
+        Ok(())
+    }
+
+    /// Appends checked records and answers when the flush mode and the replicas are satisfied.
+    async fn commit(&self, p: Prepared) -> Result<SendOutcome, BrokerError> {
         let replicas = self.replica_wait()?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
         let log = self.store.commit_log();
@@ -189,7 +216,8 @@ impl ProduceService {
             WaitError::Busy { .. } => BrokerError::Busy(format!("[DURABILITY_WAITERS_FULL] {e}")),
             other => BrokerError::Unavailable(other.to_string()),
         })?;
-        let (topic, queue_id, count, uniq_key, topic_created) = (p.topic.clone(), p.queue_id, p.count, p.uniq_key.clone(), p.topic_created);
+        let (topic, queue_id, count, uniq_key, topic_created) =
+            (p.topic.clone(), p.answer_queue_id, p.count, p.uniq_key.clone(), p.topic_created);
         let results = self.append(p).await?;
         let end = results.last().map_or(0, AppendResult::end_offset);
         let bytes: u64 = results.iter().map(|r| u64::from(r.size_bytes)).sum();
@@ -357,14 +385,20 @@ impl ProduceService {
             reconsume_times,
             ..MessageExt::default()
         };
-        let (records, count, uniq_key) = if req.batch {
+        let Encoded {
+            records,
+            count,
+            uniq_key,
+            stored_at,
+        } = if req.batch {
             self.encode_batch(req, &base)?
         } else {
             self.encode_single(req, base)?
         };
         Ok(Prepared {
-            topic,
-            queue_id,
+            topic: stored_at.0,
+            queue_id: stored_at.1,
+            answer_queue_id: queue_id,
             records,
             count,
             uniq_key,
@@ -397,7 +431,8 @@ impl ProduceService {
         m.encode(out).map_err(|e| BrokerError::MessageIllegal(e.to_string()))
     }
 
-    fn encode_batch(&self, req: &SendRequest, base: &MessageExt) -> Result<(BytesMut, usize, Option<String>), BrokerError> {
+    /// A batch's records, all in `base`'s topic and queue (a batch is never delayed).
+    fn encode_batch(&self, req: &SendRequest, base: &MessageExt) -> Result<Encoded, BrokerError> {
         let items = decode_batch(&req.body).map_err(|e| BrokerError::MessageIllegal(format!("bad batch body: {e}")))?;
         if items.is_empty() {
             return Err(BrokerError::MessageIllegal("empty batch".into()));
@@ -418,10 +453,16 @@ impl ProduceService {
             .as_deref()
             .map(decode_properties)
             .and_then(|p| p.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).cloned());
-        Ok((records, count, uniq_key))
+        Ok(Encoded {
+            records,
+            count,
+            uniq_key,
+            stored_at: (base.topic.clone(), base.queue_id),
+        })
     }
 
-    fn encode_single(&self, req: &SendRequest, base: MessageExt) -> Result<(BytesMut, usize, Option<String>), BrokerError> {
+    /// One message's record, and the topic and queue it is stored in.
+    fn encode_single(&self, req: &SendRequest, base: MessageExt) -> Result<Encoded, BrokerError> {
         let mut properties: Properties = req.properties.as_deref().map(decode_properties).unwrap_or_default();
         if properties.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v == "true") {
             return Err(BrokerError::NoPermission(format!(
@@ -442,11 +483,35 @@ impl ProduceService {
             properties,
             ..base
         };
+        let (records, stored_at) = self.encode_delayable(m)?;
+        Ok(Encoded {
+            records,
+            count: 1,
+            uniq_key,
+            stored_at,
+        })
+    }
+
+    /// Encodes one message, moved to the schedule topic when its `DELAY` level asks for it;
+    /// returns the record and the topic and queue it goes to.
+    fn encode_delayable(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32)), BrokerError> {
+        // A message past its retries goes to the dead-letter queue at once, whatever its level.
+        let dead_letter = m.topic.starts_with(super::topics::DLQ_GROUP_TOPIC_PREFIX);
+        if let Some(level) = self.schedule.level_of(&m.properties).filter(|_| !dead_letter) {
+            m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
+            m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
+            m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
+            SCHEDULE_TOPIC.clone_into(&mut m.topic);
+            m.queue_id = level - 1;
+        }
         let mut records = BytesMut::with_capacity(m.body.len() + 256);
         self.encode(&m, &mut records)?;
-        Ok((records, 1, uniq_key))
+        Ok((records, (m.topic, m.queue_id)))
     }
 }
 
+mod later;
 #[cfg(test)]
 mod tests;
+
+pub use later::{Delivered, SendBackRequest};

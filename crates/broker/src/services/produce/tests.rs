@@ -143,3 +143,110 @@ async fn a_retry_past_its_limit_goes_to_the_dead_letter_topic() {
     assert!(t.broker.topics.get("%DLQ%G").is_some());
     t.stop().await;
 }
+
+/// The message stored at the offset message id `msg_id`.
+fn stored(t: &TestBroker, msg_id: &str) -> MessageExt {
+    let (_, offset) = decode_offset_msg_id(msg_id).unwrap();
+    let record = t.broker.store.commit_log().read_record(offset as u64).unwrap().unwrap();
+    MessageExt::decode_verified(&record).unwrap().0
+}
+
+/// Waits (10 s) for the first message of `topic`'s queue `queue_id`.
+async fn first_in(t: &TestBroker, topic: &str, queue_id: i32) -> MessageExt {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let got = t.broker.store.get_messages(topic, queue_id, 0, 1, None);
+        if got.message_count == 1 {
+            return MessageExt::decode_verified(&got.body).unwrap().0;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing reached {topic}:{queue_id}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_delayed_send_waits_in_its_level_and_reaches_its_queue_no_sooner_than_its_delay() {
+    let t = TestBroker::start(|c| c.message_delay_level = "100ms 700ms".into());
+    let req = SendRequest {
+        properties: Some("DELAY\u{1}5\u{2}KEYS\u{1}k1\u{2}".into()),
+        ..send_request("Later", 3, "A", b"wait")
+    };
+    let out = t.broker.produce.send(req).await.unwrap();
+    assert_eq!(out.queue_id, 3, "the answer names the requested queue");
+    let waiting = stored(&t, &out.msg_id);
+    assert_eq!(
+        (waiting.topic.as_str(), waiting.queue_id),
+        ("SCHEDULE_TOPIC_XXXX", 1),
+        "level 5 clamped to the last, 2"
+    );
+    assert_eq!(waiting.properties.get("REAL_TOPIC").map(String::as_str), Some("Later"));
+    assert_eq!(waiting.properties.get("REAL_QID").map(String::as_str), Some("3"));
+    assert_eq!(waiting.properties.get("DELAY").map(String::as_str), Some("2"));
+
+    let delivered = first_in(&t, "Later", 3).await;
+    assert!(
+        delivered.store_timestamp >= waiting.store_timestamp + 700,
+        "stored in its queue {} ms after the send, before its 700 ms delay",
+        delivered.store_timestamp - waiting.store_timestamp
+    );
+    assert_eq!(delivered.body.as_ref(), b"wait");
+    assert_eq!(delivered.properties.get("KEYS"), waiting.properties.get("KEYS"));
+    assert_eq!(
+        delivered.properties.get("UNIQ_KEY"),
+        waiting.properties.get("UNIQ_KEY"),
+        "the same message id"
+    );
+    assert_eq!(delivered.properties.get("DELAY"), None);
+    assert_eq!(delivered.born_timestamp, waiting.born_timestamp);
+    assert_eq!(t.broker.schedule.offset(2), 1, "the level moved past it");
+    assert_eq!(t.broker.store.queue_offsets("Later", 3).1, 1, "delivered once");
+    assert_eq!(t.broker.schedule.pending(&t.broker.store), [0, 0]);
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_to_the_dead_letter_queue() {
+    let t = TestBroker::start(|_| {});
+    crate::services::testing::heartbeat_consumer(&t.broker, "G", "Orig");
+    let out = t.broker.produce.send(send_request("Orig", 0, "A", b"again")).await.unwrap();
+    let (_, offset) = decode_offset_msg_id(&out.msg_id).unwrap();
+    let back = |delay_level, max| SendBackRequest {
+        offset,
+        group: "G".into(),
+        delay_level,
+        max_reconsume_times: max,
+    };
+    let produce = &t.broker.produce;
+    produce.send_back(back(0, None), 16).await.unwrap();
+    let retry = first_in(&t, "SCHEDULE_TOPIC_XXXX", 2).await;
+    assert_eq!(retry.properties.get("DELAY").map(String::as_str), Some("3"), "3 + times retried");
+    assert_eq!(retry.properties.get("REAL_TOPIC").map(String::as_str), Some("%RETRY%G"));
+    assert_eq!(retry.properties.get("RETRY_TOPIC").map(String::as_str), Some("Orig"));
+    assert_eq!(retry.properties.get("ORIGIN_MESSAGE_ID"), Some(&out.msg_id));
+    assert_eq!((retry.reconsume_times, retry.body.as_ref()), (1, &b"again"[..]));
+    assert!(t.broker.topics.get("%RETRY%G").is_some());
+    t.wait_dispatched();
+    assert_eq!(t.broker.schedule.pending(&t.broker.store)[2], 1, "waiting its 10 s at level 3");
+
+    // Retried as often as allowed (0 times here), or a negative level: the DLQ, at once.
+    produce.send_back(back(0, Some(0)), 16).await.unwrap();
+    produce.send_back(back(-1, None), 16).await.unwrap();
+    t.wait_dispatched();
+    assert_eq!(t.broker.store.queue_offsets("%DLQ%G", 0).1, 2);
+    let dead = first_in(&t, "%DLQ%G", 0).await;
+    assert_eq!(dead.properties.get("DELAY"), None);
+    assert_eq!(dead.properties.get("RETRY_TOPIC").map(String::as_str), Some("Orig"));
+
+    let e = produce
+        .send_back(
+            SendBackRequest {
+                offset: offset + 3,
+                ..back(0, None)
+            },
+            16,
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("look message by offset failed"), "{e}");
+    t.stop().await;
+}

@@ -1,8 +1,8 @@
 //! GET_ALL_CONSUMER_OFFSET (43), GET_ALL_DELAY_OFFSET (45), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)
 //! and GET_ALL_MESSAGE_REQUEST_MODE (402): the tables a slave copies from its master, in the
 //! layout of the files RocketMQ keeps them in (`consumerOffset.json`, `delayOffset.json`,
-//! `subscriptionGroup.json`, `messageRequestMode.json`). Petrel has no delay levels or POP
-//! request modes yet, so those two tables are empty, as on a RocketMQ broker that never used them.
+//! `subscriptionGroup.json`, `messageRequestMode.json`). Petrel has no POP request modes yet, so
+//! that table is empty, as on a RocketMQ broker that never used them.
 
 use std::sync::Arc;
 
@@ -20,8 +20,8 @@ pub(crate) fn subscription_groups(broker: &Arc<Broker>, _conn: &Arc<Connection>,
     Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.groups.to_json()))
 }
 
-pub(crate) fn delay_offsets(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(br#"{"offsetTable":{}}"#.to_vec()))
+pub(crate) fn delay_offsets(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.schedule.to_json()))
 }
 
 pub(crate) fn message_request_modes(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {

@@ -51,6 +51,11 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *       queues; 16 orders of 25 steps, each order sent to one queue, arrive step by step, each once,
  *       with never two consumers in one queue at once; then one consumer leaves and the other takes
  *       every queue and the next 25 steps, still in order.
+ *   <li>{@code delayed NS}: messages sent at delay level 2 (5 s) arrive once each, no sooner than 5 s
+ *       after they were born; messages whose first delivery returns {@code RECONSUME_LATER} come
+ *       back once, about 10 s later (level 3), with {@code reconsumeTimes} 1, the same id, body,
+ *       keys and properties; messages that fail twice (maxReconsumeTimes 1) end in the group's
+ *       {@code %DLQ%} topic, where a consumer reads them.
  * </ul>
  *
  * Exits 0 when every check held; otherwise prints each failure and exits 1.
@@ -585,9 +590,137 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    /** One delivery to the delayed scenario's listener. */
+    static final class Delivery {
+        final String msgId, topic, body, keys, kind;
+        final int reconsumeTimes;
+        final long bornMs, storeMs, arrivedMs;
+
+        Delivery(MessageExt m) {
+            msgId = m.getMsgId();
+            topic = m.getTopic();
+            body = new String(m.getBody(), StandardCharsets.UTF_8);
+            keys = m.getKeys();
+            kind = m.getUserProperty("kind");
+            reconsumeTimes = m.getReconsumeTimes();
+            bornMs = m.getBornTimestamp();
+            storeMs = m.getStoreTimestamp();
+            arrivedMs = System.currentTimeMillis();
+        }
+    }
+
+    static void delayed(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelDelayed" + stamp;
+        String group = "cg_delayed_" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_delayed_" + stamp);
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("delayed");
+        c.setMaxReconsumeTimes(1);
+        // The client looks up its retry topic's route before its first heartbeat creates the topic,
+        // and then only every pollNameServerInterval (30 s by default, on RocketMQ as here).
+        c.setPollNameServerInterval(1_000);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            boolean later = false;
+            for (MessageExt m : msgs) {
+                if (m.getUserProperty("kind") == null) {
+                    continue;
+                }
+                Delivery d = new Delivery(m);
+                seen.computeIfAbsent(d.body, b -> Collections.synchronizedList(new ArrayList<>())).add(d);
+                later |= d.kind.equals("dead") || (d.kind.equals("retry") && d.reconsumeTimes == 0);
+            }
+            return later ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.setConsumeMessageBatchMaxSize(1);
+        c.start();
+        Map<String, String> sentIds = new HashMap<>();
+        for (String kind : new String[] {"delay", "retry", "dead"}) {
+            for (int i = 0; i < 4; i++) {
+                Message m = new Message(topic, "T" + kind, kind + "-key-" + i, (kind + "-" + i).getBytes(StandardCharsets.UTF_8));
+                m.putUserProperty("kind", kind);
+                if (kind.equals("delay")) {
+                    m.setDelayTimeLevel(2);
+                }
+                SendResult r = p.send(m);
+                check(r.getSendStatus() == SendStatus.SEND_OK, "delayed: send " + kind + "-" + i + ": " + r);
+                sentIds.put(kind + "-" + i, r.getMsgId());
+            }
+        }
+        waitFor("every delivery of the delayed scenario", () -> {
+            int delays = 0, retries = 0, deads = 0;
+            for (List<Delivery> ds : seen.values()) {
+                synchronized (ds) {
+                    String kind = ds.get(0).kind;
+                    if (kind.equals("delay")) delays += ds.size();
+                    if (kind.equals("retry")) retries += ds.size();
+                    if (kind.equals("dead")) deads += ds.size();
+                }
+            }
+            return delays >= 4 && retries >= 8 && deads >= 8;
+        });
+        Thread.sleep(3_000); // an extra delivery would show up now
+        checkDelayed(seen, sentIds, topic);
+        List<String> dead = readDeadLetters(ns, group, stamp, 4);
+        Collections.sort(dead);
+        check(dead.equals(List.of("dead-0", "dead-1", "dead-2", "dead-3")), "delayed: the dead-letter queue holds " + dead);
+        System.out.println("delayed: 4 delayed, 4 retried once, 4 in %DLQ%" + group);
+        c.shutdown();
+        p.shutdown();
+    }
+
+    static void checkDelayed(Map<String, List<Delivery>> seen, Map<String, String> sentIds, String topic) {
+        for (int i = 0; i < 4; i++) {
+            List<Delivery> d = seen.getOrDefault("delay-" + i, List.of());
+            check(d.size() == 1, "delayed: delay-" + i + " delivered " + d.size() + " times");
+            if (d.size() == 1) {
+                long waited = d.get(0).storeMs - d.get(0).bornMs;
+                check(waited >= 5_000, "delayed: delay-" + i + " stored in its queue " + waited + " ms after it was born, before 5 s");
+                check(d.get(0).arrivedMs - d.get(0).bornMs < 12_000, "delayed: delay-" + i + " arrived late");
+                check(d.get(0).msgId.equals(sentIds.get("delay-" + i)), "delayed: delay-" + i + " changed its id");
+            }
+            List<Delivery> r = seen.getOrDefault("retry-" + i, List.of());
+            check(r.size() == 2, "delayed: retry-" + i + " delivered " + r.size() + " times");
+            if (r.size() == 2) {
+                Delivery first = r.get(0), second = r.get(1);
+                long gap = second.arrivedMs - first.arrivedMs;
+                check(first.reconsumeTimes == 0 && second.reconsumeTimes == 1, "delayed: retry-" + i + " reconsumeTimes " + second.reconsumeTimes);
+                check(gap >= 9_900 && gap < 20_000, "delayed: retry-" + i + " came back after " + gap + " ms, not about 10 s");
+                check(second.topic.equals(topic), "delayed: retry-" + i + " came back on " + second.topic);
+                check(second.msgId.equals(first.msgId), "delayed: retry-" + i + " came back as " + second.msgId + ", not " + first.msgId);
+                check(("retry-key-" + i).equals(second.keys) && "retry".equals(second.kind), "delayed: retry-" + i + " lost its keys or properties");
+            }
+            List<Delivery> x = seen.getOrDefault("dead-" + i, List.of());
+            check(x.size() == 2, "delayed: dead-" + i + " delivered " + x.size() + " times before the DLQ");
+        }
+    }
+
+    /** Reads {@code count} bodies from the group's dead-letter topic with a lite pull consumer. */
+    static List<String> readDeadLetters(String ns, String group, String stamp, int count) throws Exception {
+        DefaultLitePullConsumer dlq = new DefaultLitePullConsumer("cg_dlq_reader_" + stamp);
+        dlq.setNamesrvAddr(ns);
+        dlq.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        dlq.subscribe("%DLQ%" + group, "*");
+        dlq.start();
+        List<String> bodies = new ArrayList<>();
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        while (bodies.size() < count && System.currentTimeMillis() < deadline) {
+            for (MessageExt m : dlq.poll(1_000)) {
+                bodies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+            }
+        }
+        dlq.shutdown();
+        return bodies;
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -596,6 +729,9 @@ public final class ClientTest {
                 break;
             case "orderly":
                 orderly(args[1]);
+                break;
+            case "delayed":
+                delayed(args[1]);
                 break;
             case "restart":
                 restart(args[1], Paths.get(args[2]));

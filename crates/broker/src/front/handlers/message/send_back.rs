@@ -1,0 +1,30 @@
+//! CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back (RECONSUME_LATER, or a listener
+//! that threw); the broker stores it again for the group's retry topic at its delay level, or in
+//! the group's dead-letter queue once it was retried enough.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::ConsumerSendMsgBackRequestHeader;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later};
+use crate::services::produce::{DEFAULT_MAX_RECONSUME_TIMES, SendBackRequest};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(ConsumerSendMsgBackRequestHeader, request);
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        broker.groups.require_known(&h.group)?;
+        let back = SendBackRequest {
+            offset: h.offset,
+            group: h.group,
+            delay_level: h.delay_level,
+            max_reconsume_times: h.max_reconsume_times,
+        };
+        broker.produce.send_back(back, DEFAULT_MAX_RECONSUME_TIMES).await?;
+        Ok(answer(&request, resp::SUCCESS))
+    })
+}

@@ -1,0 +1,134 @@
+//! Messages stored a second time, later: a consumer's send-back (CONSUMER_SEND_MSG_BACK) to its
+//! group's retry topic or dead-letter queue, and a delayed message's move from the schedule
+//! topic to its real queue. Both go through the same append and durability wait as a send.
+
+use petrel_protocol::message::MessageExt;
+use petrel_protocol::msgid::create_offset_msg_id;
+use petrel_protocol::properties::keys;
+
+use super::{Prepared, ProduceService};
+use crate::services::BrokerError;
+use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
+
+/// CONSUMER_SEND_MSG_BACK, as any front end hands it over.
+#[derive(Debug, Clone)]
+pub struct SendBackRequest {
+    /// The consumed message's commit-log offset.
+    pub offset: i64,
+    pub group: String,
+    /// 0: the broker picks (3 + times already retried); negative: straight to the DLQ.
+    pub delay_level: i32,
+    /// The client's limit; `None`: the group's (RocketMQ's `retryMaxTimes`).
+    pub max_reconsume_times: Option<i32>,
+}
+
+/// What became of a due delayed message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivered {
+    Stored,
+    /// Not deliverable (no real topic or queue recorded); passed over, and why.
+    Skipped(String),
+}
+
+impl ProduceService {
+    /// Stores the message at `req.offset` again for `req.group`: in `%RETRY%<group>` at its
+    /// delay level, or in `%DLQ%<group>` once it was retried `max_reconsume_times` times.
+    ///
+    /// # Errors
+    /// This broker takes no writes now, no record starts at the offset, the retry or DLQ topic
+    /// cannot be created, or the append fails.
+    pub async fn send_back(&self, req: SendBackRequest, group_max_reconsume_times: i32) -> Result<(), BrokerError> {
+        self.check_writable()?;
+        let mut m = self.record_at(req.offset).await?;
+        let retry_created = self.topics.ensure_retry(&req.group)?;
+        if !m.properties.contains_key(keys::RETRY_TOPIC) {
+            m.properties.insert(keys::RETRY_TOPIC.to_owned(), m.topic.clone());
+        }
+        if m.properties.get(keys::ORIGIN_MESSAGE_ID).is_none_or(|id| id.trim().is_empty()) {
+            let id = create_offset_msg_id(m.store_host, m.commit_log_offset);
+            m.properties.insert(keys::ORIGIN_MESSAGE_ID.to_owned(), id);
+        }
+        m.properties.insert(keys::WAIT_STORE_MSG_OK.to_owned(), "false".to_owned());
+        let max = req.max_reconsume_times.unwrap_or(group_max_reconsume_times);
+        let (topic, created) = if m.reconsume_times >= max || req.delay_level < 0 {
+            m.properties.shift_remove(keys::DELAY_TIME_LEVEL);
+            let (dlq, created) = self.topics.ensure_dlq(&req.group)?;
+            (dlq.topic_name, created)
+        } else {
+            let level = if req.delay_level == 0 {
+                3 + m.reconsume_times
+            } else {
+                req.delay_level
+            };
+            m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
+            (format!("{RETRY_GROUP_TOPIC_PREFIX}{}", req.group), retry_created)
+        };
+        let again = MessageExt {
+            topic,
+            queue_id: 0,
+            reconsume_times: m.reconsume_times.saturating_add(1),
+            ..self.stored_again(m)
+        };
+        self.commit(self.prepared(again, created)?).await.map(|_| ())
+    }
+
+    /// Stores a due delayed message (read from the schedule topic) in its real topic and queue.
+    ///
+    /// # Errors
+    /// This broker takes no writes now, or the append fails: the message stays due.
+    pub async fn deliver_scheduled(&self, m: MessageExt) -> Result<Delivered, BrokerError> {
+        self.check_writable()?;
+        let Some(topic) = m.properties.get(keys::REAL_TOPIC).cloned() else {
+            return Ok(Delivered::Skipped("no REAL_TOPIC property".into()));
+        };
+        let Some(queue_id) = m.properties.get(keys::REAL_QUEUE_ID).and_then(|q| q.parse::<i32>().ok()) else {
+            return Ok(Delivered::Skipped("no REAL_QID property".into()));
+        };
+        let mut now = MessageExt {
+            topic,
+            queue_id,
+            reconsume_times: m.reconsume_times,
+            ..self.stored_again(m)
+        };
+        now.properties.shift_remove(keys::DELAY_TIME_LEVEL);
+        self.commit(self.prepared(now, false)?).await.map(|_| Delivered::Stored)
+    }
+
+    /// The fields a message keeps when it is stored again by this broker.
+    fn stored_again(&self, m: MessageExt) -> MessageExt {
+        MessageExt {
+            flag: m.flag,
+            sys_flag: m.sys_flag,
+            born_timestamp: m.born_timestamp,
+            born_host: m.born_host,
+            store_host: self.settings.store_host,
+            body: m.body,
+            properties: m.properties,
+            ..MessageExt::default()
+        }
+    }
+
+    fn prepared(&self, m: MessageExt, topic_created: bool) -> Result<Prepared, BrokerError> {
+        let answer_queue_id = m.queue_id;
+        let (records, (topic, queue_id)) = self.encode_delayable(m)?;
+        Ok(Prepared {
+            topic,
+            queue_id,
+            answer_queue_id,
+            records,
+            count: 1,
+            uniq_key: None,
+            topic_created,
+        })
+    }
+
+    /// The message whose record starts at commit-log `offset`.
+    async fn record_at(&self, offset: i64) -> Result<MessageExt, BrokerError> {
+        let record = crate::services::record_at(&self.store, &self.pool, offset)
+            .await?
+            .ok_or_else(|| BrokerError::Internal(format!("look message by offset failed, {offset}")))?;
+        let (m, _) =
+            MessageExt::decode(&record).map_err(|e| BrokerError::Internal(format!("look message by offset failed, {offset}: {e}")))?;
+        Ok(m)
+    }
+}
