@@ -3,7 +3,7 @@
 #  - Java (rocketmq-client 5.5.0, tests/clients/java): sync/async/oneway/batch sends, push
 #    consumer with "A || B", lite pull consumer, two consumers splitting the queues, two orderly
 #    consumers (queue locks) and one taking over when the other leaves; delay levels, retries
-#    through CONSUMER_SEND_MSG_BACK and the dead-letter queue;
+#    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries;
@@ -87,6 +87,7 @@ echo "== Java client"
 if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
 if java_test orderly "$ns" > >(quiet) 2>&1; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
 if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
+if java_test transaction "$ns" > >(quiet) 2>&1; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
 example() { java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }

@@ -525,3 +525,65 @@ fn delayed_messages_survive_kill_9_and_arrive_once_after_their_delay() {
     let after = c.call(pull("Check", "Delayed", 0, 5, 0));
     assert_ne!(after.code, resp::SUCCESS, "delivered again after the restart");
 }
+
+/// A half message of producer group `PG`, answered with (queue offset, commit-log offset).
+fn send_half(c: &mut Client, topic: &str, body: &str) -> (i64, i64) {
+    let mut h = send_header(topic, 0, "A", 0);
+    h.producer_group = "PG".into();
+    h.sys_flag = petrel_protocol::message::sys_flag::TRANSACTION_PREPARED_TYPE;
+    h.properties = Some(format!("{}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}PG\u{2}", h.properties.unwrap()));
+    let v2: petrel_protocol::header::SendMessageRequestHeaderV2 = h.into();
+    let a = c.call(
+        RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
+            .with_ext_fields(v2.to_ext())
+            .with_body(body.as_bytes().to_vec()),
+    );
+    assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+    let queue_offset = a.ext("queueOffset").unwrap().parse().unwrap();
+    let (_, offset) = petrel_protocol::msgid::decode_offset_msg_id(a.ext("msgId").unwrap()).unwrap();
+    (queue_offset, offset)
+}
+
+/// END_TRANSACTION commit, as a request that wants an answer.
+fn commit(c: &mut Client, (queue_offset, offset): (i64, i64)) -> RemotingCommand {
+    let h = petrel_protocol::header::EndTransactionRequestHeader {
+        topic: None,
+        producer_group: "PG".into(),
+        tran_state_table_offset: queue_offset,
+        commit_log_offset: offset,
+        commit_or_rollback: petrel_protocol::message::sys_flag::TRANSACTION_COMMIT_TYPE,
+        from_transaction_check: Some(true),
+        msg_id: String::new(),
+        transaction_id: None,
+        bname: None,
+    };
+    c.call(RemotingCommand::request(rc::END_TRANSACTION, 0).with_ext_fields(h.to_ext()))
+}
+
+/// Transactions across kill -9: a half message sent before the crash can be committed after it,
+/// and a commit repeated after a crash (a check answered twice) stores nothing more.
+#[test]
+fn transactions_survive_kill_9_and_commit_once() {
+    let mut petrel = Petrel::start(&[]);
+    let mut c = petrel.broker();
+    let first = send_half(&mut c, "TxCrash", "t0");
+    assert_eq!(commit(&mut c, first).code, resp::SUCCESS);
+    let second = send_half(&mut c, "TxCrash", "t1");
+    assert_eq!(common::pull_bodies(&mut c, "TxCrash", 0, 0, 1, Duration::from_secs(10)), ["t0"]);
+    petrel.kill();
+    petrel.spawn();
+
+    let mut c = petrel.broker();
+    assert_eq!(commit(&mut c, first).code, resp::SUCCESS, "a repeated answer is accepted");
+    assert_eq!(commit(&mut c, second).code, resp::SUCCESS);
+    assert_eq!(
+        common::pull_bodies(&mut c, "TxCrash", 0, 0, 2, Duration::from_secs(10)),
+        ["t0", "t1"]
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    let after = c.call(pull("Check", "TxCrash", 0, 2, 0));
+    assert_ne!(after.code, resp::SUCCESS, "a transaction was committed twice");
+    let bad = commit(&mut c, (first.0 + 7, first.1));
+    assert_eq!(bad.code, resp::SYSTEM_ERROR);
+    assert!(bad.remark.unwrap_or_default().contains("state table offset wrong"));
+}

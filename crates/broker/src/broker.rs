@@ -22,6 +22,7 @@ use crate::services::produce::{ProduceService, ProduceSettings};
 use crate::services::queue_locks::QueueLockService;
 use crate::services::schedule::ScheduleService;
 use crate::services::topics::{TopicService, TopicSettings};
+use crate::services::transactions::{TransactionService, TransactionSettings};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
 
@@ -37,6 +38,8 @@ pub struct Broker {
     pub produce: ProduceService,
     /// Delay levels: which sends wait, and how far each level has delivered.
     pub schedule: Arc<ScheduleService>,
+    /// Half messages' decisions and the check chore's positions.
+    pub transactions: Arc<TransactionService>,
     pub consume: ConsumeService,
     pub admin: Arc<AdminService>,
     pub long_poll: Arc<LongPoll>,
@@ -122,10 +125,22 @@ impl Broker {
         );
         topics.set_announcer(registrar.clone());
         let schedule = Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(io)?);
+        let transactions = Arc::new(
+            TransactionService::open(
+                &root,
+                TransactionSettings {
+                    timeout_ms: config.transaction_time_out_ms,
+                    check_max: u32::try_from(config.transaction_check_max).expect("transactionCheckMax is checked to be 1..=1000"),
+                    check_interval_ms: config.transaction_check_interval_ms,
+                },
+            )
+            .map_err(io)?,
+        );
         let produce = ProduceService::new(
             store.clone(),
             topics.clone(),
             schedule.clone(),
+            transactions.clone(),
             pool.clone(),
             stats.clone(),
             ProduceSettings {
@@ -139,6 +154,7 @@ impl Broker {
                 role: role.clone(),
                 replicas: replication.gate(),
                 slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
+                reject_transaction_message: config.reject_transaction_message,
             },
         );
         let consume = ConsumeService::new(
@@ -177,6 +193,7 @@ impl Broker {
             queue_locks,
             produce,
             schedule,
+            transactions,
             consume,
             admin,
             long_poll,
@@ -190,6 +207,10 @@ impl Broker {
 
     /// Registers with the name servers and starts the chores in `tasks`.
     pub async fn start(self: &Arc<Self>, tasks: &mut JoinSet<()>) {
+        let me = self.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || crate::chores::transaction_check::load_decisions(&me)).await {
+            tracing::error!(error = %e, "reading the transaction decisions back failed");
+        }
         crate::chores::start(self, tasks);
         self.registrar.register_all().await;
     }

@@ -2,7 +2,8 @@
 //!
 //! Owns: a lenient parser that accepts what fastjson writes (unquoted integer map keys, objects
 //! as map keys) and a compact writer that can reproduce those quirks. Must never: recurse without
-//! bound or index past the input; depth is capped at [`MAX_DEPTH`].
+//! bound, index past the input, or let an object key hold another object key (each level would
+//! escape the one inside again, doubling it); depth is capped at [`MAX_DEPTH`].
 
 use serde_json::{Map, Number, Value};
 
@@ -20,7 +21,11 @@ pub fn parse_lenient(input: &[u8]) -> Result<Value, BodyError> {
     if let Ok(v) = serde_json::from_slice(input) {
         return Ok(v);
     }
-    let mut p = Parser { s: input, pos: 0 };
+    let mut p = Parser {
+        s: input,
+        pos: 0,
+        in_key: false,
+    };
     let v = p.value(0)?;
     p.ws();
     if p.pos != input.len() {
@@ -40,6 +45,9 @@ pub fn from_slice_lenient<T: serde::de::DeserializeOwned>(input: &[u8]) -> Resul
 struct Parser<'a> {
     s: &'a [u8],
     pos: usize,
+    /// Inside an object used as a key (fastjson's `Map<MessageQueue, _>`): its serialized text
+    /// becomes the key, so a second level would be escaped again, doubling at each level.
+    in_key: bool,
 }
 
 impl Parser<'_> {
@@ -177,9 +185,12 @@ impl Parser<'_> {
     fn key(&mut self, depth: usize) -> Result<String, BodyError> {
         match self.peek() {
             Some(b'"') => self.string(),
+            Some(b'{') if self.in_key => Err(self.err("an object key inside an object key")),
             Some(b'{') => {
-                let v = self.object(depth + 1)?;
-                Ok(serde_json::to_string(&v).expect("a Value always serializes"))
+                self.in_key = true;
+                let v = self.object(depth + 1);
+                self.in_key = false;
+                Ok(serde_json::to_string(&v?).expect("a Value always serializes"))
             }
             Some(b'-' | b'0'..=b'9') => Ok(self.number_text().to_owned()),
             _ => Err(self.err("expected an object key")),
@@ -187,6 +198,11 @@ impl Parser<'_> {
     }
 
     fn object(&mut self, depth: usize) -> Result<Value, BodyError> {
+        // Reached from `key` as well as from `value`: an object used as a key (`{{{{…`) nests
+        // without passing through `value`'s check.
+        if depth > MAX_DEPTH {
+            return Err(self.err("nesting too deep"));
+        }
         self.expect(b'{', "expected '{'")?;
         let mut map = Map::new();
         if self.peek() == Some(b'}') {
@@ -303,6 +319,19 @@ mod tests {
         }
         let deep = "[".repeat(MAX_DEPTH + 10);
         assert!(parse_lenient(deep.as_bytes()).is_err());
+        // Objects as keys nested without passing through a value: once a stack overflow (found by
+        // scripts/fuzz.sh).
+        assert!(parse_lenient("{".repeat(100_000).as_bytes()).is_err());
+        let deep_values = format!("{}1{}", "{1:".repeat(MAX_DEPTH + 2), "}".repeat(MAX_DEPTH + 2));
+        let e = parse_lenient(deep_values.as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("nesting too deep"), "{e}");
+        // One level of object keys is what RocketMQ writes; a key inside a key would be escaped
+        // again at every level (a body of a few hundred bytes growing to gigabytes).
+        assert!(parse_lenient(br#"{{"a":{"b":[1]}}:3}"#).is_ok());
+        for nested in [&br#"{{{1:2}:3}:4}"#[..], br#"{{"a":{{"b":1}:2}}:3}"#, br#"{{"a":[{{}:1}]}:3}"#] {
+            let e = parse_lenient(nested).unwrap_err();
+            assert!(e.to_string().contains("inside an object key"), "{e}");
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ pub mod offset_flush;
 pub mod registration;
 pub mod schedule;
 pub mod slave_sync;
+pub mod transaction_check;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,10 +41,36 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         Duration::from_millis(broker.config.channel_expired_timeout_ms),
     ));
     tasks.spawn(schedule::run(broker.clone()));
+    tasks.spawn(transaction_check::run(broker.clone()));
     if broker.replication.controlled().is_some() {
         tasks.spawn(controller::run(broker.clone()));
     }
     if broker.replication.slave().is_some() || broker.replication.controlled().is_some() {
         tasks.spawn(slave_sync::run(broker.clone()));
+    }
+}
+
+/// Runs `work` every `every` (the first time at once) while this broker is the master.
+async fn every_while_master<F, Fut>(broker: Arc<Broker>, every: Duration, mut work: F)
+where
+    F: FnMut(Arc<Broker>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        if broker.role.is_master() {
+            work(broker.clone()).await;
+        }
+    }
+}
+
+/// Writes `what` on the blocking pool; a failure is logged (the next write tries again).
+async fn write_off_runtime(what: &'static str, write: impl FnOnce() -> std::io::Result<()> + Send + 'static) {
+    match tokio::task::spawn_blocking(write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "cannot persist {what}"),
+        Err(e) => tracing::error!(error = %e, "the writer of {what} failed"),
     }
 }

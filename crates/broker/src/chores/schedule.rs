@@ -28,23 +28,14 @@ pub const MAX_DUE_PER_TICK: usize = 16 * BATCH;
 
 /// Runs until the task is dropped.
 pub async fn run(broker: Arc<Broker>) {
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tick.tick().await;
-        if !broker.role.is_master() {
-            continue;
-        }
+    super::every_while_master(broker, TICK, |broker| async move {
         for level in 1..=broker.schedule.levels() {
             deliver_due(&broker, level).await;
         }
         let schedule = broker.schedule.clone();
-        match tokio::task::spawn_blocking(move || schedule.persist()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::error!(error = %e, "cannot persist the delay levels' offsets"),
-            Err(e) => tracing::error!(error = %e, "the delay offset writer failed"),
-        }
-    }
+        super::write_off_runtime("the delay levels' offsets", move || schedule.persist()).await;
+    })
+    .await;
 }
 
 /// Delivers what is due at `level`, up to [`MAX_DUE_PER_TICK`].

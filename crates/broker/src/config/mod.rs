@@ -254,6 +254,14 @@ config_table! {
             "Petrel: queue locks held at once, over all groups; a queue beyond it is not locked (its orderly consumer waits and retries) until locks are released or expire."
         "messageDelayLevel" => message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), check |spec: &String| crate::services::schedule::parse_delay_levels(spec).map(drop);
             "The delay of each level a send's `DELAY` property (`setDelayTimeLevel`) or a consumer's retry may name, level 1 first: numbers with a unit of ms, s, m, h or d, at most 64 levels of at most 30d. A level past the last waits as long as the last. Retries wait at level 3 + the times already retried unless the consumer names a level."
+        "transactionTimeOut" => transaction_time_out_ms: u64 = 6000, check at_least(1);
+            "Milliseconds a half message (the first phase of a transactional send) may stay undecided before the broker asks a producer of its group (CHECK_TRANSACTION_STATE). A message's `CHECK_IMMUNITY_TIME_IN_SECONDS` property overrides it."
+        "transactionCheckMax" => transaction_check_max: i32 = 15, check within(1, 1000);
+            "Checks of one undecided half message; after the last it is moved to `TRANS_CHECK_MAX_TIME_TOPIC` and never delivered."
+        "transactionCheckInterval" => transaction_check_interval_ms: u64 = 30_000, check at_least(100);
+            "Milliseconds between two passes over the undecided half messages."
+        "rejectTransactionMessage" => reject_transaction_message: bool = false;
+            "Refuse half messages (`NO_PERMISSION`, 16)."
         "channelExpiredTimeout" => channel_expired_timeout_ms: u64 = 120_000, check at_least(1000);
             "A client not heard from for this many milliseconds is dropped from its groups."
         "regionId" => region_id: String = "DefaultRegion".into();

@@ -344,6 +344,16 @@ impl GroupService {
         }
     }
 
+    /// The connections of a producer group's live producers.
+    #[must_use]
+    pub fn producer_handles(&self, group: &str) -> Vec<Arc<dyn ClientHandle>> {
+        self.producers
+            .read()
+            .get(group)
+            .map(|chs| chs.values().map(|c| c.handle.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Client ids of a group's live consumers, sorted.
     #[must_use]
     pub fn consumer_ids(&self, group: &str) -> Vec<String> {

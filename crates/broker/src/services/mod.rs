@@ -14,6 +14,7 @@ pub mod produce;
 pub mod queue_locks;
 pub mod schedule;
 pub mod topics;
+pub mod transactions;
 
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -31,6 +32,22 @@ pub trait ClientHandle: Send + Sync {
     /// Tells the client its consumer group's membership changed; false if it could not be told
     /// now (the client also rebalances every 20 s on its own).
     fn notify_consumer_ids_changed(&self, group: &str) -> bool;
+    /// Asks the producer whether a half message's transaction committed (it answers with
+    /// END_TRANSACTION); false if it could not be asked now.
+    fn check_transaction_state(&self, check: &TransactionCheck) -> bool;
+}
+
+/// CHECK_TRANSACTION_STATE as the services ask it.
+#[derive(Debug, Clone)]
+pub struct TransactionCheck {
+    /// The half message's queue offset and commit-log offset (of the copy being checked).
+    pub tran_state_table_offset: i64,
+    pub commit_log_offset: i64,
+    /// The client's message id (`UNIQ_KEY`), also the transaction id.
+    pub msg_id: Option<String>,
+    pub offset_msg_id: String,
+    /// The message as the producer sent it: its real topic and queue, encoded as stored.
+    pub record: Vec<u8>,
 }
 
 /// Tells the name servers what this broker serves, and resolves once they know.

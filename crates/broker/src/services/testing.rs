@@ -23,6 +23,8 @@ use crate::config::BrokerConfig;
 pub struct FakeClient {
     id: u64,
     notified: AtomicUsize,
+    /// The transaction checks it was sent.
+    pub checks: parking_lot::Mutex<Vec<super::TransactionCheck>>,
 }
 
 impl FakeClient {
@@ -30,6 +32,7 @@ impl FakeClient {
         Arc::new(FakeClient {
             id,
             notified: AtomicUsize::new(0),
+            checks: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -47,6 +50,10 @@ impl ClientHandle for FakeClient {
     }
     fn notify_consumer_ids_changed(&self, _group: &str) -> bool {
         self.notified.fetch_add(1, Ordering::SeqCst);
+        true
+    }
+    fn check_transaction_state(&self, check: &super::TransactionCheck) -> bool {
+        self.checks.lock().push(check.clone());
         true
     }
 }

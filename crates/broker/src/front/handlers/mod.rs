@@ -22,6 +22,7 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::SEND_MESSAGE, message::send::handle),
     (rc::SEND_MESSAGE_V2, message::send::handle),
     (rc::CONSUMER_SEND_MSG_BACK, message::send_back::handle),
+    (rc::END_TRANSACTION, message::end_transaction::handle),
     (rc::SEND_BATCH_MESSAGE, message::send::handle),
     (rc::PULL_MESSAGE, message::pull::handle),
     (rc::LITE_PULL_MESSAGE, message::pull::handle),

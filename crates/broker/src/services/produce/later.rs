@@ -94,8 +94,23 @@ impl ProduceService {
         self.commit(self.prepared(now, false)?).await.map(|_| Delivered::Stored)
     }
 
+    /// `m` encoded for [`ProduceService::commit`] exactly where it says (a system topic).
+    pub(super) fn prepared_in_place(&self, m: MessageExt) -> Result<Prepared, BrokerError> {
+        let mut records = bytes::BytesMut::with_capacity(m.body.len() + 256);
+        self.encode(&m, &mut records)?;
+        Ok(Prepared {
+            topic: m.topic,
+            queue_id: m.queue_id,
+            answer_queue_id: m.queue_id,
+            records,
+            count: 1,
+            uniq_key: None,
+            topic_created: false,
+        })
+    }
+
     /// The fields a message keeps when it is stored again by this broker.
-    fn stored_again(&self, m: MessageExt) -> MessageExt {
+    pub(super) fn stored_again(&self, m: MessageExt) -> MessageExt {
         MessageExt {
             flag: m.flag,
             sys_flag: m.sys_flag,
@@ -108,9 +123,10 @@ impl ProduceService {
         }
     }
 
-    fn prepared(&self, m: MessageExt, topic_created: bool) -> Result<Prepared, BrokerError> {
+    /// `m` encoded for [`ProduceService::commit`], routed as a send would be (delay levels).
+    pub(super) fn prepared(&self, m: MessageExt, topic_created: bool) -> Result<Prepared, BrokerError> {
         let answer_queue_id = m.queue_id;
-        let (records, (topic, queue_id)) = self.encode_delayable(m)?;
+        let (records, (topic, queue_id)) = self.encode_routed(m)?;
         Ok(Prepared {
             topic,
             queue_id,
@@ -123,7 +139,7 @@ impl ProduceService {
     }
 
     /// The message whose record starts at commit-log `offset`.
-    async fn record_at(&self, offset: i64) -> Result<MessageExt, BrokerError> {
+    pub(super) async fn record_at(&self, offset: i64) -> Result<MessageExt, BrokerError> {
         let record = crate::services::record_at(&self.store, &self.pool, offset)
             .await?
             .ok_or_else(|| BrokerError::Internal(format!("look message by offset failed, {offset}")))?;

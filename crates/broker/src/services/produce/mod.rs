@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::{Bytes, BytesMut};
 use petrel_protocol::batch::decode_batch;
 use petrel_protocol::body::perm;
-use petrel_protocol::message::MessageExt;
+use petrel_protocol::message::{MessageExt, sys_flag};
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
 use petrel_protocol::properties::{Properties, decode_properties, keys};
 use petrel_replication::{AckGate, AckMode, Refusal, ReplicaWait};
@@ -28,6 +28,7 @@ use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError}
 use super::BrokerError;
 use super::schedule::{SCHEDULE_TOPIC, ScheduleService};
 use super::topics::{NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, TopicService, validate_topic_name};
+use super::transactions::{HALF_TOPIC, TransactionService};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
 
@@ -119,12 +120,15 @@ pub struct ProduceSettings {
     /// A SYNC_MASTER's gate: which replicas a send waits for.
     pub replicas: Option<Arc<AckGate>>,
     pub slave_timeout: Duration,
+    /// `rejectTransactionMessage`: refuse half messages.
+    pub reject_transaction_message: bool,
 }
 
 pub struct ProduceService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
     schedule: Arc<ScheduleService>,
+    transactions: Arc<TransactionService>,
     pool: Arc<StorePool>,
     stats: Arc<BrokerStats>,
     settings: ProduceSettings,
@@ -138,6 +142,7 @@ impl ProduceService {
         store: Arc<MessageStore>,
         topics: Arc<TopicService>,
         schedule: Arc<ScheduleService>,
+        transactions: Arc<TransactionService>,
         pool: Arc<StorePool>,
         stats: Arc<BrokerStats>,
         settings: ProduceSettings,
@@ -150,6 +155,7 @@ impl ProduceService {
             store,
             topics,
             schedule,
+            transactions,
             pool,
             stats,
             settings,
@@ -464,9 +470,9 @@ impl ProduceService {
     /// One message's record, and the topic and queue it is stored in.
     fn encode_single(&self, req: &SendRequest, base: MessageExt) -> Result<Encoded, BrokerError> {
         let mut properties: Properties = req.properties.as_deref().map(decode_properties).unwrap_or_default();
-        if properties.get(keys::TRANSACTION_PREPARED).is_some_and(|v| v == "true") {
+        if self.settings.reject_transaction_message && TransactionService::is_half(&properties) {
             return Err(BrokerError::NoPermission(format!(
-                "the broker[{}] sending transaction message is forbidden: transactions are not supported yet",
+                "the broker[{}] sending transaction message is forbidden",
                 self.settings.broker_name
             )));
         }
@@ -483,7 +489,7 @@ impl ProduceService {
             properties,
             ..base
         };
-        let (records, stored_at) = self.encode_delayable(m)?;
+        let (records, stored_at) = self.encode_routed(m)?;
         Ok(Encoded {
             records,
             count: 1,
@@ -492,12 +498,20 @@ impl ProduceService {
         })
     }
 
-    /// Encodes one message, moved to the schedule topic when its `DELAY` level asks for it;
-    /// returns the record and the topic and queue it goes to.
-    fn encode_delayable(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32)), BrokerError> {
+    /// Encodes one message, moved to the half-message topic when it is the first phase of a
+    /// transaction, or to the schedule topic when its `DELAY` level asks for it; returns the
+    /// record and the topic and queue it goes to.
+    fn encode_routed(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32)), BrokerError> {
         // A message past its retries goes to the dead-letter queue at once, whatever its level.
         let dead_letter = m.topic.starts_with(super::topics::DLQ_GROUP_TOPIC_PREFIX);
-        if let Some(level) = self.schedule.level_of(&m.properties).filter(|_| !dead_letter) {
+        if TransactionService::is_half(&m.properties) && m.topic != HALF_TOPIC {
+            m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
+            m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
+            // Stored as a plain message so that the half queue is indexed like any other.
+            m.sys_flag &= !sys_flag::TRANSACTION_TYPE_MASK;
+            HALF_TOPIC.clone_into(&mut m.topic);
+            m.queue_id = 0;
+        } else if let Some(level) = self.schedule.level_of(&m.properties).filter(|_| !dead_letter) {
             m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
             m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
             m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
@@ -513,5 +527,7 @@ impl ProduceService {
 mod later;
 #[cfg(test)]
 mod tests;
+mod transaction;
 
 pub use later::{Delivered, SendBackRequest};
+pub use transaction::{EndTransaction, Ended};

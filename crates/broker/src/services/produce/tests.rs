@@ -58,7 +58,10 @@ async fn under_sync_flush_a_send_is_answered_only_once_durable() {
 
 #[tokio::test]
 async fn refusals_write_nothing() {
-    let t = TestBroker::start(|c| c.max_message_size_bytes = 16);
+    let t = TestBroker::start(|c| {
+        c.max_message_size_bytes = 16;
+        c.reject_transaction_message = true;
+    });
     let log_end = || t.broker.store.commit_log().max_offset();
     let produce = &t.broker.produce;
     type Case = (SendRequest, fn(&BrokerError) -> bool);
@@ -248,5 +251,157 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
         .await
         .unwrap_err();
     assert!(e.to_string().contains("look message by offset failed"), "{e}");
+    t.stop().await;
+}
+
+/// A half message of producer group `PG` for `topic`'s queue 1.
+fn half(topic: &str, body: &[u8]) -> SendRequest {
+    SendRequest {
+        properties: Some("TAGS\u{1}A\u{2}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}PG\u{2}KEYS\u{1}k\u{2}".into()),
+        sys_flag: petrel_protocol::message::sys_flag::TRANSACTION_PREPARED_TYPE,
+        ..send_request(topic, 1, "A", body)
+    }
+}
+
+fn end(out: &SendOutcome, commit: Option<bool>) -> EndTransaction {
+    let (_, offset) = decode_offset_msg_id(&out.msg_id).unwrap();
+    EndTransaction {
+        producer_group: "PG".into(),
+        tran_state_table_offset: out.queue_offset,
+        commit_log_offset: offset,
+        commit,
+    }
+}
+
+#[tokio::test]
+async fn a_half_message_is_invisible_until_committed_and_committed_once() {
+    let t = TestBroker::start(|_| {});
+    let produce = &t.broker.produce;
+    let out = produce.send(half("Tx", b"order-1")).await.unwrap();
+    assert_eq!(out.queue_id, 1, "the answer names the requested queue");
+    let stored_half = stored(&t, &out.msg_id);
+    assert_eq!((stored_half.topic.as_str(), stored_half.queue_id), ("RMQ_SYS_TRANS_HALF_TOPIC", 0));
+    assert_eq!(stored_half.sys_flag & 0xC, 0, "indexed as a plain message in the half queue");
+    t.wait_dispatched();
+    assert_eq!(t.broker.store.queue_offsets("Tx", 1).1, 0, "no consumer can see a half message");
+
+    assert_eq!(produce.end_transaction(end(&out, None)).await.unwrap(), Ended::Undecided);
+    let wrong_group = EndTransaction {
+        producer_group: "Other".into(),
+        ..end(&out, Some(true))
+    };
+    assert!(
+        produce
+            .end_transaction(wrong_group)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("producer group wrong")
+    );
+    let wrong_offset = EndTransaction {
+        tran_state_table_offset: 5,
+        ..end(&out, Some(true))
+    };
+    assert!(
+        produce
+            .end_transaction(wrong_offset)
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("state table offset wrong")
+    );
+    assert_eq!(produce.end_transaction(end(&out, Some(true))).await.unwrap(), Ended::Committed);
+    assert_eq!(produce.end_transaction(end(&out, Some(true))).await.unwrap(), Ended::AlreadyDecided);
+    assert_eq!(
+        produce.end_transaction(end(&out, Some(false))).await.unwrap(),
+        Ended::AlreadyDecided
+    );
+
+    let committed = first_in(&t, "Tx", 1).await;
+    assert_eq!(committed.body.as_ref(), b"order-1");
+    assert_eq!(
+        committed.sys_flag & 0xC,
+        petrel_protocol::message::sys_flag::TRANSACTION_COMMIT_TYPE
+    );
+    assert_eq!(committed.properties.get("TRAN_MSG"), None);
+    assert_eq!(committed.properties.get("REAL_TOPIC"), None);
+    assert_eq!(committed.properties.get("UNIQ_KEY"), stored_half.properties.get("UNIQ_KEY"));
+    assert_eq!(committed.properties.get("KEYS").map(String::as_str), Some("k"));
+
+    let rolled = produce.send(half("Tx", b"order-2")).await.unwrap();
+    assert_eq!(produce.end_transaction(end(&rolled, Some(false))).await.unwrap(), Ended::RolledBack);
+    t.wait_dispatched();
+    assert_eq!(
+        t.broker.store.queue_offsets("Tx", 1).1,
+        1,
+        "committed once, the rolled-back one never"
+    );
+    assert_eq!(
+        t.broker.store.queue_offsets("RMQ_SYS_TRANS_OP_HALF_TOPIC", 0).1,
+        2,
+        "one op record per decision"
+    );
+    t.stop().await;
+}
+
+#[tokio::test]
+async fn an_undecided_half_message_is_checked_with_a_producer_and_given_up_after_the_last_check() {
+    let t = TestBroker::start(|c| {
+        c.transaction_time_out_ms = 50;
+        c.transaction_check_interval_ms = 100;
+        c.transaction_check_max = 2;
+    });
+    let producer = crate::services::testing::FakeClient::new(7);
+    let channel = crate::services::groups::ClientChannel {
+        handle: producer.clone(),
+        client_id: "producer-7".into(),
+        language: petrel_protocol::LanguageCode::Java,
+        version: 513,
+        last_update: std::time::Instant::now(),
+    };
+    t.broker.groups.register_producer("PG", channel).unwrap();
+    let produce = &t.broker.produce;
+    let answered = produce.send(half("Checked", b"asked")).await.unwrap();
+    produce.send(half("Checked", b"never answered")).await.unwrap();
+
+    // The first check of each: a copy, shown to the producer with its real topic.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while producer.checks.lock().len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "no check came");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let check = producer.checks.lock()[0].clone();
+    let (shown, _) = MessageExt::decode(&check.record).unwrap();
+    assert_eq!(
+        (shown.topic.as_str(), shown.queue_id, shown.body.as_ref()),
+        ("Checked", 1, &b"asked"[..])
+    );
+    assert!(check.tran_state_table_offset >= 2, "the copy, past the two originals");
+    assert_eq!(check.msg_id, stored(&t, &answered.msg_id).properties.get("UNIQ_KEY").cloned());
+    let commit = EndTransaction {
+        producer_group: "PG".into(),
+        tran_state_table_offset: check.tran_state_table_offset,
+        commit_log_offset: check.commit_log_offset,
+        commit: Some(true),
+    };
+    assert_eq!(produce.end_transaction(commit).await.unwrap(), Ended::Committed);
+    assert_eq!(first_in(&t, "Checked", 1).await.body.as_ref(), b"asked");
+    // The original's own late commit is the same transaction: nothing more is stored.
+    assert_eq!(
+        produce.end_transaction(end(&answered, Some(true))).await.unwrap(),
+        Ended::AlreadyDecided
+    );
+
+    // The other is asked about twice (transactionCheckMax), then kept aside and never delivered.
+    first_in(&t, "TRANS_CHECK_MAX_TIME_TOPIC", 0).await;
+    let asked_about_ignored = producer
+        .checks
+        .lock()
+        .iter()
+        .filter(|c| MessageExt::decode(&c.record).unwrap().0.body.as_ref() == b"never answered")
+        .count();
+    assert_eq!(asked_about_ignored, 2);
+    t.wait_dispatched();
+    assert_eq!(t.broker.store.queue_offsets("Checked", 1).1, 1);
     t.stop().await;
 }

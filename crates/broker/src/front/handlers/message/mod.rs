@@ -1,5 +1,6 @@
-//! Messages: sends, pulls, and consumers giving messages back.
+//! Messages: sends, pulls, consumers giving messages back, and transactions ending.
 
+pub(super) mod end_transaction;
 pub(super) mod pull;
 pub(super) mod send;
 pub(super) mod send_back;

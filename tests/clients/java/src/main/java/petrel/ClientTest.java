@@ -25,6 +25,10 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.producer.TransactionSendResult;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
@@ -56,6 +60,10 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *       back once, about 10 s later (level 3), with {@code reconsumeTimes} 1, the same id, body,
  *       keys and properties; messages that fail twice (maxReconsumeTimes 1) end in the group's
  *       {@code %DLQ%} topic, where a consumer reads them.
+ *   <li>{@code transaction NS}: a {@code TransactionMQProducer} whose local transaction commits,
+ *       rolls back, or answers "unknown" until the broker's check asks: the consumer gets the
+ *       committed and the checked-then-committed messages once each, never a rolled-back one, and
+ *       a checked one no sooner than the broker asked.
  * </ul>
  *
  * Exits 0 when every check held; otherwise prints each failure and exits 1.
@@ -718,9 +726,78 @@ public final class ClientTest {
         return bodies;
     }
 
+    static void transaction(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelTx" + stamp;
+        Map<String, Long> checkedAt = new ConcurrentHashMap<>();
+        TransactionMQProducer p = new TransactionMQProducer("pg_tx_" + stamp);
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(10_000);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                if (body.startsWith("commit")) return LocalTransactionState.COMMIT_MESSAGE;
+                if (body.startsWith("rollback")) return LocalTransactionState.ROLLBACK_MESSAGE;
+                return LocalTransactionState.UNKNOW;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                check(m.getTopic().equals(topic), "transaction: checked on topic " + m.getTopic());
+                checkedAt.putIfAbsent(body, System.currentTimeMillis());
+                return body.startsWith("unknown") ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+            }
+        });
+        p.start();
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_tx_" + stamp);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("transaction");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (m.getKeys() != null && m.getKeys().startsWith("tx-")) {
+                    Delivery d = new Delivery(m);
+                    seen.computeIfAbsent(d.body, b -> Collections.synchronizedList(new ArrayList<>())).add(d);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        for (String kind : new String[] {"commit", "rollback", "unknown"}) {
+            for (int i = 0; i < 3; i++) {
+                Message m = new Message(topic, "T", "tx-" + kind + "-" + i, (kind + "-" + i).getBytes(StandardCharsets.UTF_8));
+                TransactionSendResult r = p.sendMessageInTransaction(m, null);
+                check(r.getSendStatus() == SendStatus.SEND_OK, "transaction: send " + kind + "-" + i + ": " + r);
+            }
+        }
+        waitFor("the committed and the checked transactions", () -> seen.size() >= 6);
+        Thread.sleep(3_000); // a rolled-back message or a second copy would arrive now
+        for (int i = 0; i < 3; i++) {
+            check(seen.getOrDefault("commit-" + i, List.of()).size() == 1, "transaction: commit-" + i + " delivered " + seen.getOrDefault("commit-" + i, List.of()).size() + " times");
+            check(!seen.containsKey("rollback-" + i), "transaction: rollback-" + i + " was delivered");
+            List<Delivery> u = seen.getOrDefault("unknown-" + i, List.of());
+            check(u.size() == 1, "transaction: unknown-" + i + " delivered " + u.size() + " times");
+            Long asked = checkedAt.get("unknown-" + i);
+            check(asked != null, "transaction: the broker never asked about unknown-" + i);
+            if (asked != null && u.size() == 1) {
+                check(u.get(0).arrivedMs >= asked, "transaction: unknown-" + i + " arrived before the broker asked");
+                check(asked - u.get(0).bornMs >= 6_000, "transaction: unknown-" + i + " was checked before transactionTimeOut");
+            }
+            check(!checkedAt.containsKey("commit-" + i) && !checkedAt.containsKey("rollback-" + i), "transaction: a decided message was checked");
+        }
+        System.out.println("transaction: 3 committed, 3 rolled back, 3 committed when the broker asked");
+        c.shutdown();
+        p.shutdown();
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -732,6 +809,9 @@ public final class ClientTest {
                 break;
             case "delayed":
                 delayed(args[1]);
+                break;
+            case "transaction":
+                transaction(args[1]);
                 break;
             case "restart":
                 restart(args[1], Paths.get(args[2]));

@@ -1,0 +1,46 @@
+//! END_TRANSACTION (37): a producer's commit, rollback or "unknown" for a half message, after
+//! its local transaction or when the broker asked (CHECK_TRANSACTION_STATE). Clients send it
+//! oneway; a request that wants an answer gets one.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::EndTransactionRequestHeader;
+use petrel_protocol::message::sys_flag;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::{from_error, header};
+use crate::services::produce::{EndTransaction, Ended};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(EndTransactionRequestHeader, request);
+    let commit = match h.commit_or_rollback {
+        sys_flag::TRANSACTION_COMMIT_TYPE => Some(true),
+        sys_flag::TRANSACTION_ROLLBACK_TYPE => Some(false),
+        _ => None,
+    };
+    let end = EndTransaction {
+        producer_group: h.producer_group,
+        tran_state_table_offset: h.tran_state_table_offset,
+        commit_log_offset: h.commit_log_offset,
+        commit,
+    };
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        let result = broker.produce.end_transaction(end).await;
+        match &result {
+            Ok(Ended::AlreadyDecided) => tracing::debug!(offset = h.commit_log_offset, "transaction already decided"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(offset = h.commit_log_offset, msg_id = %h.msg_id, error = %e, "END_TRANSACTION refused"),
+        }
+        if request.is_oneway() {
+            return None;
+        }
+        Some(match result {
+            Ok(_) => answer(&request, resp::SUCCESS),
+            Err(e) => from_error(&request, &e),
+        })
+    }))
+}
