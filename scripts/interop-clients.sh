@@ -2,13 +2,15 @@
 # Interoperability: the official clients against `petrel serve`, unchanged.
 #  - Java (rocketmq-client 5.5.0, tests/clients/java): sync/async/oneway/batch sends, push
 #    consumer with "A || B", lite pull consumer, two consumers splitting the queues, two orderly
-#    consumers (queue locks) and one taking over when the other leaves; delay levels, retries
+#    consumers (queue locks) and one taking over when the other leaves; delay levels, timer
+#    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
-#    sendMessage, topicStatus, brokerStatus, consumerProgress;
+#    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
+#    queryMsgById;
 #  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
 #    consumer of the same group resumes from the committed offsets with nothing lost.
 set -euo pipefail
@@ -87,6 +89,8 @@ echo "== Java client"
 if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
 if java_test orderly "$ns" > >(quiet) 2>&1; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
 if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
+if java_test timer "$ns" > >(quiet) 2>&1; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
+if java_test query "$ns" > >(quiet) 2>&1; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
 if java_test transaction "$ns" > >(quiet) 2>&1; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
@@ -126,6 +130,13 @@ status=$(admin brokerStatus -b "127.0.0.1:$broker_port")
 check "brokerStatus version" "V5_5_0" "$status"
 check "brokerStatus put-lock statistics" "putMessageLockKind" "$status"
 check "consumerProgress of the Java push group" "PetrelJava" "$(admin consumerProgress -g "cg_push_$stamp")"
+sent=$(admin sendMessage -t PetrelAdminTopic -p "find me" -k "petrel-key-$stamp other-key" -c TagQ -b broker-a -i 1)
+msg_id=$(awk '/SEND_OK/ {print $NF}' <<<"$sent")
+check "sendMessage with keys" "SEND_OK" "$sent"
+check "queryMsgByKey finds the message by one of its keys" "$msg_id" "$(admin queryMsgByKey -t PetrelAdminTopic -k "petrel-key-$stamp")"
+if admin queryMsgByKey -t PetrelAdminTopic -k "no-such-key-$stamp" | grep -qF "$msg_id"; then not_ok "queryMsgByKey: an unknown key found a message"; else ok "queryMsgByKey: an unknown key finds none"; fi
+check "queryMsgByUniqueKey shows its keys" "[petrel-key-$stamp other-key]" "$(admin queryMsgByUniqueKey -t PetrelAdminTopic -i "$msg_id")"
+check "queryMsgById shows its tag" "TagQ" "$(admin queryMsgById -t PetrelAdminTopic -i "$msg_id")"
 
 echo "== restart in the middle of a Java session"
 java_test restart "$ns" "$work" > >(quiet) 2>&1 &

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Client, free_port, mqadmin, pull_bodies, send_v2};
+use common::{Client, free_port, free_port_block, mqadmin, pull_bodies, send_v2};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, GetReplicaInfoRequestHeader};
@@ -218,7 +218,7 @@ fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_a
         controller_addr.join(";")
     );
     // Ports 10 apart: each broker also takes its port - 2 (VIP channel) and + 1 (HA).
-    let base = free_port().max(20_000) / 10 * 10;
+    let base = free_port_block(20);
     let a = RefProcess::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
     let b = RefProcess::start(&dir.path().join("b"), &namesrv, base + 13, &conf);
     let mut brokers = [a, b];
@@ -426,7 +426,7 @@ fn a_petrel_broker_and_an_apache_rocketmq_broker_replicate_and_fail_over_in_one_
     let conf = format!(
         "enableControllerMode=true\ncontrollerAddr={controller_addr}\nallAckInSyncStateSet=true\ncontrollerHeartBeatTimeoutMills=3000\nbrokerHeartbeatInterval=500\nsyncBrokerMetadataPeriod=1000\n"
     );
-    let base = free_port().max(20_000) / 10 * 10;
+    let base = free_port_block(20);
     // RocketMQ's broker starts first: the set's first election takes it.
     let mut rocketmq = RefProcess::start(&dir.path().join("a"), &namesrv, base + 3, &conf);
     let master = wait_for_set(&controller_ports, 1, None, &[&rocketmq]);

@@ -16,6 +16,27 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// A base port `b`, a multiple of 10 in 20000..32000, with `b .. b + span` all free now: for
+/// processes that take ports next to the one they are given (RocketMQ's broker: its port - 2
+/// and + 1). Below the kernel's ephemeral range (32768 and up), so that no outgoing connection
+/// of another test takes one of them meanwhile, as one can from a port `free_port` returned.
+pub fn free_port_block(span: u16) -> u16 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let seed = u64::from(std::process::id()) * 7919 + u64::from(nanos);
+    for _ in 0..2000 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let base = 20_000 + u16::try_from((seed + n * 37) % 1190).unwrap() * 10;
+        if (0..span).all(|o| std::net::TcpListener::bind(("127.0.0.1", base + o)).is_ok()) {
+            return base;
+        }
+    }
+    panic!("no block of {span} free ports in 20000..32000");
+}
+
 pub struct Petrel {
     pub dir: tempfile::TempDir,
     pub ns_port: u16,

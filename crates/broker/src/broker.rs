@@ -18,9 +18,10 @@ use crate::services::admin::AdminService;
 use crate::services::consume::{ConsumeService, ConsumeSettings};
 use crate::services::groups::GroupService;
 use crate::services::offsets::{OffsetService, OffsetTable};
-use crate::services::produce::{ProduceService, ProduceSettings};
+use crate::services::produce::{ProduceService, ProduceSettings, Routing};
 use crate::services::queue_locks::QueueLockService;
 use crate::services::schedule::ScheduleService;
+use crate::services::timer::{TimerService, TimerSettings};
 use crate::services::topics::{TopicService, TopicSettings};
 use crate::services::transactions::{TransactionService, TransactionSettings};
 use crate::stats::BrokerStats;
@@ -38,6 +39,7 @@ pub struct Broker {
     pub produce: ProduceService,
     /// Delay levels: which sends wait, and how far each level has delivered.
     pub schedule: Arc<ScheduleService>,
+    pub timer: Arc<TimerService>,
     /// Half messages' decisions and the check chore's positions.
     pub transactions: Arc<TransactionService>,
     pub consume: ConsumeService,
@@ -136,11 +138,25 @@ impl Broker {
             )
             .map_err(io)?,
         );
+        let timer = Arc::new(
+            TimerService::open(
+                &root,
+                TimerSettings {
+                    enabled: config.timer_wheel_enable,
+                    max_delay_ms: config.timer_max_delay_sec.saturating_mul(1000),
+                    max_pending: config.timer_max_pending,
+                },
+            )
+            .map_err(io)?,
+        );
         let produce = ProduceService::new(
             store.clone(),
             topics.clone(),
-            schedule.clone(),
-            transactions.clone(),
+            Routing {
+                schedule: schedule.clone(),
+                timer: timer.clone(),
+                transactions: transactions.clone(),
+            },
             pool.clone(),
             stats.clone(),
             ProduceSettings {
@@ -193,6 +209,7 @@ impl Broker {
             queue_locks,
             produce,
             schedule,
+            timer,
             transactions,
             consume,
             admin,
@@ -230,6 +247,7 @@ impl Broker {
             me.topics.write_file().map_err(io)?;
             me.groups.write_file().map_err(io)?;
             me.schedule.persist().map_err(io)?;
+            me.timer.persist().map_err(io)?;
             me.replication.stop();
             me.pool.shutdown();
             me.store.shutdown()?;

@@ -13,6 +13,7 @@ use petrel_remoting::ServerStats;
 use petrel_store::HistogramSnapshot;
 
 use crate::broker::Broker;
+use crate::services::timer::TIMER_TOPIC;
 
 /// Appends one metric with its HELP and TYPE lines.
 /// One unlabelled sample per family, all of one kind.
@@ -126,6 +127,14 @@ pub fn render(sources: &Sources) -> String {
         "gauge",
         "Delayed messages (DELAY levels, retries) not yet moved to their queues, per level.",
         &samples,
+    );
+    let timer_pending = broker.timer.pending(|q| broker.store.queue_offsets(TIMER_TOPIC, q).1);
+    metric(
+        &mut out,
+        "petrel_timer_messages_pending",
+        "gauge",
+        "Timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) stored and not yet delivered.",
+        &[("", timer_pending as f64)],
     );
     metric(
         &mut out,

@@ -19,12 +19,13 @@ use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_protocol::message::RecordView;
-use petrel_protocol::properties::tags_code;
+use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
 use crate::checkpoint::{QueueKey, sync_dir};
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
 use crate::error::{Result, StoreError};
+use crate::index::{IndexConfig, KeyIndex};
 use crate::wakeup::Wakeup;
 
 /// Longest sleep of an idle dispatcher: new readable records wake it sooner; this bounds how
@@ -65,6 +66,8 @@ pub struct MessageStoreConfig {
     /// replica holds). Set before the dispatcher starts, so that a tail written before a crash
     /// stays unread until it is confirmed — or cut.
     pub confirm_gate: bool,
+    /// The key index for queries by key (`messageIndexEnable`); `None`: no index.
+    pub index: Option<IndexConfig>,
 }
 
 impl MessageStoreConfig {
@@ -80,6 +83,7 @@ impl MessageStoreConfig {
             max_transfer_bytes: 256 * 1024,
             page_cache_budget_bytes: None,
             confirm_gate: false,
+            index: Some(IndexConfig::default()),
         }
     }
 }
@@ -124,6 +128,20 @@ pub struct GetResult {
     pub max_offset: i64,
 }
 
+/// Bytes one query by key returns at most (the first record whatever its size).
+pub const MAX_QUERY_BYTES: usize = 4 << 20;
+
+/// What a query by key found.
+#[derive(Debug, Default)]
+pub struct QueryResult {
+    /// The records, back to back as stored: QUERY_MESSAGE's body.
+    pub body: Vec<u8>,
+    pub count: usize,
+    /// Where the index stands: just past its last record, and that record's store time.
+    pub index_end_offset: u64,
+    pub index_end_ms: i64,
+}
+
 /// Which side of a timestamp to find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Boundary {
@@ -155,6 +173,13 @@ struct Inner {
     /// `broken.len()`, read on every append without taking the lock.
     broken_count: AtomicU64,
     cache: crate::page_cache::PageCacheStats,
+    /// Written by the dispatcher, read by queries.
+    index: Option<Mutex<Indexer>>,
+}
+
+struct Indexer {
+    index: KeyIndex,
+    failures: crate::repeated::Repeated,
 }
 
 /// A queue dispatch had to skip.
@@ -360,6 +385,7 @@ impl Inner {
             // A view, not a decode: the dispatcher needs three fields of every record.
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
             let used = msg.size_bytes;
+            self.index_record(&msg, offset);
             let entry = CqEntry {
                 commit_log_offset: offset,
                 size_bytes: used as u32,
@@ -388,8 +414,37 @@ impl Inner {
         Ok(count)
     }
 
+    /// Adds `msg` (at `offset`) to the key index under its `UNIQ_KEY` and each of its `KEYS`.
+    fn index_record(&self, msg: &RecordView<'_>, offset: u64) {
+        let Some(indexer) = &self.index else {
+            return;
+        };
+        let uniq = property(msg.properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX);
+        let keys = property(msg.properties, keys::KEYS)
+            .into_iter()
+            .flat_map(|k| k.split(KEY_SEPARATOR));
+        let mut indexer = indexer.lock();
+        let Indexer { index, failures } = &mut *indexer;
+        match index.add(
+            msg.topic,
+            uniq.into_iter().chain(keys),
+            offset,
+            msg.size_bytes as u64,
+            msg.store_timestamp,
+        ) {
+            Ok(()) => failures.succeeded(),
+            Err(e) => failures.failed(&e),
+        }
+    }
+
     fn flush_queues(&self) -> Result<()> {
         let at = self.dispatch_restart_point();
+        // Every record below `at` was indexed before `at` was read: flushed here, its entries
+        // are durable before the checkpoint says so.
+        let upkeep = self.index.as_ref().map(|i| i.lock().index.upkeep()).unwrap_or_default();
+        for u in upkeep {
+            u.run()?;
+        }
         let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
         for q in queues {
             q.flush()?;
@@ -405,6 +460,9 @@ impl Inner {
             let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
             for q in queues {
                 q.delete_below(log_min)?;
+            }
+            if let Some(indexer) = &self.index {
+                indexer.lock().index.delete_below(log_min)?;
             }
         }
         Ok(deleted)
@@ -478,7 +536,19 @@ impl MessageStore {
         // if recovery cut the log below it, from the new end.
         // Never below the oldest segment still there (retention may have removed the rest).
         let from = read_dispatch_checkpoint(&config.root).unwrap_or(0).min(end).max(log.min_offset());
+        let index = match config.index {
+            Some(index_config) => {
+                let mut index = KeyIndex::open(&config.root, index_config)?;
+                index.cut_to(from)?;
+                Some(Mutex::new(Indexer {
+                    index,
+                    failures: crate::repeated::Repeated::new("key index not written"),
+                }))
+            }
+            None => None,
+        };
         let inner = Arc::new(Inner {
+            index,
             log,
             queues: RwLock::new(HashMap::new()),
             dispatched: AtomicU64::new(from),
@@ -652,6 +722,44 @@ impl MessageStore {
     /// Commit-log offset up to which records are in their consume queues.
     pub fn dispatched_offset(&self) -> u64 {
         self.inner.dispatched.load(Ordering::Acquire)
+    }
+
+    /// Up to `max` records of `topic` stored in `[begin_ms, end_ms]` whose `UNIQ_KEY` is `key`
+    /// (`unique`) or whose `KEYS` include it, newest first, at most [`MAX_QUERY_BYTES`] of them
+    /// (the first whatever its size). Blocking: reads records that may be cold.
+    pub fn query_by_key(&self, topic: &str, key: &str, unique: bool, max: usize, begin_ms: i64, end_ms: i64) -> QueryResult {
+        let mut result = QueryResult::default();
+        let Some(indexer) = &self.inner.index else {
+            return result;
+        };
+        let candidates = {
+            let indexer = indexer.lock();
+            result.index_end_offset = indexer.index.end();
+            result.index_end_ms = indexer.index.end_ms();
+            // Candidates past `max` are looked at too: hash collisions and other topics drop out.
+            indexer.index.lookup(topic, key, max.saturating_mul(4).max(32), begin_ms, end_ms)
+        };
+        for offset in candidates {
+            if result.count >= max || (result.count > 0 && result.body.len() >= MAX_QUERY_BYTES) {
+                break;
+            }
+            let Ok(Some(bytes)) = self.inner.log.read_record(offset) else {
+                continue;
+            };
+            let Ok(m) = RecordView::parse(&bytes) else {
+                continue;
+            };
+            let matches = if unique {
+                property(m.properties, keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == Some(key)
+            } else {
+                property(m.properties, keys::KEYS).is_some_and(|ks| ks.split(KEY_SEPARATOR).any(|k| k == key))
+            };
+            if m.topic == topic && matches && (begin_ms..=end_ms).contains(&m.store_timestamp) {
+                result.body.extend_from_slice(&bytes);
+                result.count += 1;
+            }
+        }
+        result
     }
 
     /// (min, max) queue offsets; (0, 0) for a queue that has nothing.

@@ -11,6 +11,7 @@ pub mod offset_flush;
 pub mod registration;
 pub mod schedule;
 pub mod slave_sync;
+pub mod timer;
 pub mod transaction_check;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
         Duration::from_millis(broker.config.channel_expired_timeout_ms),
     ));
     tasks.spawn(schedule::run(broker.clone()));
+    tasks.spawn(timer::run(broker.clone()));
     tasks.spawn(transaction_check::run(broker.clone()));
     if broker.replication.controlled().is_some() {
         tasks.spawn(controller::run(broker.clone()));

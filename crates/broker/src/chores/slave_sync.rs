@@ -1,7 +1,7 @@
 //! A slave's chores: follow the master the name servers name (unless `haMasterAddress` fixes
 //! it), and take the master's metadata over remoting — topics (GET_ALL_TOPIC_CONFIG), committed
 //! consumer offsets (GET_ALL_CONSUMER_OFFSET) and consumer groups
-//! (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the delay levels' offsets (GET_ALL_DELAY_OFFSET) — as RocketMQ's `SlaveSynchronize` does, but every
+//! (GET_ALL_SUBSCRIPTIONGROUP_CONFIG) and the delay levels' offsets (GET_ALL_DELAY_OFFSET) and timer checkpoint (GET_TIMER_CHECK_POINT) — as RocketMQ's `SlaveSynchronize` does, but every
 //! [`SYNC_PERIOD`] rather than every 60 s: a topic created on the master is readable on the slave
 //! within seconds, and offsets a consumer would resume from are at most that old.
 //!
@@ -18,6 +18,7 @@ use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
 use crate::broker::Broker;
 use crate::services::schedule::DelayOffsetTable;
+use crate::services::timer::TimerCheckpoint;
 
 /// Between two looks at the master (its address, its topics).
 pub const SYNC_PERIOD: Duration = Duration::from_secs(3);
@@ -81,6 +82,21 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
         }
         Err(e) => tracing::debug!(error = %e, "no delay offsets from the master"),
     }
+    // Petrel's own checkpoint layout: a RocketMQ master's (binary) is not taken.
+    match fetch(c, rc::GET_TIMER_CHECK_POINT)
+        .await
+        .map(|body| from_json::<TimerCheckpoint>(&body))
+    {
+        Ok(Ok(checkpoint)) => broker.timer.restore(&checkpoint),
+        Ok(Err(e)) => tracing::debug!(error = %e, "the master's timer checkpoint is not Petrel's"),
+        Err(e) => tracing::debug!(error = %e, "no timer checkpoint from the master"),
+    }
+    let (schedule, timer) = (broker.schedule.clone(), broker.timer.clone());
+    super::write_off_runtime("the copied delay offsets and timer checkpoint", move || {
+        schedule.persist()?;
+        timer.persist()
+    })
+    .await;
     Ok(())
 }
 

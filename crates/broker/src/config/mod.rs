@@ -148,6 +148,14 @@ config_table! {
             "Percent of the disk the store may fill before the oldest segments are deleted early, 10 to 95."
         "cleanFileForciblyEnable" => clean_file_forcibly_enable: bool = true;
             "Whether a disk fuller than `diskMaxUsedSpaceRatio` deletes segments younger than `fileReservedTime` (the oldest, one per pass). `false`: nothing unexpired is deleted, and once the disk is full sends are answered `SERVICE_NOT_AVAILABLE` (14) until space is freed."
+        "messageIndexEnable" => message_index_enable: bool = true;
+            "Index every message by its `UNIQ_KEY` and each of its `KEYS` (files under `index/`), so that QUERY_MESSAGE (`mqadmin queryMsgByKey`, `queryMsgByUniqueKey`, `queryMsgById`) finds it. `false`: no index; queries find nothing."
+        "maxHashSlotNum" => max_hash_slot_num: i32 = 262_144, check within(1, 50_000_000);
+            "Hash slots of one index file (4 bytes each). RocketMQ's key; its default is 5,000,000."
+        "maxIndexNum" => max_index_num: i32 = 1_048_576, check within(1, 100_000_000);
+            "Keys one index file holds (20 bytes each; a full file is followed by a new one, and files whose messages retention removed are deleted). RocketMQ's key; its default is 20,000,000 (a 400 MB file)."
+        "defaultQueryMaxNum" => default_query_max_num: i32 = 32, check within(1, 64);
+            "Messages a query by unique key (`_UNIQUE_KEY_QUERY=true`) returns at most; a query by key returns at most its `maxNum`, and never more than 64."
         "maxMessageSize" => max_message_size_bytes: usize = 4 * 1024 * 1024, check at_least(1);
             "Largest message body, bytes; larger sends get `MESSAGE_ILLEGAL` (13)."
         "putMessageLock" => put_message_lock: LockKind = LockKind::Adaptive;
@@ -254,6 +262,12 @@ config_table! {
             "Petrel: queue locks held at once, over all groups; a queue beyond it is not locked (its orderly consumer waits and retries) until locks are released or expire."
         "messageDelayLevel" => message_delay_level: String = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h".into(), check |spec: &String| crate::services::schedule::parse_delay_levels(spec).map(drop);
             "The delay of each level a send's `DELAY` property (`setDelayTimeLevel`) or a consumer's retry may name, level 1 first: numbers with a unit of ms, s, m, h or d, at most 64 levels of at most 30d. A level past the last waits as long as the last. Retries wait at level 3 + the times already retried unless the consumer names a level."
+        "timerWheelEnable" => timer_wheel_enable: bool = true;
+            "Timer messages (RocketMQ 5's `TIMER_DELIVER_MS` / `TIMER_DELAY_SEC` / `TIMER_DELAY_MS` properties, the Java client's `setDeliverTimeMs` / `setDelayTimeSec`) wait in `rmq_sys_wheel_timer` until their time. `false`: they are refused with `SYSTEM_ERROR`."
+        "timerMaxDelaySec" => timer_max_delay_sec: u64 = 259_200, check within(1, 3_153_600_000);
+            "The furthest a timer message may be due, seconds from its send; one due later is refused with `MESSAGE_ILLEGAL` (13)."
+        "timerMaxPending" => timer_max_pending: usize = 200_000, check at_least(1);
+            "Petrel: timer messages stored and not yet delivered; a timer send past it is refused with `SYSTEM_ERROR` (the producer retries). The broker keeps each in memory (about 100 bytes) until it is delivered."
         "transactionTimeOut" => transaction_time_out_ms: u64 = 6000, check at_least(1);
             "Milliseconds a half message (the first phase of a transactional send) may stay undecided before the broker asks a producer of its group (CHECK_TRANSACTION_STATE). A message's `CHECK_IMMUNITY_TIME_IN_SECONDS` property overrides it."
         "transactionCheckMax" => transaction_check_max: i32 = 15, check within(1, 1000);
@@ -369,6 +383,10 @@ impl BrokerConfig {
         log.truncate_corruption = self.truncate_corrupt_log;
         store.page_cache_budget_bytes = Some(self.page_cache_budget_bytes.unwrap_or_else(petrel_store::default_budget_bytes));
         store.commit_log = log;
+        store.index = self.message_index_enable.then_some(petrel_store::IndexConfig {
+            slots: u32::try_from(self.max_hash_slot_num).expect("maxHashSlotNum is checked to be positive"),
+            capacity: u32::try_from(self.max_index_num).expect("maxIndexNum is checked to be positive"),
+        });
         store
     }
 

@@ -159,6 +159,25 @@ impl AdminService {
     ///
     /// # Errors
     /// No record starts there; the store pool is full.
+    /// QUERY_MESSAGE: up to `max` messages of `topic` stored in `[begin_ms, end_ms]` with
+    /// `key` (a `UNIQ_KEY` when `unique`, else one of the `KEYS`), newest first.
+    ///
+    /// # Errors
+    /// The store pool is full.
+    pub async fn query_message(
+        &self,
+        topic: String,
+        key: String,
+        unique: bool,
+        max: usize,
+        (begin_ms, end_ms): (i64, i64),
+    ) -> Result<petrel_store::QueryResult, BrokerError> {
+        let store = self.store.clone();
+        self.pool
+            .run(move || store.query_by_key(&topic, &key, unique, max, begin_ms, end_ms))?
+            .await
+    }
+
     pub async fn view_message(&self, offset: i64) -> Result<Vec<u8>, BrokerError> {
         let found = super::record_at(&self.store, &self.pool, offset).await?;
         found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))

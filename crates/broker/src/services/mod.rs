@@ -13,6 +13,7 @@ pub mod offsets;
 pub mod produce;
 pub mod queue_locks;
 pub mod schedule;
+pub mod timer;
 pub mod topics;
 pub mod transactions;
 

@@ -27,12 +27,14 @@ pub const RETRY_TOPIC_MAX_LENGTH: usize = 255;
 /// Queues a topic may have at most (`updateTopic -r/-w`).
 pub const MAX_QUEUES_PER_TOPIC: i32 = 1024;
 
-/// Topics clients may not send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`).
+/// Topics clients may not send to (`TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET`, and the timer
+/// topic: a message sent there directly would skip its wait).
 pub const NOT_ALLOWED_SEND_TOPICS: &[&str] = &[
     "SCHEDULE_TOPIC_XXXX",
     "RMQ_SYS_TRANS_HALF_TOPIC",
     "RMQ_SYS_TRANS_OP_HALF_TOPIC",
     "TRANS_CHECK_MAX_TIME_TOPIC",
+    "rmq_sys_wheel_timer",
     "SELF_TEST_TOPIC",
     "OFFSET_MOVED_EVENT",
 ];

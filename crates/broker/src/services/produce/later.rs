@@ -8,6 +8,7 @@ use petrel_protocol::properties::keys;
 
 use super::{Prepared, ProduceService};
 use crate::services::BrokerError;
+use crate::services::timer::{ROLLED_QUEUE, TIMER_TOPIC};
 use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
 
 /// CONSUMER_SEND_MSG_BACK, as any front end hands it over.
@@ -72,11 +73,13 @@ impl ProduceService {
         self.commit(self.prepared(again, created)?).await.map(|_| ())
     }
 
-    /// Stores a due delayed message (read from the schedule topic) in its real topic and queue.
+    /// Stores a due delayed or timer message (read from the schedule or timer topic) in its real
+    /// topic and queue. A timer message keeps `TIMER_OUT_MS` (so it is not held again) and gains
+    /// RocketMQ's `TIMER_ENQUEUE_MS` and `TIMER_DEQUEUE_MS`, and loses `REAL_TOPIC` / `REAL_QID`.
     ///
     /// # Errors
     /// This broker takes no writes now, or the append fails: the message stays due.
-    pub async fn deliver_scheduled(&self, m: MessageExt) -> Result<Delivered, BrokerError> {
+    pub async fn deliver_scheduled(&self, mut m: MessageExt) -> Result<Delivered, BrokerError> {
         self.check_writable()?;
         let Some(topic) = m.properties.get(keys::REAL_TOPIC).cloned() else {
             return Ok(Delivered::Skipped("no REAL_TOPIC property".into()));
@@ -84,6 +87,13 @@ impl ProduceService {
         let Some(queue_id) = m.properties.get(keys::REAL_QUEUE_ID).and_then(|q| q.parse::<i32>().ok()) else {
             return Ok(Delivered::Skipped("no REAL_QID property".into()));
         };
+        if m.properties.contains_key(keys::TIMER_OUT_MS) {
+            m.properties
+                .insert(keys::TIMER_ENQUEUE_MS.to_owned(), m.store_timestamp.to_string());
+            m.properties.insert(keys::TIMER_DEQUEUE_MS.to_owned(), crate::now_ms().to_string());
+            m.properties.shift_remove(keys::REAL_TOPIC);
+            m.properties.shift_remove(keys::REAL_QUEUE_ID);
+        }
         let mut now = MessageExt {
             topic,
             queue_id,
@@ -92,6 +102,28 @@ impl ProduceService {
         };
         now.properties.shift_remove(keys::DELAY_TIME_LEVEL);
         self.commit(self.prepared(now, false)?).await.map(|_| Delivered::Stored)
+    }
+
+    /// Stores a timer message again at the end of the timer topic's rolled queue, due at the
+    /// same time, `TIMER_ROLL_TIMES` + 1.
+    ///
+    /// # Errors
+    /// This broker takes no writes now, or the append fails: the old copy stays pending.
+    pub async fn roll_timer(&self, m: MessageExt) -> Result<(), BrokerError> {
+        self.check_writable()?;
+        let mut again = MessageExt {
+            topic: TIMER_TOPIC.to_owned(),
+            queue_id: ROLLED_QUEUE,
+            reconsume_times: m.reconsume_times,
+            ..self.stored_again(m)
+        };
+        let rolls = again
+            .properties
+            .get(keys::TIMER_ROLL_TIMES)
+            .and_then(|n| n.parse::<u32>().ok())
+            .unwrap_or(0);
+        again.properties.insert(keys::TIMER_ROLL_TIMES.to_owned(), (rolls + 1).to_string());
+        self.commit(self.prepared_in_place(again)?).await.map(|_| ())
     }
 
     /// `m` encoded for [`ProduceService::commit`] exactly where it says (a system topic).

@@ -27,6 +27,7 @@ use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError}
 
 use super::BrokerError;
 use super::schedule::{SCHEDULE_TOPIC, ScheduleService};
+use super::timer::{ARRIVALS_QUEUE, TIMER_TOPIC, TimerRoute, TimerService};
 use super::topics::{NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, TopicService, validate_topic_name};
 use super::transactions::{HALF_TOPIC, TransactionService};
 use crate::stats::BrokerStats;
@@ -124,10 +125,18 @@ pub struct ProduceSettings {
     pub reject_transaction_message: bool,
 }
 
+/// The services that decide where a message waits before its queue.
+pub struct Routing {
+    pub schedule: Arc<ScheduleService>,
+    pub timer: Arc<TimerService>,
+    pub transactions: Arc<TransactionService>,
+}
+
 pub struct ProduceService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
     schedule: Arc<ScheduleService>,
+    timer: Arc<TimerService>,
     transactions: Arc<TransactionService>,
     pool: Arc<StorePool>,
     stats: Arc<BrokerStats>,
@@ -141,8 +150,7 @@ impl ProduceService {
     pub fn new(
         store: Arc<MessageStore>,
         topics: Arc<TopicService>,
-        schedule: Arc<ScheduleService>,
-        transactions: Arc<TransactionService>,
+        routing: Routing,
         pool: Arc<StorePool>,
         stats: Arc<BrokerStats>,
         settings: ProduceSettings,
@@ -150,11 +158,17 @@ impl ProduceService {
         let seed = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos() as i32);
+        let Routing {
+            schedule,
+            timer,
+            transactions,
+        } = routing;
         ProduceService {
             uniq_keys: UniqKeyGenerator::new(settings.store_host.ip(), std::process::id(), seed),
             store,
             topics,
             schedule,
+            timer,
             transactions,
             pool,
             stats,
@@ -499,29 +513,40 @@ impl ProduceService {
     }
 
     /// Encodes one message, moved to the half-message topic when it is the first phase of a
-    /// transaction, or to the schedule topic when its `DELAY` level asks for it; returns the
-    /// record and the topic and queue it goes to.
+    /// transaction, to the schedule topic when its `DELAY` level asks for it, or to the timer
+    /// topic when its timer properties name a time to come; returns the record and the topic and
+    /// queue it goes to.
     fn encode_routed(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32)), BrokerError> {
         // A message past its retries goes to the dead-letter queue at once, whatever its level.
         let dead_letter = m.topic.starts_with(super::topics::DLQ_GROUP_TOPIC_PREFIX);
         if TransactionService::is_half(&m.properties) && m.topic != HALF_TOPIC {
-            m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
-            m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
             // Stored as a plain message so that the half queue is indexed like any other.
             m.sys_flag &= !sys_flag::TRANSACTION_TYPE_MASK;
-            HALF_TOPIC.clone_into(&mut m.topic);
-            m.queue_id = 0;
-        } else if let Some(level) = self.schedule.level_of(&m.properties).filter(|_| !dead_letter) {
-            m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
-            m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
-            m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
-            SCHEDULE_TOPIC.clone_into(&mut m.topic);
-            m.queue_id = level - 1;
+            wait_in(&mut m, HALF_TOPIC, 0);
+        } else if !dead_letter {
+            let level = self.schedule.level_of(&m.properties);
+            let pending = || self.timer.pending(|q| self.store.queue_offsets(TIMER_TOPIC, q).1);
+            let timer = self.timer.route(&mut m.properties, level.is_some(), crate::now_ms(), pending)?;
+            if let Some(level) = level {
+                m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
+                wait_in(&mut m, SCHEDULE_TOPIC, level - 1);
+            } else if let TimerRoute::At { due_ms } = timer {
+                m.properties.insert(keys::TIMER_OUT_MS.to_owned(), due_ms.to_string());
+                wait_in(&mut m, TIMER_TOPIC, ARRIVALS_QUEUE);
+            }
         }
         let mut records = BytesMut::with_capacity(m.body.len() + 256);
         self.encode(&m, &mut records)?;
         Ok((records, (m.topic, m.queue_id)))
     }
+}
+
+/// Moves `m` to `topic` / `queue_id` to wait there, its real topic and queue kept in properties.
+fn wait_in(m: &mut MessageExt, topic: &str, queue_id: i32) {
+    m.properties.insert(keys::REAL_TOPIC.to_owned(), std::mem::take(&mut m.topic));
+    m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
+    topic.clone_into(&mut m.topic);
+    m.queue_id = queue_id;
 }
 
 mod later;

@@ -405,3 +405,74 @@ async fn an_undecided_half_message_is_checked_with_a_producer_and_given_up_after
     assert_eq!(t.broker.store.queue_offsets("Checked", 1).1, 1);
     t.stop().await;
 }
+
+#[tokio::test]
+async fn timer_messages_reach_their_queue_in_due_order_no_sooner_than_their_time() {
+    let t = TestBroker::start(|_| {});
+    let timer = |props: String, body: &'static [u8]| SendRequest {
+        properties: Some(props),
+        ..send_request("At", 0, "A", body)
+    };
+    let produce = &t.broker.produce;
+    let late = produce.send(timer("TIMER_DELAY_MS\u{1}900\u{2}".into(), b"late")).await.unwrap();
+    let soon = produce
+        .send(timer("TIMER_DELAY_SEC\u{1}0\u{2}TIMER_DELAY_MS\u{1}9\u{2}".into(), b"now"))
+        .await
+        .unwrap();
+    let deliver_ms = crate::now_ms() + 300;
+    let early = produce
+        .send(timer(format!("TIMER_DELIVER_MS\u{1}{deliver_ms}\u{2}"), b"early"))
+        .await
+        .unwrap();
+    let waiting = stored(&t, &late.msg_id);
+    assert_eq!((waiting.topic.as_str(), waiting.queue_id), ("rmq_sys_wheel_timer", 0));
+    assert_eq!(waiting.properties.get("REAL_TOPIC").map(String::as_str), Some("At"));
+    let due_ms: i64 = waiting.properties["TIMER_OUT_MS"].parse().unwrap();
+    assert!(
+        (waiting.born_timestamp + 900..waiting.store_timestamp + 1000).contains(&due_ms),
+        "due {due_ms}"
+    );
+    assert_eq!(stored(&t, &soon.msg_id).topic, "At", "TIMER_DELAY_SEC (0) wins: stored at once");
+    let refused = produce
+        .send(timer("TIMER_DELAY_SEC\u{1}259201\u{2}".into(), b"x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, BrokerError::MessageIllegal(_)), "{refused}");
+    let direct = produce.send(send_request("rmq_sys_wheel_timer", 0, "A", b"x")).await.unwrap_err();
+    assert!(matches!(direct, BrokerError::NoPermission(_)), "{direct}");
+
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while t.broker.store.queue_offsets("At", 0).1 < 3 {
+        assert!(std::time::Instant::now() < deadline, "not all delivered");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let got = t.broker.store.get_messages("At", 0, 0, 10, None);
+    let arrived = petrel_protocol::message::decode_messages(&got.body).unwrap();
+    let bodies: Vec<&[u8]> = arrived.iter().map(|m| m.body.as_ref()).collect();
+    assert_eq!(bodies, [&b"now"[..], b"early", b"late"], "in due order, each once");
+    for (m, sent) in arrived[1..].iter().zip([&early, &late]) {
+        let due_ms: i64 = m.properties["TIMER_OUT_MS"].parse().unwrap();
+        assert!(
+            m.store_timestamp >= due_ms,
+            "stored {} ms before its time",
+            due_ms - m.store_timestamp
+        );
+        assert!(
+            m.store_timestamp < due_ms + 1000,
+            "stored {} ms after its time",
+            m.store_timestamp - due_ms
+        );
+        assert_eq!(
+            m.properties.get("UNIQ_KEY"),
+            stored(&t, &sent.msg_id).properties.get("UNIQ_KEY"),
+            "the same message id"
+        );
+        assert!(m.properties.contains_key("TIMER_ENQUEUE_MS") && m.properties.contains_key("TIMER_DEQUEUE_MS"));
+        assert_eq!(m.properties.get("REAL_TOPIC"), None);
+    }
+    assert_eq!(
+        t.broker.timer.pending(|q| t.broker.store.queue_offsets("rmq_sys_wheel_timer", q).1),
+        0
+    );
+    t.stop().await;
+}

@@ -2,5 +2,6 @@
 
 pub(super) mod broker_config;
 pub(super) mod consume_stats;
+pub(super) mod query_message;
 pub(super) mod runtime_info;
 pub(super) mod view_message;

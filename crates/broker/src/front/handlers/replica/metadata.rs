@@ -24,6 +24,10 @@ pub(crate) fn delay_offsets(broker: &Arc<Broker>, _conn: &Arc<Connection>, reque
     Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.schedule.to_json()))
 }
 
+pub(crate) fn timer_checkpoint(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.timer.to_json()))
+}
+
 pub(crate) fn message_request_modes(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     Reply::Now(answer(&request, resp::SUCCESS).with_body(br#"{"messageRequestModeMap":{}}"#.to_vec()))
 }

@@ -24,6 +24,8 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.exception.MQBrokerException;
+import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.TransactionListener;
@@ -60,6 +62,14 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *       back once, about 10 s later (level 3), with {@code reconsumeTimes} 1, the same id, body,
  *       keys and properties; messages that fail twice (maxReconsumeTimes 1) end in the group's
  *       {@code %DLQ%} topic, where a consumer reads them.
+ *   <li>{@code timer NS}: messages sent with {@code setDeliverTimeMs}, {@code setDelayTimeSec} and
+ *       {@code setDelayTimeMs} in an order unlike that of their times arrive once each, in the
+ *       order of their times, stored no sooner than their time and within a second after it, with
+ *       their ids; one due in the past arrives at once; one due after {@code timerMaxDelaySec} is
+ *       refused with {@code MESSAGE_ILLEGAL}.
+ *   <li>{@code query NS}: {@code queryMessage} by key finds exactly the messages sent with that key
+ *       (among others), newest first, with their bodies; {@code viewMessage} by message id finds
+ *       each message; an unknown key finds none.
  *   <li>{@code transaction NS}: a {@code TransactionMQProducer} whose local transaction commits,
  *       rolls back, or answers "unknown" until the broker's check asks: the consumer gets the
  *       committed and the checked-then-committed messages once each, never a rolled-back one, and
@@ -682,6 +692,128 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    static void timer(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelTimer" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_timer_" + stamp);
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_timer_" + stamp);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("timer");
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (m.getUserProperty("kind") != null) {
+                    Delivery d = new Delivery(m);
+                    seen.computeIfAbsent(d.body, b -> Collections.synchronizedList(new ArrayList<>())).add(d);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        // body -> the time it is due; sent in an order unlike that of their times, on one queue.
+        Map<String, Long> dueMs = new HashMap<>();
+        Map<String, String> sentIds = new HashMap<>();
+        MessageQueue queue = p.fetchPublishMessageQueues(topic).get(0);
+        long[][] plan = {{0, 5_000}, {1, 2}, {2, 1_500}, {0, 3_000}, {1, 4}, {2, 2_500}, {0, -60_000}};
+        for (int i = 0; i < plan.length; i++) {
+            String body = "timer-" + i;
+            Message m = new Message(topic, "T", "timer-key-" + i, body.getBytes(StandardCharsets.UTF_8));
+            m.putUserProperty("kind", "timer");
+            long now = System.currentTimeMillis();
+            long amount = plan[i][1];
+            if (plan[i][0] == 0) {
+                m.setDeliverTimeMs(now + amount);
+                dueMs.put(body, now + amount);
+            } else if (plan[i][0] == 1) {
+                m.setDelayTimeSec(amount);
+                dueMs.put(body, now + amount * 1_000);
+            } else {
+                m.setDelayTimeMs(amount);
+                dueMs.put(body, now + amount);
+            }
+            SendResult r = p.send(m, queue);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "timer: send " + body + ": " + r);
+            sentIds.put(body, r.getMsgId());
+        }
+        Message tooFar = new Message(topic, "T", "too-far", "x".getBytes(StandardCharsets.UTF_8));
+        tooFar.setDelayTimeSec(3 * 24 * 3600 + 60);
+        try {
+            p.send(tooFar, queue);
+            fail("timer: a send due after timerMaxDelaySec was accepted");
+        } catch (MQBrokerException e) {
+            check(e.getResponseCode() == 13, "timer: a send due too late got " + e.getResponseCode() + " " + e.getErrorMessage());
+        }
+        waitFor("every timer message", () -> seen.keySet().containsAll(dueMs.keySet()));
+        Thread.sleep(2_000); // an extra delivery would show up now
+        List<Delivery> inStoreOrder = new ArrayList<>();
+        for (String body : new TreeSet<>(dueMs.keySet())) {
+            List<Delivery> d = seen.get(body);
+            check(d.size() == 1, "timer: " + body + " delivered " + d.size() + " times");
+            Delivery first = d.get(0);
+            inStoreOrder.add(first);
+            long due = Math.max(dueMs.get(body), first.bornMs);
+            check(first.storeMs >= due, "timer: " + body + " stored in its queue " + (due - first.storeMs) + " ms before its time");
+            check(first.storeMs < due + 1_000, "timer: " + body + " stored in its queue " + (first.storeMs - due) + " ms after its time");
+            check(first.arrivedMs < due + 3_000, "timer: " + body + " arrived " + (first.arrivedMs - due) + " ms after its time");
+            check(first.msgId.equals(sentIds.get(body)), "timer: " + body + " changed its id");
+            check(first.keys.equals("timer-key-" + body.substring(6)), "timer: " + body + " keys " + first.keys);
+        }
+        inStoreOrder.sort((a, b) -> Long.compare(a.storeMs, b.storeMs));
+        List<String> order = new ArrayList<>();
+        inStoreOrder.forEach(d -> order.add(d.body));
+        List<String> byDue = new ArrayList<>(dueMs.keySet());
+        byDue.sort((a, b) -> Long.compare(dueMs.get(a), dueMs.get(b)));
+        check(order.equals(byDue), "timer: stored in the order " + order + ", due in the order " + byDue);
+        System.out.println("timer: " + dueMs.size() + " timer messages, each once, in the order of their times " + order);
+        c.shutdown();
+        p.shutdown();
+    }
+
+    @SuppressWarnings("deprecation")
+    static void query(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelQuery" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_query_" + stamp);
+        List<String> ids = new ArrayList<>();
+        for (int i = 0; i < 6; i++) {
+            String key = (i % 3 == 0 ? "wanted-" : "other-") + stamp;
+            Message m = new Message(topic, "Q", key + " n-" + i, ("query-" + i).getBytes(StandardCharsets.UTF_8));
+            SendResult r = p.send(m);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "query: send " + i + ": " + r);
+            ids.add(r.getMsgId());
+        }
+        List<String> bodies = new ArrayList<>();
+        waitFor("messages found by key", () -> {
+            try {
+                bodies.clear();
+                for (MessageExt m : p.queryMessage(topic, "wanted-" + stamp, 32, 0, Long.MAX_VALUE).getMessageList()) {
+                    bodies.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                }
+                return bodies.size() >= 2;
+            } catch (Exception e) {
+                return false; // not indexed yet: "query message by key finished, but no message."
+            }
+        });
+        Collections.sort(bodies);
+        check(bodies.equals(List.of("query-0", "query-3")), "query: by key found " + bodies);
+        for (int i = 0; i < ids.size(); i++) {
+            MessageExt m = p.viewMessage(topic, ids.get(i));
+            check(m != null && new String(m.getBody(), StandardCharsets.UTF_8).equals("query-" + i), "query: viewMessage " + ids.get(i) + " found " + m);
+            check(m != null && m.getKeys().endsWith("n-" + i), "query: viewMessage " + i + " keys " + (m == null ? null : m.getKeys()));
+        }
+        try {
+            int n = p.queryMessage(topic, "unknown-" + stamp, 32, 0, Long.MAX_VALUE).getMessageList().size();
+            check(n == 0, "query: an unknown key found " + n);
+        } catch (MQClientException e) {
+            check(e.getResponseCode() == 208 || e.getErrorMessage().contains("no message"), "query: an unknown key: " + e);
+        }
+        System.out.println("query: by key " + bodies + ", each of " + ids.size() + " by id");
+        p.shutdown();
+    }
+
     static void checkDelayed(Map<String, List<Delivery>> seen, Map<String, String> sentIds, String topic) {
         for (int i = 0; i < 4; i++) {
             List<Delivery> d = seen.getOrDefault("delay-" + i, List.of());
@@ -797,7 +929,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -809,6 +941,12 @@ public final class ClientTest {
                 break;
             case "delayed":
                 delayed(args[1]);
+                break;
+            case "timer":
+                timer(args[1]);
+                break;
+            case "query":
+                query(args[1]);
                 break;
             case "transaction":
                 transaction(args[1]);

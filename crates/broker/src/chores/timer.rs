@@ -1,0 +1,146 @@
+//! Delivers timer messages: every [`TICK`], while this broker is the master, the timer topic's
+//! queues are read into the index from where reading stopped, the messages whose time has come
+//! are stored in their real queues, messages that pin the checkpoint are rolled, and
+//! `config/timerCheckpoint.json` is written. A slave only copies its master's checkpoint.
+//!
+//! Owns: when a timer message becomes visible. Must never: count a message as delivered before
+//! its copy is stored (it is tried again at the next tick), or do more than [`MAX_PER_TICK`]
+//! reads, deliveries or rolls of each kind in one tick (a backlog is worked off over ticks).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::join_all;
+use petrel_protocol::message::{MessageExt, decode_messages};
+use petrel_store::GetStatus;
+
+use crate::broker::Broker;
+use crate::services::produce::Delivered;
+use crate::services::timer::{ARRIVALS_QUEUE, ROLLED_QUEUE, TIMER_TOPIC, stored_due_ms};
+
+/// Between two passes: a due message is delivered within this of its time.
+pub const TICK: Duration = Duration::from_millis(100);
+/// Messages read, or stored concurrently, at once.
+const BATCH: usize = 64;
+/// The most messages read, delivered, or rolled in one tick.
+pub const MAX_PER_TICK: usize = 16 * BATCH;
+
+/// Runs until the task is dropped.
+pub async fn run(broker: Arc<Broker>) {
+    super::every_while_master(broker, TICK, |broker| async move {
+        for queue_id in [ARRIVALS_QUEUE, ROLLED_QUEUE] {
+            read_into_index(&broker, queue_id);
+        }
+        deliver_due(&broker).await;
+        roll_pinning(&broker).await;
+        let timer = broker.timer.clone();
+        super::write_off_runtime("the timer checkpoint", move || timer.persist()).await;
+    })
+    .await;
+}
+
+/// Indexes what was stored in `queue_id` since the last read, up to [`MAX_PER_TICK`].
+fn read_into_index(broker: &Broker, queue_id: i32) {
+    let mut read = 0;
+    while read < MAX_PER_TICK && !broker.timer.index_full() {
+        let offset = broker.timer.scanned(queue_id);
+        let got = broker.store.get_messages(TIMER_TOPIC, queue_id, offset, BATCH, None);
+        match got.status {
+            GetStatus::Found => {}
+            GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => {
+                tracing::warn!(
+                    queue_id,
+                    offset,
+                    next = got.next_begin_offset,
+                    "timer queue read moved to the queue's bounds"
+                );
+                broker.timer.skip_to(queue_id, got.next_begin_offset);
+                return;
+            }
+            _ => return,
+        }
+        let Ok(messages) = decode_messages(&got.body) else {
+            tracing::error!(queue_id, offset, "unreadable record in the timer queue; reading waits");
+            return;
+        };
+        for m in &messages {
+            if m.queue_offset != broker.timer.scanned(queue_id) {
+                tracing::error!(queue_id, offset = m.queue_offset, "timer queue record out of order; reading waits");
+                return;
+            }
+            // One without a due time (none of ours) is delivered at once.
+            let due_ms = stored_due_ms(&m.properties).unwrap_or(0);
+            broker.timer.index(queue_id, m.queue_offset, due_ms);
+        }
+        read += messages.len();
+        if messages.len() < BATCH {
+            return;
+        }
+    }
+}
+
+/// Stores what is due in its real queues, earliest first, up to [`MAX_PER_TICK`].
+async fn deliver_due(broker: &Broker) {
+    let due = broker.timer.due(crate::now_ms(), MAX_PER_TICK);
+    for chunk in due.chunks(BATCH) {
+        let read: Vec<_> = chunk
+            .iter()
+            .filter_map(|&(q, o)| read_one(broker, q, o).map(|m| (q, o, m)))
+            .collect();
+        let results = join_all(
+            read.into_iter()
+                .map(|(q, o, m)| async move { (q, o, broker.produce.deliver_scheduled(m).await) }),
+        )
+        .await;
+        for (queue_id, offset, result) in results {
+            match result {
+                Ok(Delivered::Stored) => broker.timer.done(queue_id, offset),
+                Ok(Delivered::Skipped(why)) => {
+                    tracing::warn!(queue_id, offset, why, "timer message passed over");
+                    broker.timer.done(queue_id, offset);
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "delivery of a due timer message failed; tried again next tick");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Rolls the messages [`crate::services::timer::TimerService::to_roll`] names.
+async fn roll_pinning(broker: &Broker) {
+    let to_roll = broker.timer.to_roll(crate::now_ms(), MAX_PER_TICK);
+    for chunk in to_roll.chunks(BATCH) {
+        let read: Vec<_> = chunk
+            .iter()
+            .filter_map(|&(q, o)| read_one(broker, q, o).map(|m| (q, o, m)))
+            .collect();
+        let results = join_all(
+            read.into_iter()
+                .map(|(q, o, m)| async move { (q, o, broker.produce.roll_timer(m).await) }),
+        )
+        .await;
+        for (queue_id, offset, result) in results {
+            if let Err(e) = result {
+                tracing::debug!(error = %e, "rolling a timer message failed; tried again next tick");
+                return;
+            }
+            broker.timer.done(queue_id, offset);
+        }
+    }
+}
+
+/// The message at `offset` of timer queue `queue_id`; `None` when retention removed it (it is
+/// counted as done: nothing is left to deliver).
+fn read_one(broker: &Broker, queue_id: i32, offset: i64) -> Option<MessageExt> {
+    let got = broker.store.get_messages(TIMER_TOPIC, queue_id, offset, 1, None);
+    let m = (got.status == GetStatus::Found)
+        .then(|| decode_messages(&got.body).ok()?.into_iter().next())
+        .flatten();
+    if m.is_none() && got.status == GetStatus::OffsetTooSmall {
+        tracing::warn!(queue_id, offset, "a pending timer message was removed by retention");
+        broker.timer.done(queue_id, offset);
+    }
+    m
+}

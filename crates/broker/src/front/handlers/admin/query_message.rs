@@ -1,0 +1,40 @@
+//! QUERY_MESSAGE (12): messages by key (`mqadmin queryMsgByKey`) or by unique key
+//! (`_UNIQUE_KEY_QUERY=true`: `queryMsgByUniqueKey`, and `queryMsgById` for a client-made id),
+//! found through the store's key index. Both answers carry where the index stands.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, QueryMessageRequestHeader, QueryMessageResponseHeader};
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::front::reply::{header, later};
+
+/// Messages one query returns at most (RocketMQ's `maxMsgsNumBatch`).
+pub const MAX_QUERY_NUM: i32 = 64;
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(QueryMessageRequestHeader, request);
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        let unique = h.unique_key_query == Some(true);
+        let max = if unique { broker.config.default_query_max_num } else { h.max_num };
+        let max = usize::try_from(max.clamp(1, MAX_QUERY_NUM)).expect("clamped to 1..=64");
+        let found = broker
+            .admin
+            .query_message(h.topic, h.key, unique, max, (h.begin_timestamp, h.end_timestamp))
+            .await?;
+        let index = QueryMessageResponseHeader {
+            index_last_update_timestamp: found.index_end_ms,
+            index_last_update_phyoffset: i64::try_from(found.index_end_offset).unwrap_or(i64::MAX),
+        };
+        let reply = if found.count == 0 {
+            answer(&request, resp::QUERY_NOT_FOUND).with_remark("can not find message, maybe time range not correct")
+        } else {
+            answer(&request, resp::SUCCESS).with_body(found.body)
+        };
+        Ok(reply.with_ext_fields(index.to_ext()))
+    })
+}
