@@ -91,6 +91,7 @@ if java_test orderly "$ns" > >(quiet) 2>&1; then ok "Java client: orderly consum
 if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
 if java_test timer "$ns" > >(quiet) 2>&1; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
 if java_test query "$ns" > >(quiet) 2>&1; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
+if java_test broadcast "$ns" > >(quiet) 2>&1; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
 if java_test transaction "$ns" > >(quiet) 2>&1; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"

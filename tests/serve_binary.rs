@@ -666,6 +666,36 @@ fn messages_are_found_by_key_and_unique_key_across_kill_9() {
     assert_eq!(found(&mut c, "UNIQ0001", true, 1), ["k1"]);
 }
 
+/// DELETE_TOPIC_IN_BROKER removes the topic's consume-queue files with its config; a name that
+/// would lead out of the store's directories touches nothing.
+#[test]
+fn deleting_a_topic_removes_its_consume_queue_files_and_nothing_else() {
+    let petrel = Petrel::start(&[]);
+    let mut c = petrel.broker();
+    for (topic, queue_id) in [("Doomed", 0), ("Doomed", 1), ("Kept", 0)] {
+        assert_eq!(c.call(send_v2(topic, queue_id, "A", 0, b"x")).code, resp::SUCCESS);
+    }
+    let cq = petrel.data_dir().join("consumequeue");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !(cq.join("Doomed").join("1").exists() && cq.join("Kept").exists()) {
+        assert!(Instant::now() < deadline, "consume queues never written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let delete = |c: &mut Client, topic: &str| {
+        let h = petrel_protocol::header::DeleteTopicRequestHeader { topic: topic.into() };
+        c.call(RemotingCommand::request(rc::DELETE_TOPIC_IN_BROKER, 0).with_ext_fields(h.to_ext()))
+    };
+    assert_eq!(delete(&mut c, "Doomed").code, resp::SUCCESS);
+    assert!(!cq.join("Doomed").exists(), "the topic's consume-queue directory is gone");
+    for name in ["..", ".", "../consumequeue", "Kept/../.."] {
+        assert_eq!(delete(&mut c, name).code, resp::SUCCESS, "{name}: not a topic, nothing to delete");
+    }
+    assert!(cq.join("Kept").join("0").exists(), "other topics keep theirs");
+    assert_eq!(common::pull_bodies(&mut c, "Kept", 0, 0, 1, Duration::from_secs(5)), ["x"]);
+    let gone = c.call(pull("G", "Doomed", 0, 0, 0));
+    assert_ne!(gone.code, resp::SUCCESS, "a deleted topic serves nothing");
+}
+
 /// A half message of producer group `PG`, answered with (queue offset, commit-log offset).
 fn send_half(c: &mut Client, topic: &str, body: &str) -> (i64, i64) {
     let mut h = send_header(topic, 0, "A", 0);

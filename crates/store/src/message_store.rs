@@ -762,6 +762,40 @@ impl MessageStore {
         result
     }
 
+    /// Removes `topic`'s consume queues and their files (DELETE_TOPIC_IN_BROKER); returns how
+    /// many queues went. Its records stay in the commit log until retention; queue offsets go on
+    /// from where they were if the topic is created again (a restart would number them so too).
+    ///
+    /// # Errors
+    /// A name that is not a plain directory name, or the directory cannot be removed.
+    pub fn delete_topic(&self, topic: &str) -> Result<usize> {
+        // The name becomes a directory to remove: never one that leads out of `consumequeue/`.
+        if topic.is_empty() || topic == "." || topic == ".." || topic.contains(['/', '\\', '\0']) {
+            return Err(StoreError::Layout {
+                path: self.inner.cq_root().display().to_string(),
+                reason: format!("not a topic directory name: {topic:?}"),
+            });
+        }
+        let removed = {
+            let mut queues = self.inner.queues.write();
+            let before = queues.len();
+            queues.retain(|(t, _), _| t != topic);
+            before - queues.len()
+        };
+        {
+            let mut broken = self.inner.broken.lock();
+            broken.retain(|(t, _), _| t != topic);
+            self.inner.broken_count.store(broken.len() as u64, Ordering::Release);
+        }
+        let dir = self.inner.cq_root().join(topic);
+        // Readers holding a queue keep its mapping; unlinking the files does not disturb them.
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => Ok(removed),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(removed),
+            Err(e) => Err(StoreError::io(&dir, e)),
+        }
+    }
+
     /// (min, max) queue offsets; (0, 0) for a queue that has nothing.
     pub fn queue_offsets(&self, topic: &str, queue_id: i32) -> (i64, i64) {
         self.inner

@@ -178,6 +178,15 @@ impl AdminService {
             .await
     }
 
+    /// Removes a deleted topic's consume queues and their files.
+    ///
+    /// # Errors
+    /// The store pool is full, or the files cannot be removed.
+    pub async fn delete_topic_files(&self, topic: String) -> Result<usize, BrokerError> {
+        let store = self.store.clone();
+        Ok(self.pool.run(move || store.delete_topic(&topic))?.await??)
+    }
+
     pub async fn view_message(&self, offset: i64) -> Result<Vec<u8>, BrokerError> {
         let found = super::record_at(&self.store, &self.pool, offset).await?;
         found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))

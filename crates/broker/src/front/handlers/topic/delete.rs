@@ -1,4 +1,5 @@
-//! DELETE_TOPIC_IN_BROKER (215): the config and the offsets go; stored messages age out.
+//! DELETE_TOPIC_IN_BROKER (215): the config, the offsets and the consume-queue files go; the
+//! records in the commit log age out with retention.
 
 use std::sync::Arc;
 
@@ -14,8 +15,13 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     let h = header!(DeleteTopicRequestHeader, request);
     let broker = broker.clone();
     later(request.clone(), async move {
-        broker.topics.delete(&h.topic).await?;
+        let existed = broker.topics.delete(&h.topic).await?;
         broker.offsets.remove_topic(&h.topic);
+        // Only a topic the table held: its name was checked when it was created.
+        if existed {
+            let queues = broker.admin.delete_topic_files(h.topic.clone()).await?;
+            tracing::info!(topic = %h.topic, queues, "topic deleted with its consume queues");
+        }
         Ok(answer(&request, resp::SUCCESS))
     })
 }

@@ -38,6 +38,7 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 
 /**
  * Runs the official RocketMQ Java client (5.5.0) against a broker and checks every message it
@@ -70,6 +71,8 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *   <li>{@code query NS}: {@code queryMessage} by key finds exactly the messages sent with that key
  *       (among others), newest first, with their bodies; {@code viewMessage} by message id finds
  *       each message; an unknown key finds none.
+ *   <li>{@code broadcast NS}: two push consumers of one group in {@code BROADCASTING} mode (offsets
+ *       kept by the clients) each receive every message once, with its body and keys.
  *   <li>{@code transaction NS}: a {@code TransactionMQProducer} whose local transaction commits,
  *       rolls back, or answers "unknown" until the broker's check asks: the consumer gets the
  *       committed and the checked-then-committed messages once each, never a rolled-back one, and
@@ -814,6 +817,52 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    static void broadcast(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelBroadcast" + stamp;
+        String group = "cg_broadcast_" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_broadcast_" + stamp);
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        Map<String, Expected> expected = new HashMap<>();
+        for (int i = 0; i < 24; i++) {
+            String pid = "b" + i;
+            expected.put(pid, new Expected(pid, "TagB", "bkey-" + i, "broadcast-" + i, "sync"));
+        }
+        List<Received> seen = new ArrayList<>();
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (int n = 1; n <= 2; n++) {
+            Received r = new Received("broadcast consumer " + n, expected);
+            seen.add(r);
+            DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+            c.setNamesrvAddr(ns);
+            c.setInstanceName("broadcast" + n);
+            c.setMessageModel(MessageModel.BROADCASTING);
+            c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            c.subscribe(topic, "*");
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    if (m.getUserProperty("pid") != null) {
+                        r.accept(m);
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            consumers.add(c);
+        }
+        for (Expected e : expected.values()) {
+            SendResult r = p.send(message(topic, e));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "broadcast: send " + e.pid + ": " + r);
+        }
+        waitFor("both broadcast consumers", () -> seen.stream().allMatch(Received::complete));
+        Thread.sleep(2_000); // an extra delivery would show up now
+        for (Received r : seen) {
+            r.verifyExactlyOnce();
+        }
+        consumers.forEach(DefaultMQPushConsumer::shutdown);
+        p.shutdown();
+    }
+
     static void checkDelayed(Map<String, List<Delivery>> seen, Map<String, String> sentIds, String topic) {
         for (int i = 0; i < 4; i++) {
             List<Delivery> d = seen.getOrDefault("delay-" + i, List.of());
@@ -929,7 +978,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | broadcast NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -947,6 +996,9 @@ public final class ClientTest {
                 break;
             case "query":
                 query(args[1]);
+                break;
+            case "broadcast":
+                broadcast(args[1]);
                 break;
             case "transaction":
                 transaction(args[1]);
