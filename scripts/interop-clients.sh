@@ -10,7 +10,7 @@
 #    consumer with "A || B"; delay levels and retries;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
-#    queryMsgById;
+#    queryMsgById, resetOffsetByTime;
 #  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
 #    consumer of the same group resumes from the committed offsets with nothing lost.
 set -euo pipefail
@@ -92,6 +92,7 @@ if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, 
 if java_test timer "$ns" > >(quiet) 2>&1; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
 if java_test query "$ns" > >(quiet) 2>&1; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
 if java_test broadcast "$ns" > >(quiet) 2>&1; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
+if java_test reset "$ns" > >(quiet) 2>&1; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
 if java_test transaction "$ns" > >(quiet) 2>&1; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
@@ -131,6 +132,8 @@ status=$(admin brokerStatus -b "127.0.0.1:$broker_port")
 check "brokerStatus version" "V5_5_0" "$status"
 check "brokerStatus put-lock statistics" "putMessageLockKind" "$status"
 check "consumerProgress of the Java push group" "PetrelJava" "$(admin consumerProgress -g "cg_push_$stamp")"
+check "resetOffsetByTime to the beginning answers each queue's offset" "#offset" "$(admin resetOffsetByTime -g "cg_push_$stamp" -t "PetrelJava$stamp" -s 0)"
+check "consumerProgress after the reset: all 80 messages to consume again" "Diff Total: 80" "$(admin consumerProgress -g "cg_push_$stamp")"
 sent=$(admin sendMessage -t PetrelAdminTopic -p "find me" -k "petrel-key-$stamp other-key" -c TagQ -b broker-a -i 1)
 msg_id=$(awk '/SEND_OK/ {print $NF}' <<<"$sent")
 check "sendMessage with keys" "SEND_OK" "$sent"

@@ -432,6 +432,17 @@ pub struct OffsetWrapper {
 /// Writes `{"offsetTable":{MQ:V,...},"<tps_key>":tps}` with MessageQueue objects as keys,
 /// exactly as fastjson writes `Map<MessageQueue, V>`; bean keys in fastjson's sorted order.
 fn write_mq_table<V: Serialize>(tps_key: &str, tps: f64, table: &[(MessageQueue, V)]) -> String {
+    let table_part = mq_table_part(table);
+    let tps_part = format!("\"{tps_key}\":{}", java_double(tps));
+    if tps_key < "offsetTable" {
+        format!("{{{tps_part},{table_part}}}")
+    } else {
+        format!("{{{table_part},{tps_part}}}")
+    }
+}
+
+/// `"offsetTable":{MQ:V,...}`.
+fn mq_table_part<V: Serialize>(table: &[(MessageQueue, V)]) -> String {
     let mut entries = String::new();
     for (i, (mq, v)) in table.iter().enumerate() {
         if i > 0 {
@@ -441,12 +452,25 @@ fn write_mq_table<V: Serialize>(tps_key: &str, tps: f64, table: &[(MessageQueue,
         entries.push(':');
         entries.push_str(&to_json(v));
     }
-    let table_part = format!("\"offsetTable\":{{{entries}}}");
-    let tps_part = format!("\"{tps_key}\":{}", java_double(tps));
-    if tps_key < "offsetTable" {
-        format!("{{{tps_part},{table_part}}}")
-    } else {
-        format!("{{{table_part},{tps_part}}}")
+    format!("\"offsetTable\":{{{entries}}}")
+}
+
+/// INVOKE_BROKER_TO_RESET_OFFSET's answer: the offset each queue was reset to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ResetOffsetBody {
+    pub offset_table: Vec<(MessageQueue, i64)>,
+}
+
+impl ResetOffsetBody {
+    pub fn to_json(&self) -> String {
+        format!("{{{}}}", mq_table_part(&self.offset_table))
+    }
+
+    /// # Errors
+    /// Not the shape above.
+    pub fn from_json(body: &[u8]) -> Result<ResetOffsetBody, BodyError> {
+        let (offset_table, _) = read_mq_table(body, "offsetTable")?;
+        Ok(ResetOffsetBody { offset_table })
     }
 }
 

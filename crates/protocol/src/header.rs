@@ -583,6 +583,20 @@ command_header! {
 }
 
 command_header! {
+    /// INVOKE_BROKER_TO_RESET_OFFSET (222): `mqadmin resetOffsetByTime`. A `queueId` of -1 (or none)
+    /// means every queue; `offset` (not -1) names the offset instead of the time; a `timestamp`
+    /// below 0 means the end of each queue.
+    pub struct ResetOffsetRequestHeader {
+        topic: String = "topic",
+        group: String = "group",
+        queue_id: Option<i32> = "queueId",
+        offset: Option<i64> = "offset",
+        timestamp: i64 = "timestamp",
+        is_force: bool = "isForce",
+    }
+}
+
+command_header! {
     /// VIEW_MESSAGE_BY_ID (33): `offset` is a commit-log offset.
     pub struct ViewMessageRequestHeader {
         offset: i64 = "offset",

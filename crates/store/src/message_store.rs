@@ -98,6 +98,8 @@ pub enum GetStatus {
     OffsetOverflowBadly,
     OffsetTooSmall,
     NoMatchedLogicQueue,
+    /// Never from the store: the broker's answer to a pull of a queue an admin reset.
+    OffsetReset,
 }
 
 impl GetStatus {
@@ -111,6 +113,7 @@ impl GetStatus {
             GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
             GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
             GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetStatus::OffsetReset => "OFFSET_RESET",
         }
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use indexmap::IndexMap;
-use petrel_store::MessageStore;
+use petrel_store::{Boundary, MessageStore};
 
 use super::BrokerError;
 use super::groups::GroupService;
@@ -176,6 +176,51 @@ impl AdminService {
         self.pool
             .run(move || store.query_by_key(&topic, &key, unique, max, begin_ms, end_ms))?
             .await
+    }
+
+    /// INVOKE_BROKER_TO_RESET_OFFSET, RocketMQ's server-side reset: moves `group`'s offsets of
+    /// `topic` — one queue, or every read queue — to the first message stored at or after
+    /// `timestamp_ms` (the end of the queue for a negative time), or to `target` for one queue;
+    /// the group's next pull of each queue is told. Returns (queue, offset) pairs.
+    ///
+    /// # Errors
+    /// An unknown topic or group, a target outside the queue, or the store pool is full.
+    pub async fn reset_offset(
+        &self,
+        topic: &str,
+        group: &str,
+        queue_id: Option<i32>,
+        target: Option<i64>,
+        timestamp_ms: i64,
+    ) -> Result<Vec<(i32, i64)>, BrokerError> {
+        let config = self
+            .topics
+            .get(topic)
+            .ok_or_else(|| BrokerError::TopicNotExist(format!("Topic {topic} does not exist")))?;
+        if !self.groups.is_known(group) {
+            return Err(BrokerError::GroupNotExist(format!("Group {group} does not exist")));
+        }
+        let one = queue_id.filter(|q| *q >= 0);
+        let queues: Vec<i32> = one.map_or_else(|| (0..config.read_queue_nums).collect(), |q| vec![q]);
+        let mut out = Vec::with_capacity(queues.len());
+        for q in queues {
+            let (min, max) = self.store.queue_offsets(topic, q);
+            let offset = match target.filter(|o| *o != -1 && one.is_some()) {
+                Some(o) if o < min || o > max + 1 => {
+                    return Err(BrokerError::Internal(format!(
+                        "Target offset {o} not in consume queue range [{min}-{max}]"
+                    )));
+                }
+                Some(o) => o,
+                None if timestamp_ms < 0 => max,
+                None => self.offsets.search_by_time(topic, q, timestamp_ms, Boundary::Lower).await?,
+            };
+            out.push((q, offset.max(0)));
+        }
+        for &(q, offset) in &out {
+            self.offsets.reset(group, topic, q, offset)?;
+        }
+        Ok(out)
     }
 
     /// Removes a deleted topic's consume queues and their files.

@@ -151,6 +151,10 @@ impl OffsetTable {
 pub struct OffsetService {
     table: Arc<OffsetTable>,
     pulled: RwLock<HashMap<String, BTreeMap<i32, i64>>>,
+    /// Offsets an admin reset (INVOKE_BROKER_TO_RESET_OFFSET) that the group's next pull of the
+    /// queue is told (PULL_OFFSET_MOVED) and that its clients' commits do not overwrite until
+    /// then, RocketMQ's server-side reset. Keyed like the committed table, so bounded like it.
+    resets: parking_lot::Mutex<HashMap<String, BTreeMap<i32, i64>>>,
     groups: Arc<GroupService>,
     store: Arc<MessageStore>,
     pool: Arc<StorePool>,
@@ -162,6 +166,7 @@ impl OffsetService {
         OffsetService {
             table,
             pulled: RwLock::new(HashMap::new()),
+            resets: parking_lot::Mutex::new(HashMap::new()),
             groups,
             store,
             pool,
@@ -173,15 +178,52 @@ impl OffsetService {
         &self.table
     }
 
-    /// Commits `offset` for a group's queue; negative offsets are ignored.
+    /// Commits `offset` for a group's queue; negative offsets are ignored, and so are commits
+    /// to a queue whose reset its consumers have not been told yet.
     ///
     /// # Errors
     /// The group is not known (no client of it ever registered).
     pub fn commit(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> Result<(), BrokerError> {
         self.groups.require_known(group)?;
-        if offset < 0 {
+        if offset < 0
+            || self
+                .resets
+                .lock()
+                .get(&key(topic, group))
+                .is_some_and(|q| q.contains_key(&queue_id))
+        {
             return Ok(());
         }
+        self.store_offset(group, topic, queue_id, offset);
+        Ok(())
+    }
+
+    /// Resets a group's queue to `offset`: committed now, and told to the next pull.
+    ///
+    /// # Errors
+    /// The group is not known.
+    pub fn reset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) -> Result<(), BrokerError> {
+        self.groups.require_known(group)?;
+        assert!(offset >= 0, "a reset offset is a queue offset");
+        self.resets.lock().entry(key(topic, group)).or_default().insert(queue_id, offset);
+        self.store_offset(group, topic, queue_id, offset);
+        Ok(())
+    }
+
+    /// The offset a queue was reset to, once: the pull that asks is answered with it.
+    #[must_use]
+    pub fn take_reset(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
+        let mut resets = self.resets.lock();
+        let k = key(topic, group);
+        let queues = resets.get_mut(&k)?;
+        let offset = queues.remove(&queue_id);
+        if queues.is_empty() {
+            resets.remove(&k);
+        }
+        offset
+    }
+
+    fn store_offset(&self, group: &str, topic: &str, queue_id: i32, offset: i64) {
         self.table
             .committed
             .write()
@@ -190,7 +232,6 @@ impl OffsetService {
             .or_default()
             .insert(queue_id, offset);
         self.table.dirty.store(true, Ordering::Release);
-        Ok(())
     }
 
     #[must_use]
@@ -238,6 +279,7 @@ impl OffsetService {
         let prefix = format!("{topic}@");
         self.table.committed.write().offset_table.retain(|k, _| !k.starts_with(&prefix));
         self.pulled.write().retain(|k, _| !k.starts_with(&prefix));
+        self.resets.lock().retain(|k, _| !k.starts_with(&prefix));
         self.table.dirty.store(true, Ordering::Release);
     }
 

@@ -49,6 +49,7 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::GET_BROKER_CONFIG, admin::broker_config::handle),
     (rc::VIEW_MESSAGE_BY_ID, admin::view_message::handle),
     (rc::QUERY_MESSAGE, admin::query_message::handle),
+    (rc::INVOKE_BROKER_TO_RESET_OFFSET, admin::reset_offset::handle),
     (rc::GET_ALL_CONSUMER_OFFSET, replica::metadata::consumer_offsets),
     (rc::GET_ALL_DELAY_OFFSET, replica::metadata::delay_offsets),
     (rc::GET_TIMER_CHECK_POINT, replica::metadata::timer_checkpoint),

@@ -140,6 +140,18 @@ impl ConsumeService {
             )));
         }
         let filter = Arc::new(self.tag_filter(&req)?);
+        if let Some(offset) = self.offsets.take_reset(&req.group, &req.topic, req.queue_id) {
+            // An admin reset the queue: the client moves there (and commits nothing of its own).
+            let (min_offset, max_offset) = self.store.queue_offsets(&req.topic, req.queue_id);
+            return Ok(PullOutcome {
+                status: GetStatus::OffsetReset,
+                body: Vec::new(),
+                message_count: 0,
+                next_begin_offset: offset,
+                min_offset,
+                max_offset,
+            });
+        }
         if let Some(offset) = req.commit_offset
             && self.groups.is_known(&req.group)
         {

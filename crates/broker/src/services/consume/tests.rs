@@ -199,3 +199,61 @@ async fn sql92_and_oversized_tag_sets_are_refused() {
     assert_ne!(java_string_hash("t1"), 0);
     t.stop().await;
 }
+
+#[tokio::test]
+async fn a_reset_queue_answers_its_next_pull_with_the_new_offset_once_and_holds_off_stale_commits() {
+    let t = TestBroker::start(|_| {});
+    heartbeat_consumer(&t.broker, "G", "ResetTopic");
+    t.send_n("ResetTopic", 0, 5).await;
+    t.wait_dispatched();
+    let (consume, offsets) = (&t.broker.consume, &t.broker.offsets);
+    offsets.commit("G", "ResetTopic", 0, 5).unwrap();
+    let reset = t.broker.admin.reset_offset("ResetTopic", "G", Some(0), Some(2), 0).await.unwrap();
+    assert_eq!(reset, [(0, 2)]);
+    assert_eq!(offsets.query("G", "ResetTopic", 0), Some(2), "committed at once");
+    offsets.commit("G", "ResetTopic", 0, 5).unwrap();
+    assert_eq!(
+        offsets.query("G", "ResetTopic", 0),
+        Some(2),
+        "a commit of the old position does not undo it"
+    );
+    let moved = consume
+        .pull(PullRequest {
+            commit_offset: Some(5),
+            ..pull("ResetTopic", 0, 5)
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (moved.status, moved.next_begin_offset, moved.max_offset),
+        (GetStatus::OffsetReset, 2, 5)
+    );
+    assert_eq!(offsets.query("G", "ResetTopic", 0), Some(2), "the pull's own commit is not taken");
+    let next = consume.pull(pull("ResetTopic", 0, 2)).await.unwrap();
+    assert_eq!(
+        (next.status, next.message_count),
+        (GetStatus::Found, 3),
+        "told once; then it reads from there"
+    );
+    offsets.commit("G", "ResetTopic", 0, 5).unwrap();
+    assert_eq!(offsets.query("G", "ResetTopic", 0), Some(5), "commits count again");
+
+    let admin = &t.broker.admin;
+    let all = admin.reset_offset("ResetTopic", "G", None, None, -1).await.unwrap();
+    assert_eq!(
+        all.len(),
+        usize::try_from(t.broker.topics.get("ResetTopic").unwrap().read_queue_nums).unwrap()
+    );
+    assert_eq!(all[0], (0, 5), "a negative time: the end of each queue");
+    let far = admin.reset_offset("ResetTopic", "G", Some(0), Some(7), 0).await.unwrap_err();
+    assert!(far.to_string().contains("not in consume queue range [0-5]"), "{far}");
+    assert!(matches!(
+        admin.reset_offset("Nope", "G", None, None, 0).await,
+        Err(BrokerError::TopicNotExist(_))
+    ));
+    assert!(matches!(
+        admin.reset_offset("ResetTopic", "Nobody", None, None, 0).await,
+        Err(BrokerError::GroupNotExist(_))
+    ));
+    t.stop().await;
+}

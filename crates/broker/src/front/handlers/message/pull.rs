@@ -49,7 +49,8 @@ fn code_of(status: GetStatus, offset: i64) -> i32 {
         | GetStatus::NoMessageInQueue
         | GetStatus::OffsetOverflowOne
         | GetStatus::OffsetOverflowBadly
-        | GetStatus::OffsetTooSmall => resp::PULL_OFFSET_MOVED,
+        | GetStatus::OffsetTooSmall
+        | GetStatus::OffsetReset => resp::PULL_OFFSET_MOVED,
     }
 }
 

@@ -39,6 +39,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
  * Runs the official RocketMQ Java client (5.5.0) against a broker and checks every message it
@@ -73,6 +74,9 @@ import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
  *       each message; an unknown key finds none.
  *   <li>{@code broadcast NS}: two push consumers of one group in {@code BROADCASTING} mode (offsets
  *       kept by the clients) each receive every message once, with its body and keys.
+ *   <li>{@code reset NS}: a push consumer gets 8 messages, then 8 more; the admin API's
+ *       {@code resetOffsetByTimestamp} to a time between the two sends moves every queue back to
+ *       the second 8 (the answer says so), and the running consumer gets exactly those again.
  *   <li>{@code transaction NS}: a {@code TransactionMQProducer} whose local transaction commits,
  *       rolls back, or answers "unknown" until the broker's check asks: the consumer gets the
  *       committed and the checked-then-committed messages once each, never a rolled-back one, and
@@ -164,6 +168,29 @@ public final class ClientTest {
         }
     }
 
+    /** A producer of {@code group} that has created {@code topic} with one warm-up message (tag W). */
+    static DefaultMQProducer warmedProducer(String ns, String group, String topic) throws Exception {
+        DefaultMQProducer p = producer(ns, group);
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        return p;
+    }
+
+    /** A push consumer of {@code group} on all of {@code topic} from its first offset, not started. */
+    static DefaultMQPushConsumer pushConsumer(String ns, String group, String instance, String topic) throws Exception {
+        return pushConsumer(ns, group, instance, topic, "*");
+    }
+
+    /** A push consumer of {@code group} on {@code topic}'s {@code expression} from its first offset, not started. */
+    static DefaultMQPushConsumer pushConsumer(String ns, String group, String instance, String topic, String expression)
+            throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(instance);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, expression);
+        return c;
+    }
+
     static Message message(String topic, Expected e) {
         Message m = new Message(topic, e.tag, e.keys, e.body.getBytes(StandardCharsets.UTF_8));
         m.putUserProperty("pid", e.pid);
@@ -191,11 +218,7 @@ public final class ClientTest {
 
     static DefaultMQPushConsumer pushConsumer(String ns, String group, String instance, String topic, String expression,
             Received into) throws Exception {
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setNamesrvAddr(ns);
-        c.setInstanceName(instance);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(topic, expression);
+        DefaultMQPushConsumer c = pushConsumer(ns, group, instance, topic, expression);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             msgs.forEach(into::accept);
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -581,8 +604,7 @@ public final class ClientTest {
         String topic = "PetrelOrderly" + stamp;
         String group = "cg_orderly_" + stamp;
         int orders = 16;
-        DefaultMQProducer p = producer(ns, "pg_orderly_" + stamp);
-        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        DefaultMQProducer p = warmedProducer(ns, "pg_orderly_" + stamp, topic);
         OrderlyLog log = new OrderlyLog();
         DefaultMQPushConsumer c1 = orderlyConsumer(ns, group, "orderly1", topic, log);
         DefaultMQPushConsumer c2 = orderlyConsumer(ns, group, "orderly2", topic, log);
@@ -634,8 +656,7 @@ public final class ClientTest {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelDelayed" + stamp;
         String group = "cg_delayed_" + stamp;
-        DefaultMQProducer p = producer(ns, "pg_delayed_" + stamp);
-        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        DefaultMQProducer p = warmedProducer(ns, "pg_delayed_" + stamp, topic);
         Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
         DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(ns);
@@ -698,14 +719,9 @@ public final class ClientTest {
     static void timer(String ns) throws Exception {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelTimer" + stamp;
-        DefaultMQProducer p = producer(ns, "pg_timer_" + stamp);
-        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        DefaultMQProducer p = warmedProducer(ns, "pg_timer_" + stamp, topic);
         Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_timer_" + stamp);
-        c.setNamesrvAddr(ns);
-        c.setInstanceName("timer");
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(topic, "*");
+        DefaultMQPushConsumer c = pushConsumer(ns, "cg_timer_" + stamp, "timer", topic);
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 if (m.getUserProperty("kind") != null) {
@@ -821,8 +837,7 @@ public final class ClientTest {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelBroadcast" + stamp;
         String group = "cg_broadcast_" + stamp;
-        DefaultMQProducer p = producer(ns, "pg_broadcast_" + stamp);
-        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        DefaultMQProducer p = warmedProducer(ns, "pg_broadcast_" + stamp, topic);
         Map<String, Expected> expected = new HashMap<>();
         for (int i = 0; i < 24; i++) {
             String pid = "b" + i;
@@ -833,12 +848,8 @@ public final class ClientTest {
         for (int n = 1; n <= 2; n++) {
             Received r = new Received("broadcast consumer " + n, expected);
             seen.add(r);
-            DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-            c.setNamesrvAddr(ns);
-            c.setInstanceName("broadcast" + n);
+            DefaultMQPushConsumer c = pushConsumer(ns, group, "broadcast" + n, topic);
             c.setMessageModel(MessageModel.BROADCASTING);
-            c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            c.subscribe(topic, "*");
             c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
                 for (MessageExt m : msgs) {
                     if (m.getUserProperty("pid") != null) {
@@ -860,6 +871,62 @@ public final class ClientTest {
             r.verifyExactlyOnce();
         }
         consumers.forEach(DefaultMQPushConsumer::shutdown);
+        p.shutdown();
+    }
+
+    static void reset(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelReset" + stamp;
+        String group = "cg_reset_" + stamp;
+        DefaultMQProducer p = warmedProducer(ns, "pg_reset_" + stamp, topic);
+        Map<String, AtomicInteger> counts = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = pushConsumer(ns, group, "reset", topic);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (m.getUserProperty("kind") != null) {
+                    counts.computeIfAbsent(new String(m.getBody(), StandardCharsets.UTF_8), b -> new AtomicInteger()).incrementAndGet();
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        List<String> before = new ArrayList<>(), after = new ArrayList<>();
+        for (int i = 0; i < 8; i++) {
+            before.add("before-" + i);
+            after.add("after-" + i);
+        }
+        long at = 0;
+        for (List<String> bodies : List.of(before, after)) {
+            for (String body : bodies) {
+                Message m = new Message(topic, "R", body, body.getBytes(StandardCharsets.UTF_8));
+                m.putUserProperty("kind", "reset");
+                check(p.send(m).getSendStatus() == SendStatus.SEND_OK, "reset: send " + body);
+            }
+            waitFor("the " + bodies.get(0) + " batch", () -> counts.keySet().containsAll(bodies));
+            if (at == 0) {
+                Thread.sleep(1_100);
+                at = System.currentTimeMillis();
+                Thread.sleep(100);
+            }
+        }
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName("reset-admin");
+        admin.start();
+        Map<MessageQueue, Long> table = admin.resetOffsetByTimestamp(topic, group, at, true);
+        long again = 0;
+        for (Map.Entry<MessageQueue, Long> e : table.entrySet()) {
+            again += p.maxOffset(e.getKey()) - e.getValue();
+        }
+        int queues = p.fetchPublishMessageQueues(topic).size();
+        check(table.size() == queues && again == 8, "reset: the answer moves " + again + " messages back over " + table.size() + " queues: " + table);
+        waitFor("the second batch again", () -> after.stream().allMatch(b -> counts.get(b).get() >= 2));
+        Thread.sleep(2_000); // an extra delivery would show up now
+        before.forEach(b -> check(counts.get(b).get() == 1, "reset: " + b + " delivered " + counts.get(b).get() + " times"));
+        after.forEach(b -> check(counts.get(b).get() == 2, "reset: " + b + " delivered " + counts.get(b).get() + " times"));
+        System.out.println("reset: " + queues + " queues reset to " + at + ", the 8 messages after it delivered again, the 8 before it not");
+        admin.shutdown();
+        c.shutdown();
         p.shutdown();
     }
 
@@ -978,7 +1045,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | broadcast NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -999,6 +1066,9 @@ public final class ClientTest {
                 break;
             case "broadcast":
                 broadcast(args[1]);
+                break;
+            case "reset":
+                reset(args[1]);
                 break;
             case "transaction":
                 transaction(args[1]);

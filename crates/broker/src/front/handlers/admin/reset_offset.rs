@@ -1,0 +1,45 @@
+//! INVOKE_BROKER_TO_RESET_OFFSET (222): `mqadmin resetOffsetByTime`, reset on the broker as
+//! RocketMQ 5 does by default (`useServerSideResetOffset`): the offsets are committed at once and
+//! each queue's next pull answers PULL_OFFSET_MOVED to the new offset, so consumers online or
+//! not move there. The answer lists every queue's new offset.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{MessageQueue, ResetOffsetBody};
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::ResetOffsetRequestHeader;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::{header, later};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(ResetOffsetRequestHeader, request);
+    let broker = broker.clone();
+    later(request.clone(), async move {
+        if !broker.role.is_master() {
+            return Err(BrokerError::Internal("Can not reset offset in slave broker".into()));
+        }
+        tracing::info!(topic = %h.topic, group = %h.group, timestamp = h.timestamp, force = h.is_force, "resetting offsets");
+        let reset = broker
+            .admin
+            .reset_offset(&h.topic, &h.group, h.queue_id, h.offset, h.timestamp)
+            .await?;
+        let body = ResetOffsetBody {
+            offset_table: reset
+                .into_iter()
+                .map(|(queue_id, offset)| {
+                    let mq = MessageQueue {
+                        broker_name: broker.config.broker_name.clone(),
+                        queue_id,
+                        topic: h.topic.clone(),
+                    };
+                    (mq, offset)
+                })
+                .collect(),
+        };
+        Ok(answer(&request, resp::SUCCESS).with_body(body.to_json().into_bytes()))
+    })
+}
