@@ -9,9 +9,8 @@ use std::time::{Duration, Instant};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+mod common;
+use common::{free_port, free_port_block};
 
 fn ask(stream: &mut TcpStream, request: &RemotingCommand) -> RemotingCommand {
     try_ask(stream, request).unwrap()
@@ -70,8 +69,12 @@ fn namesrv_serves_and_stops_cleanly() {
 
 #[test]
 fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
-    let (ns_port, controller_port) = (free_port(), free_port());
+    // Two ports checked free together, below the ephemeral range: never the same port twice,
+    // nor one an outgoing connection takes meanwhile.
+    let ns_port = free_port_block(2);
+    let controller_port = ns_port + 1;
     let dir = tempfile::tempdir().unwrap();
+    let log_path = dir.path().join("namesrv.log");
     let conf = dir.path().join("namesrv.conf");
     std::fs::write(
         &conf,
@@ -81,10 +84,11 @@ fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
         ),
     )
     .unwrap();
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_petrel"))
         .args(["namesrv", "-c", conf.to_str().unwrap()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
         .spawn()
         .unwrap();
     let connect = |port: u16| {
@@ -94,7 +98,11 @@ fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
                 s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
                 return s;
             }
-            assert!(Instant::now() < deadline, "nothing listens on {port}");
+            assert!(
+                Instant::now() < deadline,
+                "nothing listens on {port}; the name server said:\n{}",
+                std::fs::read_to_string(&log_path).unwrap_or_default()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     };
