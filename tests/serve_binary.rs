@@ -476,6 +476,23 @@ fn idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_are_kept() {
     assert!(waited < Duration::from_secs(25), "closed, not timed out on our side: {waited:?}");
 }
 
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
+}
+
+/// SEND_MESSAGE_V2 to queue 0 of `topic` with `extra` encoded properties added; must succeed.
+fn send_with(c: &mut Client, topic: &str, seq: usize, extra: &str, body: &str) {
+    let mut h = send_header(topic, 0, "A", seq);
+    h.properties = Some(format!("{}{extra}", h.properties.unwrap()));
+    let v2: petrel_protocol::header::SendMessageRequestHeaderV2 = h.into();
+    let send = RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
+        .with_ext_fields(v2.to_ext())
+        .with_body(body.as_bytes().to_vec());
+    let a = c.call(send);
+    assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+}
+
 /// Delayed messages (`DELAY` level 2, 3 s here) are kept through kill -9: after the restart each
 /// reaches its queue once its delay has passed, in order, and after a second kill -9 none is
 /// delivered again (the level's progress is on disk).
@@ -483,22 +500,9 @@ fn idle_connections_are_closed_after_the_idle_timeout_and_busy_ones_are_kept() {
 fn delayed_messages_survive_kill_9_and_arrive_once_after_their_delay() {
     let mut petrel = Petrel::start(&["--set", "messageDelayLevel=1s 3s"]);
     let mut c = petrel.broker();
-    let sent_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap();
+    let sent_ms = now_ms();
     for i in 0..5 {
-        let mut h = send_header("Delayed", 0, "A", i);
-        h.properties = Some(format!("{}DELAY\u{1}2\u{2}", h.properties.unwrap()));
-        let v2: petrel_protocol::header::SendMessageRequestHeaderV2 = h.into();
-        let send = RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
-            .with_ext_fields(v2.to_ext())
-            .with_body(format!("d{i}").into_bytes());
-        let a = c.call(send);
-        assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+        send_with(&mut c, "Delayed", i, "DELAY\u{1}2\u{2}", &format!("d{i}"));
     }
     let early = c.call(pull("Early", "Delayed", 0, 0, 0));
     assert_ne!(early.code, resp::SUCCESS, "a delayed message was readable at once");
@@ -532,23 +536,10 @@ fn delayed_messages_survive_kill_9_and_arrive_once_after_their_delay() {
 fn timer_messages_survive_kill_9_and_arrive_once_in_due_order() {
     let mut petrel = Petrel::start(&[]);
     let mut c = petrel.broker();
-    let sent_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap();
+    let sent_ms = now_ms();
     let delays_ms = [3000, 600, 2600, 800, 4000, 1200];
     for (i, delay_ms) in delays_ms.iter().enumerate() {
-        let mut h = send_header("Timed", 0, "A", i);
-        h.properties = Some(format!("{}TIMER_DELAY_MS\u{1}{delay_ms}\u{2}", h.properties.unwrap()));
-        let v2: petrel_protocol::header::SendMessageRequestHeaderV2 = h.into();
-        let send = RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
-            .with_ext_fields(v2.to_ext())
-            .with_body(format!("t{i}").into_bytes());
-        let a = c.call(send);
-        assert_eq!(a.code, resp::SUCCESS, "{:?}", a.remark);
+        send_with(&mut c, "Timed", i, &format!("TIMER_DELAY_MS\u{1}{delay_ms}\u{2}"), &format!("t{i}"));
     }
     let first = common::pull_bodies(&mut c, "Timed", 0, 0, 3, Duration::from_secs(10));
     assert_eq!(first, ["t1", "t3", "t5"], "the three due first, in the order of their times");
@@ -609,14 +600,8 @@ fn query(c: &mut Client, topic: &str, key: &str, unique: bool, max_num: i32) -> 
 fn messages_are_found_by_key_and_unique_key_across_kill_9() {
     let mut petrel = Petrel::start(&[]);
     let send = |c: &mut Client, i: usize| {
-        let mut h = send_header("Keyed", 0, "A", i);
-        let keys = format!("order-{} all", i % 2);
-        h.properties = Some(format!("{}KEYS\u{1}{keys}\u{2}UNIQ_KEY\u{1}UNIQ{i:04}\u{2}", h.properties.unwrap()));
-        let v2: petrel_protocol::header::SendMessageRequestHeaderV2 = h.into();
-        let send = RemotingCommand::request(rc::SEND_MESSAGE_V2, 0)
-            .with_ext_fields(v2.to_ext())
-            .with_body(format!("k{i}").into_bytes());
-        assert_eq!(c.call(send).code, resp::SUCCESS);
+        let keys = format!("KEYS\u{1}order-{} all\u{2}UNIQ_KEY\u{1}UNIQ{i:04}\u{2}", i % 2);
+        send_with(c, "Keyed", i, &keys, &format!("k{i}"));
     };
     let mut c = petrel.broker();
     for i in 0..5 {

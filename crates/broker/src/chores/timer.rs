@@ -15,6 +15,7 @@ use petrel_protocol::message::{MessageExt, decode_messages};
 use petrel_store::GetStatus;
 
 use crate::broker::Broker;
+use crate::services::BrokerError;
 use crate::services::produce::Delivered;
 use crate::services::timer::{ARRIVALS_QUEUE, ROLLED_QUEUE, TIMER_TOPIC, stored_due_ms};
 
@@ -82,48 +83,41 @@ fn read_into_index(broker: &Broker, queue_id: i32) {
 /// Stores what is due in its real queues, earliest first, up to [`MAX_PER_TICK`].
 async fn deliver_due(broker: &Broker) {
     let due = broker.timer.due(crate::now_ms(), MAX_PER_TICK);
-    for chunk in due.chunks(BATCH) {
-        let read: Vec<_> = chunk
-            .iter()
-            .filter_map(|&(q, o)| read_one(broker, q, o).map(|m| (q, o, m)))
-            .collect();
-        let results = join_all(
-            read.into_iter()
-                .map(|(q, o, m)| async move { (q, o, broker.produce.deliver_scheduled(m).await) }),
-        )
-        .await;
-        for (queue_id, offset, result) in results {
-            match result {
-                Ok(Delivered::Stored) => broker.timer.done(queue_id, offset),
-                Ok(Delivered::Skipped(why)) => {
-                    tracing::warn!(queue_id, offset, why, "timer message passed over");
-                    broker.timer.done(queue_id, offset);
-                }
-                Err(e) => {
-                    tracing::debug!(error = %e, "delivery of a due timer message failed; tried again next tick");
-                    return;
-                }
-            }
+    store_each(broker, &due, "delivery of a due timer message", |m| async move {
+        if let Delivered::Skipped(why) = broker.produce.deliver_scheduled(m).await? {
+            tracing::warn!(why, "timer message passed over");
         }
-    }
+        Ok(())
+    })
+    .await;
 }
 
 /// Rolls the messages [`crate::services::timer::TimerService::to_roll`] names.
 async fn roll_pinning(broker: &Broker) {
     let to_roll = broker.timer.to_roll(crate::now_ms(), MAX_PER_TICK);
-    for chunk in to_roll.chunks(BATCH) {
+    store_each(broker, &to_roll, "rolling a timer message", |m| broker.produce.roll_timer(m)).await;
+}
+
+/// Reads each (queue, offset) of `list`, stores it with `store` ([`BATCH`] at once) and counts it
+/// done once stored; at the first failure the rest waits for the next tick.
+async fn store_each<F, Fut>(broker: &Broker, list: &[(i32, i64)], what: &str, store: F)
+where
+    F: Fn(MessageExt) -> Fut,
+    Fut: Future<Output = Result<(), BrokerError>>,
+{
+    for chunk in list.chunks(BATCH) {
         let read: Vec<_> = chunk
             .iter()
             .filter_map(|&(q, o)| read_one(broker, q, o).map(|m| (q, o, m)))
             .collect();
-        let results = join_all(
-            read.into_iter()
-                .map(|(q, o, m)| async move { (q, o, broker.produce.roll_timer(m).await) }),
-        )
+        let results = join_all(read.into_iter().map(|(q, o, m)| {
+            let stored = store(m);
+            async move { (q, o, stored.await) }
+        }))
         .await;
         for (queue_id, offset, result) in results {
             if let Err(e) = result {
-                tracing::debug!(error = %e, "rolling a timer message failed; tried again next tick");
+                tracing::debug!(error = %e, "{what} failed; tried again next tick");
                 return;
             }
             broker.timer.done(queue_id, offset);
