@@ -5,9 +5,10 @@
 #    consumers (queue locks) and one taking over when the other leaves; delay levels, timer
 #    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
+#    queries by key and id; SQL92 selectors; broadcasting; offset resets;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
-#    consumer with "A || B"; delay levels and retries;
+#    consumer with "A || B"; delay levels and retries; an SQL92 selector;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
 #    queryMsgById, resetOffsetByTime;
@@ -57,7 +58,7 @@ check() { # name, expected text, output
 boots=0
 start_petrel() {
   target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
-    --broker-ip 127.0.0.1 >>"$work/petrel.log" 2>&1 &
+    --broker-ip 127.0.0.1 --set enablePropertyFilter=true >>"$work/petrel.log" 2>&1 &
   petrel_pid=$!
   boots=$((boots + 1))
   for _ in $(seq 1 100); do
@@ -68,9 +69,15 @@ start_petrel() {
   echo "petrel serve did not start" >&2
   exit 1
 }
-stop_petrel() { # SIGTERM must flush, checkpoint and exit 0
+stop_petrel() { # SIGTERM must flush, checkpoint and exit 0 (within 60 s)
   kill -TERM "$petrel_pid"
-  local rc=0
+  local rc=0 waited=0
+  while kill -0 "$petrel_pid" 2>/dev/null && [ "$waited" -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+  if kill -0 "$petrel_pid" 2>/dev/null; then
+    echo "petrel serve still runs 60 s after SIGTERM"
+    command -v gdb >/dev/null && timeout 60 gdb -p "$petrel_pid" -batch -ex 'thread apply all bt 12' 2>/dev/null | grep -v '^\[' | head -400
+    kill -9 "$petrel_pid"
+  fi
   wait "$petrel_pid" || rc=$?
   petrel_pid=""
   if [ "$rc" -eq 0 ] && grep -q "shutdown complete" "$work/petrel.log"; then ok "SIGTERM: clean shutdown, exit 0"; else
@@ -78,7 +85,25 @@ stop_petrel() { # SIGTERM must flush, checkpoint and exit 0
     tail -20 "$work/petrel.log"
   fi
 }
-java_test() { java -Xmx256m -Dpetrel.stamp="$stamp" -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest "$@"; }
+# Every client run is bounded, so a hang fails one check instead of the whole suite's time: at the
+# limit a JVM gets SIGQUIT (it prints every thread's stack), then SIGKILL; the broker's log tail
+# and, where gdb is installed, its threads' stacks are shown too.
+JAVA_LIMIT_S=300
+java_test() { # scenario ARGS...: the scenario's output, filtered; all of it when it fails
+  local log="$work/java-$1.log" rc=0
+  timeout --signal=QUIT --kill-after=10 "$JAVA_LIMIT_S" java -Xmx256m -Dpetrel.stamp="$stamp" \
+    -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" -eq 0 ]; then quiet <"$log"; return 0; fi
+  grep -v 'SLF4J\|logback\||-' "$log" | tail -400
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    echo "Java scenario $1 ran past ${JAVA_LIMIT_S}s; the broker's log:"
+    tail -60 "$work/petrel.log"
+    if [ -n "$petrel_pid" ] && command -v gdb >/dev/null; then
+      timeout 60 gdb -p "$petrel_pid" -batch -ex 'thread apply all bt 12' 2>/dev/null | grep -v '^\[' | head -400
+    fi
+  fi
+  return "$rc"
+}
 admin() { ref_mqadmin "$ns" "$@" | grep -v '|-' || true; }
 quiet() { grep -v '^\s*at \|SLF4J\|logback\||-' || true; }
 
@@ -86,17 +111,18 @@ stamp=$$
 start_petrel
 
 echo "== Java client"
-if java_test basic "$ns" > >(quiet) 2>&1; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
-if java_test orderly "$ns" > >(quiet) 2>&1; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
-if java_test delayed "$ns" > >(quiet) 2>&1; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
-if java_test timer "$ns" > >(quiet) 2>&1; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
-if java_test query "$ns" > >(quiet) 2>&1; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
-if java_test broadcast "$ns" > >(quiet) 2>&1; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
-if java_test reset "$ns" > >(quiet) 2>&1; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
-if java_test transaction "$ns" > >(quiet) 2>&1; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
+if java_test basic "$ns"; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
+if java_test orderly "$ns"; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
+if java_test delayed "$ns"; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
+if java_test timer "$ns"; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
+if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
+if java_test sql "$ns"; then ok "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"; else not_ok "Java client sql scenario"; fi
+if java_test broadcast "$ns"; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
+if java_test reset "$ns"; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
+if java_test transaction "$ns"; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
-example() { java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }
+example() { timeout --signal=QUIT --kill-after=10 300 java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }
 sent_ok=$(example Producer 2>&1 | grep -c "sendStatus=SEND_OK" || true)
 [ "$sent_ok" -eq 1000 ] && ok "quickstart Producer: 1000 SEND_OK" || not_ok "quickstart Producer: $sent_ok of 1000 SEND_OK"
 # java itself in the background (not a function's subshell), so the kill below reaches it: a
@@ -120,6 +146,7 @@ fi
 echo "== Go client"
 if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
 if timeout 180 target/go-client-test delayed "$ns"; then ok "Go client: delay levels, ConsumeRetryLater back after the retry delay"; else not_ok "Go client delayed scenario"; fi
+if timeout 180 target/go-client-test sql "$ns"; then ok "Go client: an SQL92 selector gets exactly what it picks"; else not_ok "Go client sql scenario"; fi
 
 echo "== mqadmin"
 check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"
@@ -143,7 +170,7 @@ check "queryMsgByUniqueKey shows its keys" "[petrel-key-$stamp other-key]" "$(ad
 check "queryMsgById shows its tag" "TagQ" "$(admin queryMsgById -t PetrelAdminTopic -i "$msg_id")"
 
 echo "== restart in the middle of a Java session"
-java_test restart "$ns" "$work" > >(quiet) 2>&1 &
+java_test restart "$ns" "$work" &
 java_pid=$!
 for _ in $(seq 1 1200); do [ -f "$work/ready" ] && break; kill -0 "$java_pid" 2>/dev/null || break; sleep 0.1; done
 stop_petrel
@@ -167,7 +194,7 @@ ext_pid=$!
 for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel-ext.log" && break; sleep 0.1; done
 cluster=$(ref_mqadmin "$ref_ns" clusterList)
 check "RocketMQ's name server lists petrel's broker" "DefaultCluster          broker-a                0     127.0.0.1:29951" "$cluster"
-sent_ok=$(java -Xmx256m -Drocketmq.namesrv.addr="$ref_ns" -cp "tests/clients/java/target/lib/*" \
+sent_ok=$(timeout --signal=QUIT --kill-after=10 300 java -Xmx256m -Drocketmq.namesrv.addr="$ref_ns" -cp "tests/clients/java/target/lib/*" \
   org.apache.rocketmq.example.quickstart.Producer 2>&1 | grep -c "sendStatus=SEND_OK" || true)
 [ "$sent_ok" -eq 1000 ] && ok "quickstart Producer through RocketMQ's name server: 1000 SEND_OK" \
   || not_ok "quickstart Producer through RocketMQ's name server: $sent_ok of 1000 SEND_OK"

@@ -90,9 +90,11 @@ CONF
   ref_wait_boot "$work/controller.log" $! 60 "controller"
 }
 
-# ref_mqadmin NAMESRV_ADDR ARGS...: the official admin tool.
+# ref_mqadmin NAMESRV_ADDR ARGS...: the official admin tool, given at most 120 s (a command that
+# hangs prints its threads and fails instead of stalling the suite).
 ref_mqadmin() {
   local ns=$1
   shift
-  ROCKETMQ_HOME="${ROCKETMQ_HOME:-/tmp}" java -Xmx128m -cp "$ref_lib/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$ns" 2>&1
+  ROCKETMQ_HOME="${ROCKETMQ_HOME:-/tmp}" timeout --signal=QUIT --kill-after=5 120 \
+    java -Xmx128m -cp "$ref_lib/*" org.apache.rocketmq.tools.command.MQAdminStartup "$@" -n "$ns" 2>&1
 }

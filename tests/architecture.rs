@@ -34,6 +34,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
     let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
         ("protocol", &[][..]),
         ("lock", &[][..]),
+        ("filter", &[][..]),
         ("store", &["petrel-protocol", "petrel-lock"][..]),
         ("remoting", &["petrel-protocol"][..]),
         ("namesrv", &["petrel-protocol", "petrel-remoting"][..]),
@@ -42,6 +43,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
             &[
                 "petrel-protocol",
                 "petrel-lock",
+                "petrel-filter",
                 "petrel-store",
                 "petrel-remoting",
                 "petrel-namesrv",

@@ -184,6 +184,7 @@ impl Broker {
             ConsumeSettings {
                 long_polling_enable: config.long_polling_enable,
                 short_polling_time: std::time::Duration::from_millis(config.short_polling_time_ms),
+                enable_property_filter: config.enable_property_filter,
             },
         );
         let admin = Arc::new(AdminService::new(

@@ -118,6 +118,28 @@ impl GetStatus {
     }
 }
 
+/// Which entries a read returns (a pull's subscription): decided first on the queue entry's tag
+/// hash, then, for filters that need it, on the stored record's properties.
+pub trait MessageFilter: Send + Sync {
+    /// Whether an entry with this tag hash may match; `false` skips it without reading it.
+    fn matches_tags_code(&self, tags_code: i64) -> bool;
+    /// Whether the record must be read and [`matches_properties`](Self::matches_properties) asked.
+    fn needs_properties(&self) -> bool {
+        false
+    }
+    /// Whether the record with these encoded properties (`name\u{1}value\u{2}`…) matches.
+    fn matches_properties(&self, _properties: &str) -> bool {
+        true
+    }
+}
+
+/// A tag filter: the hashes of the tags to keep.
+impl MessageFilter for HashSet<i64> {
+    fn matches_tags_code(&self, tags_code: i64) -> bool {
+        self.contains(&tags_code)
+    }
+}
+
 /// A read of one queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetResult {
@@ -847,9 +869,10 @@ impl MessageStore {
         if upper { (lo - 1).max(min) } else { lo.min(max) }
     }
 
-    /// Reads up to `max_msgs` messages from `offset`, keeping those whose tag hash is in
-    /// `tag_codes` (all when `None`), with RocketMQ's statuses and next offsets.
-    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: usize, tag_codes: Option<&HashSet<i64>>) -> GetResult {
+    /// Reads up to `max_msgs` messages from `offset`, keeping those `filter` selects (all when
+    /// `None`), with RocketMQ's statuses and next offsets. Entries skipped by the filter count
+    /// toward `max_scan_entries`, so a selective filter cannot make one read scan a whole queue.
+    pub fn get_messages(&self, topic: &str, queue_id: i32, offset: i64, max_msgs: usize, filter: Option<&dyn MessageFilter>) -> GetResult {
         let mut result = GetResult {
             status: GetStatus::NoMatchedLogicQueue,
             body: Vec::new(),
@@ -887,7 +910,7 @@ impl MessageStore {
         let mut next = offset;
         while next < max && (next - offset) < scan as i64 && result.message_count < max_msgs.max(1) {
             let Some(e) = q.get(next) else { break };
-            if tag_codes.is_some_and(|codes| !codes.contains(&e.tags_code)) {
+            if filter.is_some_and(|f| !f.matches_tags_code(e.tags_code)) {
                 next += 1;
                 continue;
             }
@@ -895,15 +918,20 @@ impl MessageStore {
                 break;
             }
             let body = &mut result.body;
-            if self
-                .inner
-                .log
-                .with_record(e.commit_log_offset, |rec| body.extend_from_slice(rec))
-                .is_none()
-            {
-                break;
+            let kept = self.inner.log.with_record(e.commit_log_offset, |rec| {
+                let by_properties = filter.filter(|f| f.needs_properties());
+                // A record that does not parse is not this filter's to drop: the client sees it.
+                if by_properties.is_some_and(|f| RecordView::parse(rec).is_ok_and(|m| !f.matches_properties(m.properties))) {
+                    return false;
+                }
+                body.extend_from_slice(rec);
+                true
+            });
+            match kept {
+                None => break,
+                Some(true) => result.message_count += 1,
+                Some(false) => {}
             }
-            result.message_count += 1;
             next += 1;
         }
         result.next_begin_offset = next;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use petrel_protocol::message::MessageExt;
 use petrel_protocol::properties::java_string_hash;
-use petrel_store::{Boundary, FlushMode, GetStatus, MessageStore, MessageStoreConfig};
+use petrel_store::{Boundary, FlushMode, GetStatus, MessageFilter, MessageStore, MessageStoreConfig};
 use support::{body, tagged_record};
 
 fn config(root: &std::path::Path, mode: FlushMode) -> MessageStoreConfig {
@@ -64,12 +64,12 @@ fn reads_follow_rocketmq_statuses() {
     // queue 1 holds only tag B (odd i): filtering for A examines and skips them all
     let a = std::collections::HashSet::from([i64::from(java_string_hash("A"))]);
     let b = std::collections::HashSet::from([i64::from(java_string_hash("B"))]);
-    let r = store.get_messages("T", 1, 0, 32, Some(&a));
+    let r = store.get_messages("T", 1, 0, 32, Some(&a as &dyn MessageFilter));
     assert_eq!(
         (r.status, r.message_count, r.next_begin_offset),
         (GetStatus::NoMatchedMessage, 0, 10)
     );
-    assert_eq!(store.get_messages("T", 1, 0, 32, Some(&b)).message_count, 10);
+    assert_eq!(store.get_messages("T", 1, 0, 32, Some(&b as &dyn MessageFilter)).message_count, 10);
 
     assert_eq!(store.get_messages("T", 0, 10, 32, None).status, GetStatus::OffsetOverflowOne);
     let r = store.get_messages("T", 0, 99, 32, None);

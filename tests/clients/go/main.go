@@ -4,6 +4,8 @@
 // keys and properties intact. `clienttest delayed NAMESRV_ADDR`: messages sent at delay level 2
 // (5 s) arrive once each no sooner than 5 s after they were born, and a message whose first
 // delivery returns ConsumeRetryLater comes back once, about 10 s later, with ReconsumeTimes 1.
+// `clienttest sql NAMESRV_ADDR` (a broker with enablePropertyFilter=true): a push consumer with an
+// SQL92 selector receives exactly the messages it picks, once each.
 // Exit status 0 means every check held.
 package main
 
@@ -35,11 +37,16 @@ func fail(format string, args ...interface{}) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: clienttest NAMESRV_ADDR | clienttest delayed NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
+		fail("usage: clienttest NAMESRV_ADDR | clienttest delayed NAMESRV_ADDR | clienttest sql NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
 	}
 	if os.Args[1] == "delayed" && len(os.Args) == 3 {
 		rlog.SetLogLevel("error")
 		delayed(os.Args[2])
+		return
+	}
+	if os.Args[1] == "sql" && len(os.Args) == 3 {
+		rlog.SetLogLevel("error")
+		sql92(os.Args[2])
 		return
 	}
 	if os.Args[1] == "vectors" && len(os.Args) == 4 {
@@ -299,4 +306,90 @@ func delayed(ns string) {
 		fail("%d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
 	}
 	fmt.Println("go client: 3 delayed messages after their 5 s, 3 retried once about 10 s later")
+}
+
+// sql92 sends 20 messages with user properties and checks that a push consumer with an SQL92
+// selector gets exactly those it picks: the broker filters, the Go client does not.
+func sql92(ns string) {
+	stamp := time.Now().UnixNano() % 1000000000
+	topic := fmt.Sprintf("PetrelGoSql%d", stamp)
+	resolver := primitive.NewPassthroughResolver([]string{ns})
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
+		producer.WithGroupName(fmt.Sprintf("pg_go_sql_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))
+	if err != nil || p.Start() != nil {
+		fail("producer: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
+		fail("first send: %v", err)
+	}
+	selector := "(color = 'red' OR color = 'blue') AND n > 5 AND n NOT BETWEEN 10 AND 12"
+	want := map[string]bool{}
+	var mu sync.Mutex
+	got := map[string]int{}
+	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(fmt.Sprintf("cg_go_sql_%d", stamp)),
+		consumer.WithNsResolver(resolver), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		fail("new consumer: %v", err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.SQL92, Expression: selector},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				got[string(m.Body)]++
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil || c.Start() != nil {
+		fail("consumer: %v", err)
+	}
+	colors := []string{"red", "green", "blue"}
+	for i := 0; i < 20; i++ {
+		body := fmt.Sprintf("sql-%d", i)
+		msg := primitive.NewMessage(topic, []byte(body))
+		color := colors[i%3]
+		msg.WithProperty("color", color)
+		msg.WithProperty("n", strconv.Itoa(i))
+		if (color == "red" || color == "blue") && i > 5 && (i < 10 || i > 12) {
+			want[body] = true
+		}
+		if res, err := p.SendSync(ctx, msg); err != nil || res.Status != primitive.SendOK {
+			fail("send %s: %v %v", body, res, err)
+		}
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= len(want) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // a message the selector does not pick would arrive now
+	_ = c.Shutdown()
+	_ = p.Shutdown()
+	mu.Lock()
+	defer mu.Unlock()
+	var problems []string
+	for body := range want {
+		if got[body] != 1 {
+			problems = append(problems, fmt.Sprintf("%s delivered %d times", body, got[body]))
+		}
+	}
+	for body, n := range got {
+		if !want[body] {
+			problems = append(problems, fmt.Sprintf("%s (not selected) delivered %d times", body, n))
+		}
+	}
+	if len(want) != 7 {
+		problems = append(problems, fmt.Sprintf("the selector should pick 7 messages, the test expects %d", len(want)))
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		fail("sql: %d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	fmt.Printf("go client: the SQL92 selector picked exactly %d of 20 messages\n", len(want))
 }

@@ -9,13 +9,16 @@
 //! at 30 s, so at most 25 s), hold more pulls than the long-poll bound, or filter by a tag set
 //! larger than its bound.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use parking_lot::Mutex;
+use petrel_filter::Sql92;
 use petrel_protocol::body::{SubscriptionData, perm};
-use petrel_store::{GetResult, GetStatus, MessageStore};
+use petrel_protocol::properties::property;
+use petrel_store::{GetResult, GetStatus, MessageFilter, MessageStore};
 
 use super::BrokerError;
 use super::groups::{GroupService, MAX_SUBSCRIPTION_TAGS};
@@ -32,6 +35,40 @@ pub const MAX_SUSPEND: Duration = Duration::from_secs(25);
 /// A read at most this many entries behind the queue's end is served inline: that data was
 /// written moments ago and is in memory. Further back, the read goes to the store pool.
 pub const HOT_QUEUE_ENTRIES: i64 = 4096;
+
+/// Compiled SQL92 selectors kept for reuse; past it the cache starts over.
+pub const MAX_COMPILED_SELECTORS: usize = 1024;
+
+/// What a pull keeps: tags by their hashes, or an SQL92 selector on the properties.
+pub enum PullFilter {
+    Tags(HashSet<i64>),
+    Sql(Arc<Sql92>),
+}
+
+impl MessageFilter for PullFilter {
+    fn matches_tags_code(&self, tags_code: i64) -> bool {
+        match self {
+            PullFilter::Tags(codes) => codes.contains(&tags_code),
+            PullFilter::Sql(_) => true,
+        }
+    }
+
+    fn needs_properties(&self) -> bool {
+        matches!(self, PullFilter::Sql(_))
+    }
+
+    fn matches_properties(&self, properties: &str) -> bool {
+        match self {
+            PullFilter::Tags(_) => true,
+            PullFilter::Sql(sql) => sql.matches(&|name| property(properties, name)),
+        }
+    }
+}
+
+/// RocketMQ's `ExpressionType.isTagType`: TAG, or no type at all.
+fn is_tag_type(expression_type: &str) -> bool {
+    expression_type.is_empty() || expression_type.eq_ignore_ascii_case("TAG")
+}
 
 /// A subscription a pull carries itself.
 #[derive(Debug, Clone)]
@@ -75,6 +112,8 @@ pub fn nothing_yet(status: GetStatus, requested_offset: i64) -> bool {
 pub struct ConsumeSettings {
     pub long_polling_enable: bool,
     pub short_polling_time: Duration,
+    /// `enablePropertyFilter`: SQL92 subscriptions are served.
+    pub enable_property_filter: bool,
 }
 
 pub struct ConsumeService {
@@ -86,10 +125,7 @@ pub struct ConsumeService {
     pool: Arc<StorePool>,
     stats: Arc<BrokerStats>,
     settings: ConsumeSettings,
-}
-
-fn sql92_refused() -> BrokerError {
-    BrokerError::NotSupported("The broker does not support consumer to filter message by SQL92".into())
+    selectors: Mutex<HashMap<String, Arc<Sql92>>>,
 }
 
 impl ConsumeService {
@@ -114,7 +150,31 @@ impl ConsumeService {
             pool,
             stats,
             settings,
+            selectors: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A non-TAG subscription's filter: an SQL92 selector, compiled (or found compiled).
+    ///
+    /// # Errors
+    /// SQL92 is off (`enablePropertyFilter`) or the type is unknown (SYSTEM_ERROR, RocketMQ's
+    /// remark), or the expression does not compile (SUBSCRIPTION_PARSE_FAILED, with the reason).
+    pub fn selector(&self, expression_type: &str, expression: &str) -> Result<Arc<Sql92>, BrokerError> {
+        if !expression_type.eq_ignore_ascii_case("SQL92") || !self.settings.enable_property_filter {
+            return Err(BrokerError::NotSupported(format!(
+                "The broker does not support consumer to filter message by {expression_type}"
+            )));
+        }
+        if let Some(sql) = self.selectors.lock().get(expression) {
+            return Ok(sql.clone());
+        }
+        let sql = Arc::new(Sql92::compile(expression).map_err(|e| BrokerError::SubscriptionParseFailed(e.0))?);
+        let mut selectors = self.selectors.lock();
+        if selectors.len() >= MAX_COMPILED_SELECTORS {
+            selectors.clear();
+        }
+        selectors.insert(expression.to_owned(), sql.clone());
+        Ok(sql)
     }
 
     /// Answers a pull: at once when there is something (or an offset to move), else after up to
@@ -139,7 +199,7 @@ impl ConsumeService {
                 req.queue_id, req.topic, topic.read_queue_nums
             )));
         }
-        let filter = Arc::new(self.tag_filter(&req)?);
+        let filter = Arc::new(self.filter(&req)?);
         if let Some(offset) = self.offsets.take_reset(&req.group, &req.topic, req.queue_id) {
             // An admin reset the queue: the client moves there (and commits nothing of its own).
             let (min_offset, max_offset) = self.store.queue_offsets(&req.topic, req.queue_id);
@@ -184,19 +244,15 @@ impl ConsumeService {
         })
     }
 
-    /// The tag hashes to keep, `None` for every tag.
-    fn tag_filter(&self, req: &PullRequest) -> Result<Option<HashSet<i64>>, BrokerError> {
+    /// What the pull keeps, `None` for everything.
+    fn filter(&self, req: &PullRequest) -> Result<Option<PullFilter>, BrokerError> {
         let subscription = match &req.subscription {
-            Some(s) => {
-                if !s.expression_type.eq_ignore_ascii_case("TAG") {
-                    return Err(sql92_refused());
-                }
-                SubscriptionData::from_tag_expression(&req.topic, &s.expression, s.sub_version)
-            }
+            Some(s) if is_tag_type(&s.expression_type) => SubscriptionData::from_tag_expression(&req.topic, &s.expression, s.sub_version),
+            Some(s) => return Ok(Some(PullFilter::Sql(self.selector(&s.expression_type, &s.expression)?))),
             None => match self.groups.subscription(&req.group, &req.topic) {
-                Some(s) if !s.expression_type.eq_ignore_ascii_case("TAG") => return Err(sql92_refused()),
-                Some(s) => s,
-                None => SubscriptionData::from_tag_expression(&req.topic, "*", 0),
+                Some(s) if is_tag_type(&s.expression_type) => s,
+                Some(s) => return Ok(Some(PullFilter::Sql(self.selector(&s.expression_type, &s.sub_string)?))),
+                None => return Ok(None),
             },
         };
         if subscription.is_all() {
@@ -208,21 +264,23 @@ impl ConsumeService {
                 subscription.code_set.len()
             )));
         }
-        Ok(Some(subscription.code_set.iter().map(|c| i64::from(*c)).collect()))
+        Ok(Some(PullFilter::Tags(
+            subscription.code_set.iter().map(|c| i64::from(*c)).collect(),
+        )))
     }
 
     /// One look at the queue: inline when the data is hot, on the store pool otherwise.
-    async fn read(&self, req: &PullRequest, filter: Arc<Option<HashSet<i64>>>) -> Result<GetResult, BrokerError> {
+    async fn read(&self, req: &PullRequest, filter: Arc<Option<PullFilter>>) -> Result<GetResult, BrokerError> {
         let max = usize::try_from(req.max_msgs.max(1)).unwrap_or(1).min(MAX_MSGS_PER_PULL);
         let (_, queue_max) = self.store.queue_offsets(&req.topic, req.queue_id);
         let got = if queue_max - req.queue_offset <= HOT_QUEUE_ENTRIES {
             self.store
-                .get_messages(&req.topic, req.queue_id, req.queue_offset, max, filter.as_ref().as_ref())
+                .get_messages(&req.topic, req.queue_id, req.queue_offset, max, as_filter(&filter))
         } else {
             self.stats.pulls_offloaded.fetch_add(1, Ordering::Relaxed);
             let (store, topic, queue_id, offset) = (self.store.clone(), req.topic.clone(), req.queue_id, req.queue_offset);
             self.pool
-                .run(move || store.get_messages(&topic, queue_id, offset, max, filter.as_ref().as_ref()))?
+                .run(move || store.get_messages(&topic, queue_id, offset, max, as_filter(&filter)))?
                 .await?
         };
         if got.status == GetStatus::Found {
@@ -232,6 +290,10 @@ impl ConsumeService {
         }
         Ok(got)
     }
+}
+
+fn as_filter(filter: &Option<PullFilter>) -> Option<&dyn MessageFilter> {
+    filter.as_ref().map(|f| f as &dyn MessageFilter)
 }
 
 #[cfg(test)]

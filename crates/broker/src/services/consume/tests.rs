@@ -175,6 +175,71 @@ async fn piggy_backed_commits_count_only_for_registered_groups() {
 }
 
 #[tokio::test]
+async fn sql92_selects_on_properties_and_tags_when_property_filtering_is_on() {
+    let t = TestBroker::start(|c| c.enable_property_filter = true);
+    for i in 0..10 {
+        let mut req = send_request("Sql", 0, if i % 2 == 0 { "A" } else { "B" }, format!("m{i}").as_bytes());
+        let props = req.properties.take().unwrap_or_default();
+        let region = if i < 5 { "eu" } else { "us" };
+        req.properties = Some(format!("{props}a\u{1}{i}\u{2}region\u{1}{region}\u{2}"));
+        t.broker.produce.send(req).await.unwrap();
+    }
+    t.broker.produce.send(send_request("Sql", 0, "A", b"no-a")).await.unwrap();
+    t.wait_dispatched();
+    let select = |expression: &str| PullRequest {
+        subscription: Some(PullSubscription {
+            expression_type: "SQL92".into(),
+            expression: expression.into(),
+            sub_version: 1,
+        }),
+        ..pull("Sql", 0, 0)
+    };
+    let got = t
+        .broker
+        .consume
+        .pull(select("a >= 3 AND TAGS = 'A' AND region IN ('eu', 'ap')"))
+        .await
+        .unwrap();
+    let bodies: Vec<Vec<u8>> = decode_messages(&got.body).unwrap().into_iter().map(|m| m.body.to_vec()).collect();
+    assert_eq!(bodies, [b"m4".to_vec()]);
+    assert_eq!(
+        (got.status, got.next_begin_offset),
+        (GetStatus::Found, 11),
+        "skipped entries are passed over"
+    );
+    let none = t.broker.consume.pull(select("a > 100")).await.unwrap();
+    assert_eq!((none.status, none.next_begin_offset), (GetStatus::NoMatchedMessage, 11));
+    let missing = t.broker.consume.pull(select("a IS NULL")).await.unwrap();
+    assert_eq!(missing.message_count, 1, "the message without the property");
+    // The group's registered subscription is used when the pull carries none.
+    let mut data = crate::services::testing::consumer_data("G", "Sql", "*");
+    data.subscription_data_set[0].expression_type = "SQL92".into();
+    data.subscription_data_set[0].sub_string = "region = 'us' AND a < 7".into();
+    data.subscription_data_set[0].tags_set.clear();
+    data.subscription_data_set[0].code_set.clear();
+    let channel = crate::services::groups::ClientChannel {
+        handle: crate::services::testing::FakeClient::new(7),
+        client_id: "sql-client".into(),
+        language: petrel_protocol::LanguageCode::Java,
+        version: 513,
+        last_update: Instant::now(),
+    };
+    t.broker.groups.register_consumer(channel, &data).unwrap();
+    let registered = t.broker.consume.pull(pull("Sql", 0, 0)).await.unwrap();
+    assert_eq!(registered.message_count, 2, "m5 and m6");
+    assert!(matches!(
+        t.broker.consume.pull(select("a >")).await,
+        Err(BrokerError::SubscriptionParseFailed(_))
+    ));
+    assert!(matches!(
+        t.broker.consume.selector("SQL92", "a >"),
+        Err(BrokerError::SubscriptionParseFailed(_))
+    ));
+    assert!(matches!(t.broker.consume.selector("CLASS", "x"), Err(BrokerError::NotSupported(_))));
+    t.stop().await;
+}
+
+#[tokio::test]
 async fn sql92_and_oversized_tag_sets_are_refused() {
     let t = TestBroker::start(|_| {});
     t.send_n("Filters", 0, 1).await;

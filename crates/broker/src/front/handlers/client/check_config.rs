@@ -1,4 +1,6 @@
-//! CHECK_CLIENT_CONFIG (46): TAG subscriptions are accepted, SQL92 is refused.
+//! CHECK_CLIENT_CONFIG (46): a consumer checks its subscription before it starts. TAG is always
+//! accepted; SQL92 compiles when `enablePropertyFilter` is on (else SYSTEM_ERROR), and one that
+//! does not compile gets SUBSCRIPTION_PARSE_FAILED with the reason, so `start()` fails there.
 
 use std::sync::Arc;
 
@@ -11,7 +13,7 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::front::reply::from_error;
 
-pub(crate) fn handle(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let body: serde_json::Value = match body::from_json(&request.body) {
         Ok(b) => b,
         Err(e) => {
@@ -19,10 +21,14 @@ pub(crate) fn handle(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Re
             return Reply::Now(from_error(&request, &e));
         }
     };
-    let expression_type = body["subscriptionData"]["expressionType"].as_str().unwrap_or("TAG");
-    if !expression_type.eq_ignore_ascii_case("TAG") {
-        let e = BrokerError::NotSupported("The broker does not support consumer to filter message by SQL92".into());
-        return Reply::Now(from_error(&request, &e));
+    let subscription = &body["subscriptionData"];
+    let expression_type = subscription["expressionType"].as_str().unwrap_or("TAG");
+    if expression_type.is_empty() || expression_type.eq_ignore_ascii_case("TAG") {
+        return Reply::Now(answer(&request, resp::SUCCESS));
     }
-    Reply::Now(answer(&request, resp::SUCCESS))
+    let expression = subscription["subString"].as_str().unwrap_or_default();
+    match broker.consume.selector(expression_type, expression) {
+        Ok(_) => Reply::Now(answer(&request, resp::SUCCESS)),
+        Err(e) => Reply::Now(from_error(&request, &e)),
+    }
 }
