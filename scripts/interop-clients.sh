@@ -5,13 +5,13 @@
 #    consumers (queue locks) and one taking over when the other leaves; delay levels, timer
 #    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
-#    queries by key and id; SQL92 selectors; broadcasting; offset resets;
+#    queries by key and id; SQL92 selectors; group settings; broadcasting; offset resets;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries; an SQL92 selector;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
-#    queryMsgById, resetOffsetByTime;
+#    queryMsgById, resetOffsetByTime, updateSubGroup, getConsumerConfig, deleteSubGroup;
 #  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
 #    consumer of the same group resumes from the committed offsets with nothing lost.
 set -euo pipefail
@@ -117,6 +117,7 @@ if java_test delayed "$ns"; then ok "Java client: delay levels, RECONSUME_LATER 
 if java_test timer "$ns"; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
 if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
 if java_test sql "$ns"; then ok "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"; else not_ok "Java client sql scenario"; fi
+if java_test groupconfig "$ns"; then ok "Java admin API: a group created with consumption off gets nothing, its retry topic has its retryQueueNums, turned on it gets everything once, deleted it is gone"; else not_ok "Java client groupconfig scenario"; fi
 if java_test broadcast "$ns"; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
 if java_test reset "$ns"; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
 if java_test transaction "$ns"; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
@@ -161,6 +162,17 @@ check "brokerStatus put-lock statistics" "putMessageLockKind" "$status"
 check "consumerProgress of the Java push group" "PetrelJava" "$(admin consumerProgress -g "cg_push_$stamp")"
 check "resetOffsetByTime to the beginning answers each queue's offset" "#offset" "$(admin resetOffsetByTime -g "cg_push_$stamp" -t "PetrelJava$stamp" -s 0)"
 check "consumerProgress after the reset: all 80 messages to consume again" "Diff Total: 80" "$(admin consumerProgress -g "cg_push_$stamp")"
+sub_group="cg_admin_$stamp"
+check "updateSubGroup creates a group" "create subscription group to 127.0.0.1:$broker_port success" \
+  "$(admin updateSubGroup -b "127.0.0.1:$broker_port" -g "$sub_group" -r 3 -q 2 -d false)"
+group_config=$(admin getConsumerConfig -g "$sub_group")
+check "getConsumerConfig shows its retryMaxTimes" "$(printf '%-40s=  %s' retryMaxTimes 3)" "$group_config"
+check "getConsumerConfig shows its consumeBroadcastEnable" "$(printf '%-40s=  %s' consumeBroadcastEnable false)" "$group_config"
+check "deleteSubGroup" "delete subscription group [$sub_group] from broker [127.0.0.1:$broker_port] in cluster [DefaultCluster] success." \
+  "$(admin deleteSubGroup -c DefaultCluster -g "$sub_group" -r true)"
+if admin getConsumerConfig -g "$sub_group" | grep -q retryMaxTimes; then not_ok "getConsumerConfig: a deleted group still shows"; else
+  ok "getConsumerConfig: a deleted group is gone"
+fi
 sent=$(admin sendMessage -t PetrelAdminTopic -p "find me" -k "petrel-key-$stamp other-key" -c TagQ -b broker-a -i 1)
 msg_id=$(awk '/SEND_OK/ {print $NF}' <<<"$sent")
 check "sendMessage with keys" "SEND_OK" "$sent"

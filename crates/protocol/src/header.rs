@@ -597,6 +597,22 @@ command_header! {
 }
 
 command_header! {
+    /// DELETE_SUBSCRIPTIONGROUP (207): `mqadmin deleteSubGroup`; `cleanOffset` also drops the
+    /// group's committed offsets.
+    pub struct DeleteSubscriptionGroupRequestHeader {
+        group_name: String = "groupName",
+        clean_offset: Option<bool> = "cleanOffset",
+    }
+}
+
+command_header! {
+    /// GET_SUBSCRIPTIONGROUP_CONFIG (352): one group's settings.
+    pub struct GetSubscriptionGroupConfigRequestHeader {
+        group: String = "group",
+    }
+}
+
+command_header! {
     /// VIEW_MESSAGE_BY_ID (33): `offset` is a commit-log offset.
     pub struct ViewMessageRequestHeader {
         offset: i64 = "offset",

@@ -1,7 +1,7 @@
 //! `GroupService`: who is connected — consumer groups (their clients and subscriptions) and
 //! producer groups, fed by heartbeats, UNREGISTER_CLIENT, closed connections and expiry — and
-//! which consumer groups exist at all (created by a client's heartbeat, kept in
-//! `config/subscriptionGroup.json`).
+//! which consumer groups exist at all, with their settings (created by a client's heartbeat with
+//! RocketMQ's defaults or by `mqadmin updateSubGroup`, kept in `config/subscriptionGroup.json`).
 //!
 //! Owns: group membership, the known groups, and the "ids changed" notifications membership
 //! changes trigger. Must never: keep a closed connection, block while notifying (a notification
@@ -9,7 +9,7 @@
 //! own), create a group for a name RocketMQ would refuse, or hold more groups, subscriptions or
 //! tags than its bounds.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,31 +46,122 @@ pub struct ConsumerGroupInfo {
     pub consume_from_where: ConsumeFromWhere,
 }
 
-#[derive(Default, Serialize, Deserialize)]
+/// A consumer group's settings (RocketMQ's `SubscriptionGroupConfig`): created with RocketMQ's
+/// defaults by a client's first heartbeat, or set by `mqadmin updateSubGroup`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct GroupEntry {
-    group_name: String,
+pub struct GroupConfig {
+    pub group_name: String,
+    /// `false`: the group's pulls get NO_PERMISSION.
     #[serde(default = "yes")]
-    consume_enable: bool,
+    pub consume_enable: bool,
+    #[serde(default = "yes")]
+    pub consume_from_min_enable: bool,
+    /// `false`: pulls of the group's broadcasting consumers get NO_PERMISSION.
+    #[serde(default = "yes")]
+    pub consume_broadcast_enable: bool,
+    #[serde(default)]
+    pub consume_message_orderly: bool,
+    /// Queues of `%RETRY%<group>` when the broker creates it.
+    #[serde(default = "one")]
+    pub retry_queue_nums: i32,
+    /// Retries before the dead-letter queue, for sends back that do not say (newer clients do).
+    #[serde(default = "default_retry_max_times")]
+    pub retry_max_times: i32,
+    #[serde(default)]
+    pub broker_id: i64,
+    #[serde(default = "one_i64")]
+    pub which_broker_when_consume_slowly: i64,
+    /// `false`: membership changes are not pushed to the group's clients (they rebalance on
+    /// their own every 20 s).
+    #[serde(default = "yes")]
+    pub notify_consumer_ids_changed_enable: bool,
+    #[serde(default)]
+    pub group_sys_flag: i32,
+    #[serde(default = "default_consume_timeout_minute")]
+    pub consume_timeout_minute: i32,
+    /// The fields Petrel keeps and shows without acting on them (`groupRetryPolicy`,
+    /// `subscriptionDataSet`, `attributes`, and any a later RocketMQ adds).
+    #[serde(flatten)]
+    pub other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// Retry topics' queues at most (`retryQueueNums`).
+pub const MAX_RETRY_QUEUE_NUMS: i32 = 64;
+
+impl GroupConfig {
+    /// RocketMQ's defaults for a group.
+    #[must_use]
+    pub fn new(group: &str) -> GroupConfig {
+        GroupConfig {
+            group_name: group.to_owned(),
+            consume_enable: true,
+            consume_from_min_enable: true,
+            consume_broadcast_enable: true,
+            consume_message_orderly: false,
+            retry_queue_nums: 1,
+            retry_max_times: default_retry_max_times(),
+            broker_id: 0,
+            which_broker_when_consume_slowly: 1,
+            notify_consumer_ids_changed_enable: true,
+            group_sys_flag: 0,
+            consume_timeout_minute: default_consume_timeout_minute(),
+            other: serde_json::Map::new(),
+        }
+    }
+
+    fn validate(&self) -> Result<(), BrokerError> {
+        validate_group_name(&self.group_name)?;
+        if !(1..=MAX_RETRY_QUEUE_NUMS).contains(&self.retry_queue_nums) {
+            return Err(BrokerError::InvalidParameter(format!(
+                "retryQueueNums {} of group [{}] is outside 1..={MAX_RETRY_QUEUE_NUMS}",
+                self.retry_queue_nums, self.group_name
+            )));
+        }
+        if self.retry_max_times < -1 {
+            return Err(BrokerError::InvalidParameter(format!(
+                "retryMaxTimes {} of group [{}] is below -1",
+                self.retry_max_times, self.group_name
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn yes() -> bool {
     true
 }
 
-/// RocketMQ's `subscriptionGroup.json` layout (the fields Petrel uses).
+fn one() -> i32 {
+    1
+}
+
+fn one_i64() -> i64 {
+    1
+}
+
+fn default_retry_max_times() -> i32 {
+    16
+}
+
+fn default_consume_timeout_minute() -> i32 {
+    15
+}
+
+/// RocketMQ's `subscriptionGroup.json` layout.
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct GroupFile {
     #[serde(default)]
-    subscription_group_table: BTreeMap<String, GroupEntry>,
+    subscription_group_table: BTreeMap<String, GroupConfig>,
 }
 
 pub struct GroupService {
     consumers: RwLock<HashMap<String, ConsumerGroupInfo>>,
     /// producer group -> connection id -> channel
     producers: RwLock<HashMap<String, BTreeMap<u64, ClientChannel>>>,
-    known: RwLock<BTreeSet<String>>,
+    /// Every group that exists, with its settings.
+    known: RwLock<BTreeMap<String, GroupConfig>>,
     path: PathBuf,
     persist: Arc<Coalesced>,
     max_groups: usize,
@@ -118,8 +209,10 @@ impl GroupService {
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
             None => GroupFile::default(),
         };
-        let mut known: BTreeSet<String> = file.subscription_group_table.into_keys().collect();
-        known.extend(with_offsets.iter().cloned());
+        let mut known = file.subscription_group_table;
+        for group in with_offsets {
+            known.entry(group.clone()).or_insert_with(|| GroupConfig::new(group));
+        }
         Ok(GroupService {
             consumers: RwLock::new(HashMap::new()),
             producers: RwLock::new(HashMap::new()),
@@ -154,48 +247,104 @@ impl GroupService {
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         let file = GroupFile {
-            subscription_group_table: self
-                .known
-                .read()
-                .iter()
-                .map(|g| {
-                    let entry = GroupEntry {
-                        group_name: g.clone(),
-                        consume_enable: true,
-                    };
-                    (g.clone(), entry)
-                })
-                .collect(),
+            subscription_group_table: self.known.read().clone(),
         };
         serde_json::to_vec(&file).unwrap_or_default()
     }
 
-    /// A slave learns its master's groups (up to `maxGroups`); returns how many were new.
+    /// A slave takes its master's groups and their settings (new ones up to `maxGroups`);
+    /// returns how many were new or changed.
     ///
     /// # Errors
     /// The master's table does not parse.
     pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, String> {
         let master: GroupFile = serde_json::from_slice(json).map_err(|e| e.to_string())?;
         let mut known = self.known.write();
-        let before = known.len();
-        for group in master.subscription_group_table.into_keys() {
-            if known.len() >= self.max_groups {
-                break;
+        let mut changed = 0;
+        for (group, config) in master.subscription_group_table {
+            if known.get(&group) == Some(&config) || (!known.contains_key(&group) && known.len() >= self.max_groups) {
+                continue;
             }
-            known.insert(group);
+            known.insert(group, config);
+            changed += 1;
         }
-        let added = known.len() - before;
         drop(known);
-        if added > 0 {
+        if changed > 0 {
             self.persist.request();
         }
-        Ok(added)
+        Ok(changed)
+    }
+
+    /// A group's settings, RocketMQ's defaults for a group that does not exist.
+    #[must_use]
+    pub fn config(&self, group: &str) -> GroupConfig {
+        self.known.read().get(group).cloned().unwrap_or_else(|| GroupConfig::new(group))
+    }
+
+    /// A group's settings, if the group exists (GET_SUBSCRIPTIONGROUP_CONFIG).
+    #[must_use]
+    pub fn find_config(&self, group: &str) -> Option<GroupConfig> {
+        self.known.read().get(group).cloned()
+    }
+
+    /// UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: creates the group or replaces its settings; returns
+    /// whether it was created.
+    ///
+    /// # Errors
+    /// A bad name or setting, or `maxGroups`.
+    pub fn upsert_config(&self, config: GroupConfig) -> Result<bool, BrokerError> {
+        config.validate()?;
+        let mut known = self.known.write();
+        let created = !known.contains_key(&config.group_name);
+        if created && known.len() >= self.max_groups {
+            return Err(BrokerError::LimitReached(format!(
+                "the broker holds {} consumer groups, its maxGroups; group [{}] is not created",
+                self.max_groups, config.group_name
+            )));
+        }
+        tracing::info!(group = %config.group_name, created, "consumer group settings updated");
+        known.insert(config.group_name.clone(), config);
+        drop(known);
+        self.persist.request();
+        Ok(created)
+    }
+
+    /// DELETE_SUBSCRIPTIONGROUP: forgets the group's settings; returns whether it existed. Its
+    /// live consumers stay registered (their next heartbeat creates it again, as on RocketMQ).
+    pub fn delete(&self, group: &str) -> bool {
+        let existed = self.known.write().remove(group).is_some();
+        if existed {
+            self.persist.request();
+            tracing::info!(group, "consumer group deleted");
+        }
+        existed
+    }
+
+    /// Refuses a pull the group's settings forbid: consumption turned off, or a broadcasting
+    /// consumer of a group that may not broadcast (RocketMQ's NO_PERMISSION remarks).
+    ///
+    /// # Errors
+    /// `NoPermission`.
+    pub fn check_consume(&self, group: &str) -> Result<(), BrokerError> {
+        let (enabled, broadcast) = match self.known.read().get(group) {
+            Some(c) => (c.consume_enable, c.consume_broadcast_enable),
+            None => return Ok(()),
+        };
+        if !enabled {
+            return Err(BrokerError::NoPermission(format!("subscription group no permission, {group}")));
+        }
+        if !broadcast && self.with_group(group, |i| i.message_model == MessageModel::Broadcasting) == Some(true) {
+            return Err(BrokerError::NoPermission(format!(
+                "the consumer group[{group}] can not consume by broadcast way"
+            )));
+        }
+        Ok(())
     }
 
     /// Whether the consumer group exists (a client registered it, now or before a restart).
     #[must_use]
     pub fn is_known(&self, group: &str) -> bool {
-        self.known.read().contains(group)
+        self.known.read().contains_key(group)
     }
 
     /// Checks that `group` exists, for requests that need it to (offset commits).
@@ -223,17 +372,19 @@ impl GroupService {
             )));
         }
         let mut known = self.known.write();
-        if known.len() >= self.max_groups && !known.contains(group) {
+        if known.contains_key(group) {
+            return Ok(());
+        }
+        if known.len() >= self.max_groups {
             return Err(BrokerError::LimitReached(format!(
                 "the broker holds {} consumer groups, its maxGroups; group [{group}] is not created",
                 self.max_groups
             )));
         }
-        if known.insert(group.to_owned()) {
-            drop(known);
-            self.persist.request();
-            tracing::info!(group, "consumer group created by a heartbeat");
-        }
+        known.insert(group.to_owned(), GroupConfig::new(group));
+        drop(known);
+        self.persist.request();
+        tracing::info!(group, "consumer group created by a heartbeat");
         Ok(())
     }
 
@@ -247,6 +398,7 @@ impl GroupService {
         check_subscriptions(data)?;
         self.learn(&data.group_name)?;
         let group = data.group_name.clone();
+        let notifies = self.notifies(&group);
         let (changed, notify) = {
             let mut consumers = self.consumers.write();
             if !consumers.contains_key(&group) && consumers.len() >= self.max_groups {
@@ -263,7 +415,7 @@ impl GroupService {
                 consume_from_where: data.consume_from_where,
             });
             let changed = update_group(info, channel, data);
-            let notify = if changed && info.message_model != MessageModel::Broadcasting {
+            let notify = if changed && info.message_model != MessageModel::Broadcasting && notifies {
                 info.channels.values().map(|c| c.handle.clone()).collect()
             } else {
                 Vec::new()
@@ -272,6 +424,11 @@ impl GroupService {
         };
         notify_ids_changed(&group, &notify);
         Ok(changed)
+    }
+
+    /// Whether the group's clients are told of membership changes (`notifyConsumerIdsChangedEnable`).
+    fn notifies(&self, group: &str) -> bool {
+        self.known.read().get(group).is_none_or(|c| c.notify_consumer_ids_changed_enable)
     }
 
     /// Registers a producer's heartbeat.
@@ -340,7 +497,9 @@ impl GroupService {
             });
         }
         for (group, chs) in notify {
-            notify_ids_changed(&group, &chs);
+            if self.notifies(&group) {
+                notify_ids_changed(&group, &chs);
+            }
         }
     }
 
@@ -488,6 +647,63 @@ mod tests {
             matches!(refused, Err(BrokerError::GroupNotExist(_))),
             "autoCreateSubscriptionGroup=false"
         );
+    }
+
+    #[test]
+    fn group_settings_are_set_kept_copied_and_enforced() {
+        let dir = tempfile::tempdir().unwrap();
+        let groups = GroupService::open(dir.path(), 4, false, &[]).unwrap();
+        let mut config = GroupConfig::new("Admin");
+        config.retry_max_times = 3;
+        config.retry_queue_nums = 2;
+        config.consume_broadcast_enable = false;
+        config.other.insert("attributes".into(), serde_json::json!({"k": "v"}));
+        assert!(groups.upsert_config(config.clone()).unwrap(), "created");
+        assert!(!groups.upsert_config(config.clone()).unwrap(), "then updated");
+        assert_eq!(groups.config("Admin"), config);
+        assert_eq!(groups.config("Nobody").retry_max_times, 16, "RocketMQ's defaults");
+        assert!(groups.find_config("Nobody").is_none());
+        // An admin-created group takes heartbeats with autoCreateSubscriptionGroup=false.
+        let c = FakeClient::new(1);
+        groups
+            .register_consumer(channel(&c, "A"), &consumer_data("Admin", "T", "*"))
+            .unwrap();
+        assert!(groups.check_consume("Admin").is_ok(), "clustering is allowed");
+        let mut broadcast = consumer_data("Admin", "T", "*");
+        broadcast.message_model = MessageModel::Broadcasting;
+        groups.register_consumer(channel(&c, "A"), &broadcast).unwrap();
+        let refused = groups.check_consume("Admin");
+        assert!(matches!(refused, Err(BrokerError::NoPermission(r)) if r.contains("can not consume by broadcast way")));
+        config.consume_enable = false;
+        groups.upsert_config(config.clone()).unwrap();
+        let off = groups.check_consume("Admin");
+        assert!(matches!(off, Err(BrokerError::NoPermission(r)) if r.contains("subscription group no permission")));
+        // Bad settings and the bound.
+        let mut bad = GroupConfig::new("Bad");
+        bad.retry_queue_nums = 0;
+        assert!(matches!(groups.upsert_config(bad), Err(BrokerError::InvalidParameter(_))));
+        assert!(matches!(
+            groups.upsert_config(GroupConfig::new("bad name")),
+            Err(BrokerError::InvalidParameter(_))
+        ));
+        for g in ["G2", "G3", "G4"] {
+            groups.upsert_config(GroupConfig::new(g)).unwrap();
+        }
+        assert!(matches!(
+            groups.upsert_config(GroupConfig::new("G5")),
+            Err(BrokerError::LimitReached(_))
+        ));
+        // Persisted with the fields Petrel does not use, and copied by a slave.
+        groups.write_file().unwrap();
+        let reopened = GroupService::open(dir.path(), 4, false, &[]).unwrap();
+        assert_eq!(reopened.config("Admin"), config);
+        let slave_dir = tempfile::tempdir().unwrap();
+        let slave = GroupService::open(slave_dir.path(), 16, true, &[]).unwrap();
+        assert_eq!(slave.merge_from_master(&groups.to_json()).unwrap(), 4);
+        assert_eq!(slave.config("Admin"), config);
+        assert_eq!(slave.merge_from_master(&groups.to_json()).unwrap(), 0, "nothing new");
+        assert!(groups.delete("Admin") && !groups.delete("Admin"));
+        assert!(!groups.is_known("Admin"));
     }
 
     #[test]

@@ -275,6 +275,15 @@ impl OffsetService {
             .collect()
     }
 
+    /// Drops every offset `group` committed (DELETE_SUBSCRIPTIONGROUP with `cleanOffset`).
+    pub fn remove_group(&self, group: &str) {
+        let suffix = format!("@{group}");
+        self.table.committed.write().offset_table.retain(|k, _| !k.ends_with(&suffix));
+        self.pulled.write().retain(|k, _| !k.ends_with(&suffix));
+        self.resets.lock().retain(|k, _| !k.ends_with(&suffix));
+        self.table.dirty.store(true, Ordering::Release);
+    }
+
     pub fn remove_topic(&self, topic: &str) {
         let prefix = format!("{topic}@");
         self.table.committed.write().offset_table.retain(|k, _| !k.starts_with(&prefix));

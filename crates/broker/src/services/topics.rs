@@ -325,16 +325,18 @@ impl TopicService {
         Ok((c, created))
     }
 
-    /// The group's retry topic, created if needed; returns whether it was created.
+    /// The group's retry topic, created if needed with `queue_nums` queues (the group's
+    /// `retryQueueNums`); returns whether it was created.
     ///
     /// # Errors
     /// A bad name, or the cap.
-    pub fn ensure_retry(&self, group: &str) -> Result<bool, BrokerError> {
+    pub fn ensure_retry(&self, group: &str, queue_nums: i32) -> Result<bool, BrokerError> {
         let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{group}");
         if self.get(&retry).is_some() {
             return Ok(false);
         }
-        Ok(self.insert(TopicConfig::new(&retry, 1, perm::READ | perm::WRITE), false)?.1)
+        let config = TopicConfig::new(&retry, queue_nums.max(1), perm::READ | perm::WRITE);
+        Ok(self.insert(config, false)?.1)
     }
 
     /// The group's dead-letter topic, created if needed.
@@ -415,8 +417,8 @@ mod tests {
         let too_many_queues = m.create_or_update(TopicConfig::new("Q", 1025, 6)).await;
         assert!(matches!(too_many_queues, Err(BrokerError::InvalidParameter(_))));
         m.create_or_update(TopicConfig::new("A", 4, 6)).await.unwrap();
-        assert!(m.ensure_retry("g").unwrap(), "the 8th topic fits");
-        assert!(!m.ensure_retry("g").unwrap(), "already there");
+        assert!(m.ensure_retry("g", 1).unwrap(), "the 8th topic fits");
+        assert!(!m.ensure_retry("g", 1).unwrap(), "already there");
         let full = m.for_send("B", "TBW102", 4);
         assert!(matches!(full, Err(BrokerError::LimitReached(r)) if r.contains("maxTopics")));
         m.create_or_update(TopicConfig::new("A", 2, 6)).await.unwrap();

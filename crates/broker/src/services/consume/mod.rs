@@ -183,6 +183,7 @@ impl ConsumeService {
     /// # Errors
     /// An unknown topic, no read permission, a bad queue id, an unusable subscription, or a bound.
     pub async fn pull(&self, req: PullRequest) -> Result<PullOutcome, BrokerError> {
+        self.groups.check_consume(&req.group)?;
         let topic = self
             .topics
             .get(&req.topic)

@@ -31,6 +31,15 @@ pub enum Delivered {
     Skipped(String),
 }
 
+/// What a consumer group's settings say about its retries (`retryMaxTimes`, `retryQueueNums`).
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    /// Retries before the DLQ when the request does not say.
+    pub retry_max_times: i32,
+    /// Queues of the retry topic when it is created.
+    pub retry_queue_nums: i32,
+}
+
 impl ProduceService {
     /// Stores the message at `req.offset` again for `req.group`: in `%RETRY%<group>` at its
     /// delay level, or in `%DLQ%<group>` once it was retried `max_reconsume_times` times.
@@ -38,10 +47,10 @@ impl ProduceService {
     /// # Errors
     /// This broker takes no writes now, no record starts at the offset, the retry or DLQ topic
     /// cannot be created, or the append fails.
-    pub async fn send_back(&self, req: SendBackRequest, group_max_reconsume_times: i32) -> Result<(), BrokerError> {
+    pub async fn send_back(&self, req: SendBackRequest, group: RetryPolicy) -> Result<(), BrokerError> {
         self.check_writable()?;
         let mut m = self.record_at(req.offset).await?;
-        let retry_created = self.topics.ensure_retry(&req.group)?;
+        let retry_created = self.topics.ensure_retry(&req.group, group.retry_queue_nums)?;
         if !m.properties.contains_key(keys::RETRY_TOPIC) {
             m.properties.insert(keys::RETRY_TOPIC.to_owned(), m.topic.clone());
         }
@@ -50,11 +59,11 @@ impl ProduceService {
             m.properties.insert(keys::ORIGIN_MESSAGE_ID.to_owned(), id);
         }
         m.properties.insert(keys::WAIT_STORE_MSG_OK.to_owned(), "false".to_owned());
-        let max = req.max_reconsume_times.unwrap_or(group_max_reconsume_times);
-        let (topic, created) = if m.reconsume_times >= max || req.delay_level < 0 {
+        let max = req.max_reconsume_times.unwrap_or(group.retry_max_times);
+        let (topic, queue_id, created) = if m.reconsume_times >= max || req.delay_level < 0 {
             m.properties.shift_remove(keys::DELAY_TIME_LEVEL);
             let (dlq, created) = self.topics.ensure_dlq(&req.group)?;
-            (dlq.topic_name, created)
+            (dlq.topic_name, 0, created)
         } else {
             let level = if req.delay_level == 0 {
                 3 + m.reconsume_times
@@ -62,11 +71,15 @@ impl ProduceService {
                 req.delay_level
             };
             m.properties.insert(keys::DELAY_TIME_LEVEL.to_owned(), level.to_string());
-            (format!("{RETRY_GROUP_TOPIC_PREFIX}{}", req.group), retry_created)
+            let retry = format!("{RETRY_GROUP_TOPIC_PREFIX}{}", req.group);
+            // Spread over the retry topic's queues (RocketMQ picks one at random).
+            let queues = self.topics.get(&retry).map_or(1, |t| t.write_queue_nums.max(1));
+            let queue_id = i32::try_from(req.offset.rem_euclid(i64::from(queues))).unwrap_or(0);
+            (retry, queue_id, retry_created)
         };
         let again = MessageExt {
             topic,
-            queue_id: 0,
+            queue_id,
             reconsume_times: m.reconsume_times.saturating_add(1),
             ..self.stored_again(m)
         };

@@ -554,5 +554,5 @@ mod later;
 mod tests;
 mod transaction;
 
-pub use later::{Delivered, SendBackRequest};
+pub use later::{Delivered, RetryPolicy, SendBackRequest};
 pub use transaction::{EndTransaction, Ended};

@@ -220,7 +220,11 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
         max_reconsume_times: max,
     };
     let produce = &t.broker.produce;
-    produce.send_back(back(0, None), 16).await.unwrap();
+    let policy = |retry_max_times| RetryPolicy {
+        retry_max_times,
+        retry_queue_nums: 1,
+    };
+    produce.send_back(back(0, None), policy(16)).await.unwrap();
     let retry = first_in(&t, "SCHEDULE_TOPIC_XXXX", 2).await;
     assert_eq!(retry.properties.get("DELAY").map(String::as_str), Some("3"), "3 + times retried");
     assert_eq!(retry.properties.get("REAL_TOPIC").map(String::as_str), Some("%RETRY%G"));
@@ -232,10 +236,12 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
     assert_eq!(t.broker.schedule.pending(&t.broker.store)[2], 1, "waiting its 10 s at level 3");
 
     // Retried as often as allowed (0 times here), or a negative level: the DLQ, at once.
-    produce.send_back(back(0, Some(0)), 16).await.unwrap();
-    produce.send_back(back(-1, None), 16).await.unwrap();
+    // The group's retryMaxTimes counts when the request does not say.
+    produce.send_back(back(0, Some(0)), policy(16)).await.unwrap();
+    produce.send_back(back(-1, None), policy(16)).await.unwrap();
+    produce.send_back(back(0, None), policy(0)).await.unwrap();
     t.wait_dispatched();
-    assert_eq!(t.broker.store.queue_offsets("%DLQ%G", 0).1, 2);
+    assert_eq!(t.broker.store.queue_offsets("%DLQ%G", 0).1, 3);
     let dead = first_in(&t, "%DLQ%G", 0).await;
     assert_eq!(dead.properties.get("DELAY"), None);
     assert_eq!(dead.properties.get("RETRY_TOPIC").map(String::as_str), Some("Orig"));
@@ -246,7 +252,7 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
                 offset: offset + 3,
                 ..back(0, None)
             },
-            16,
+            policy(16),
         )
         .await
         .unwrap_err();

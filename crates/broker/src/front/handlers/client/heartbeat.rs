@@ -30,7 +30,8 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
     let mut registered = || -> Result<(), BrokerError> {
         for consumer in &data.consumer_data_set {
             broker.groups.register_consumer(channel.clone(), consumer)?;
-            created_topic |= broker.topics.ensure_retry(&consumer.group_name)?;
+            let retry_queue_nums = broker.groups.config(&consumer.group_name).retry_queue_nums;
+            created_topic |= broker.topics.ensure_retry(&consumer.group_name, retry_queue_nums)?;
         }
         for producer in &data.producer_data_set {
             broker.groups.register_producer(&producer.group_name, channel.clone())?;

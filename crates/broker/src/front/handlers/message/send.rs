@@ -11,6 +11,7 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::front::reply::from_error;
 use crate::services::produce::{Durability, SendOutcome, SendRequest};
+use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
 
 pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let region = broker.config.region_id.clone();
@@ -18,6 +19,13 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(h) => h,
         Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
     };
+    // A send to a retry topic (an orderly consumer's retry) that does not say how often it may
+    // be retried takes the group's `retryMaxTimes`.
+    let max_reconsume_times = h.max_reconsume_times.or_else(|| {
+        h.topic
+            .strip_prefix(RETRY_GROUP_TOPIC_PREFIX)
+            .map(|group| broker.groups.config(group).retry_max_times)
+    });
     let send = SendRequest {
         batch: h.is_batch(),
         producer_group: h.producer_group,
@@ -30,7 +38,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         flag: h.flag,
         properties: h.properties,
         reconsume_times: h.reconsume_times.unwrap_or(0),
-        max_reconsume_times: h.max_reconsume_times,
+        max_reconsume_times,
         body: request.body.clone(),
         born_host: Some(conn.peer()),
     };

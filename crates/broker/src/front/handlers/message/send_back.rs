@@ -11,7 +11,7 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::front::reply::{header, later};
-use crate::services::produce::{DEFAULT_MAX_RECONSUME_TIMES, SendBackRequest};
+use crate::services::produce::{RetryPolicy, SendBackRequest};
 
 pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(ConsumerSendMsgBackRequestHeader, request);
@@ -24,7 +24,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
             delay_level: h.delay_level,
             max_reconsume_times: h.max_reconsume_times,
         };
-        broker.produce.send_back(back, DEFAULT_MAX_RECONSUME_TIMES).await?;
+        let config = broker.groups.config(&back.group);
+        let policy = RetryPolicy {
+            retry_max_times: config.retry_max_times,
+            retry_queue_nums: config.retry_queue_nums,
+        };
+        broker.produce.send_back(back, policy).await?;
         Ok(answer(&request, resp::SUCCESS))
     })
 }

@@ -40,6 +40,7 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
+import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
 
 /**
@@ -916,6 +917,58 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    /**
+     * A group's settings through the Java admin API (what mqadmin updateSubGroup sends): created
+     * with consumption off, its consumer gets nothing; the retry topic its heartbeat creates has
+     * the group's retryQueueNums; turned on, every message arrives once; deleted, it is gone.
+     */
+    static void groupConfig(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelGroupCfg" + stamp;
+        String group = "cg_cfg_" + stamp;
+        DefaultMQProducer p = warmedProducer(ns, "pg_cfg_" + stamp, topic);
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName("cfg-admin");
+        admin.start();
+        String addr = admin.examineTopicRouteInfo(topic).getBrokerDatas().get(0).selectBrokerAddr();
+        SubscriptionGroupConfig cfg = new SubscriptionGroupConfig();
+        cfg.setGroupName(group);
+        cfg.setConsumeEnable(false);
+        cfg.setRetryMaxTimes(2);
+        cfg.setRetryQueueNums(2);
+        admin.createAndUpdateSubscriptionGroupConfig(addr, cfg);
+        SubscriptionGroupConfig read = admin.examineSubscriptionGroupConfig(addr, group);
+        check(read.getRetryMaxTimes() == 2 && read.getRetryQueueNums() == 2 && !read.isConsumeEnable(),
+            "groupconfig: read back " + read);
+        Map<String, Expected> expected = new HashMap<>();
+        for (int i = 0; i < 10; i++) {
+            expected.put("c" + i, new Expected("c" + i, "TagC", "ckey-" + i, "cfg-" + i, "sync"));
+        }
+        Received got = new Received("groupconfig consumer", expected);
+        DefaultMQPushConsumer c = pushConsumer(ns, group, "cfg", topic, "TagC", got);
+        for (Expected e : expected.values()) {
+            SendResult r = p.send(message(topic, e));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "groupconfig: send " + e.pid + ": " + r);
+        }
+        Thread.sleep(5_000);
+        check(got.counts.isEmpty(), "groupconfig: " + got.counts.size() + " delivered while consumption was off");
+        int retryQueues = admin.examineTopicConfig(addr, "%RETRY%" + group).getWriteQueueNums();
+        check(retryQueues == 2, "groupconfig: the retry topic has " + retryQueues + " queues");
+        cfg.setConsumeEnable(true);
+        admin.createAndUpdateSubscriptionGroupConfig(addr, cfg);
+        waitFor("the messages once consumption is on", got::complete);
+        Thread.sleep(2_000);
+        got.verifyExactlyOnce();
+        c.shutdown();
+        admin.deleteSubscriptionGroup(addr, group, true);
+        // The admin API looks the group up in GET_ALL_SUBSCRIPTIONGROUP_CONFIG's table.
+        check(admin.examineSubscriptionGroupConfig(addr, group) == null, "groupconfig: the deleted group is still there");
+        System.out.println("groupconfig: consumption off held 10 messages back, on delivered them once; retry queues " + retryQueues);
+        admin.shutdown();
+        p.shutdown();
+    }
+
     static void broadcast(String ns) throws Exception {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelBroadcast" + stamp;
@@ -1128,7 +1181,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         switch (args[0]) {
@@ -1152,6 +1205,9 @@ public final class ClientTest {
                 break;
             case "sql":
                 sql(args[1]);
+                break;
+            case "groupconfig":
+                groupConfig(args[1]);
                 break;
             case "reset":
                 reset(args[1]);

@@ -1,0 +1,63 @@
+//! A consumer group's settings, RocketMQ's `SubscriptionGroupConfig`:
+//! UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200, `mqadmin updateSubGroup`), DELETE_SUBSCRIPTIONGROUP
+//! (207, `mqadmin deleteSubGroup`) and GET_SUBSCRIPTIONGROUP_CONFIG (352). Changes are made on a
+//! master; its slaves copy the table.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{DeleteSubscriptionGroupRequestHeader, GetSubscriptionGroupConfigRequestHeader};
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::{from_error, header};
+use crate::services::groups::GroupConfig;
+
+fn on_master(broker: &Broker, what: &str) -> Result<(), BrokerError> {
+    if broker.role.is_master() {
+        Ok(())
+    } else {
+        Err(BrokerError::Internal(format!(
+            "Can not {what} in slave broker; the master's groups are copied here"
+        )))
+    }
+}
+
+pub(crate) fn update(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let config: GroupConfig = match body::from_json(&request.body) {
+        Ok(c) => c,
+        Err(e) => {
+            let e = BrokerError::BadRequest(format!("bad SubscriptionGroupConfig body: {e}"));
+            return Reply::Now(from_error(&request, &e));
+        }
+    };
+    let done = on_master(broker, "update a subscription group").and_then(|()| broker.groups.upsert_config(config));
+    match done {
+        Ok(_) => Reply::Now(answer(&request, resp::SUCCESS)),
+        Err(e) => Reply::Now(from_error(&request, &e)),
+    }
+}
+
+pub(crate) fn delete(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(DeleteSubscriptionGroupRequestHeader, request);
+    if let Err(e) = on_master(broker, "delete a subscription group") {
+        return Reply::Now(from_error(&request, &e));
+    }
+    // As RocketMQ: deleting a group that does not exist succeeds.
+    broker.groups.delete(&h.group_name);
+    if h.clean_offset == Some(true) {
+        broker.offsets.remove_group(&h.group_name);
+    }
+    Reply::Now(answer(&request, resp::SUCCESS))
+}
+
+pub(crate) fn one(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(GetSubscriptionGroupConfigRequestHeader, request);
+    match broker.groups.find_config(&h.group) {
+        Some(config) => Reply::Now(answer(&request, resp::SUCCESS).with_body(body::to_json(&config))),
+        None => Reply::Now(answer(&request, resp::SUBSCRIPTION_GROUP_NOT_EXIST).with_remark("No group in this broker")),
+    }
+}
