@@ -5,10 +5,11 @@
 #    consumers (queue locks) and one taking over when the other leaves; delay levels, timer
 #    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
-#    queries by key and id; SQL92 selectors; group settings; broadcasting; offset resets;
+#    queries by key and id; SQL92 selectors; group settings; request-reply; broadcasting;
+#    offset resets;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
-#    consumer with "A || B"; delay levels and retries; an SQL92 selector;
+#    consumer with "A || B"; delay levels and retries; an SQL92 selector; request-reply;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
 #    queryMsgById, resetOffsetByTime, updateSubGroup, getConsumerConfig, deleteSubGroup;
@@ -118,6 +119,7 @@ if java_test timer "$ns"; then ok "Java client: timer messages (setDeliverTimeMs
 if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
 if java_test sql "$ns"; then ok "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"; else not_ok "Java client sql scenario"; fi
 if java_test groupconfig "$ns"; then ok "Java admin API: a group created with consumption off gets nothing, its retry topic has its retryQueueNums, turned on it gets everything once, deleted it is gone"; else not_ok "Java client groupconfig scenario"; fi
+if java_test request "$ns"; then ok "Java client: request-reply: sync and async requests answered through the reply topic, an unanswered one times out, a reply for a client that is gone is refused"; else not_ok "Java client request scenario"; fi
 if java_test broadcast "$ns"; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
 if java_test reset "$ns"; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
 if java_test transaction "$ns"; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
@@ -148,6 +150,7 @@ echo "== Go client"
 if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
 if timeout 180 target/go-client-test delayed "$ns"; then ok "Go client: delay levels, ConsumeRetryLater back after the retry delay"; else not_ok "Go client delayed scenario"; fi
 if timeout 180 target/go-client-test sql "$ns"; then ok "Go client: an SQL92 selector gets exactly what it picks"; else not_ok "Go client sql scenario"; fi
+if timeout 180 target/go-client-test request "$ns"; then ok "Go client: requests answered with CreateReplyMessage"; else not_ok "Go client request scenario"; fi
 
 echo "== mqadmin"
 check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"

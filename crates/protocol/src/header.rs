@@ -597,6 +597,28 @@ command_header! {
 }
 
 command_header! {
+    /// PUSH_REPLY_MESSAGE_TO_CLIENT (326): a reply message handed by the broker to the client
+    /// that sent the request (its `REPLY_TO_CLIENT`), with the replying send's fields and where
+    /// it was born and stored; the body is the reply's.
+    pub struct ReplyMessageRequestHeader {
+        producer_group: String = "producerGroup",
+        topic: String = "topic",
+        default_topic: String = "defaultTopic",
+        default_topic_queue_nums: i32 = "defaultTopicQueueNums",
+        queue_id: i32 = "queueId",
+        sys_flag: i32 = "sysFlag",
+        born_timestamp: i64 = "bornTimestamp",
+        flag: i32 = "flag",
+        properties: Option<String> = "properties",
+        reconsume_times: Option<i32> = "reconsumeTimes",
+        unit_mode: Option<bool> = "unitMode",
+        born_host: String = "bornHost",
+        store_host: String = "storeHost",
+        store_timestamp: i64 = "storeTimestamp",
+    }
+}
+
+command_header! {
     /// DELETE_SUBSCRIPTIONGROUP (207): `mqadmin deleteSubGroup`; `cleanOffset` also drops the
     /// group's committed offsets.
     pub struct DeleteSubscriptionGroupRequestHeader {

@@ -252,6 +252,8 @@ config_table! {
             "A pull that finds nothing waits for new messages up to its `suspendTimeoutMillis` (at most 25 s). `false`: it waits `shortPollingTimeMills`."
         "shortPollingTimeMills" => short_polling_time_ms: u64 = 1000;
             "Hold time of an empty pull when long polling is off, milliseconds."
+        "storeReplyMessageEnable" => store_reply_message_enable: bool = true;
+            "A reply (SEND_REPLY_MESSAGE, from `MessageUtil.createReplyMessage`) is stored in `<cluster>_REPLY_TOPIC` as well as pushed to the requester. `false`: only pushed."
         "enablePropertyFilter" => enable_property_filter: bool = false;
             "SQL92 subscriptions (`MessageSelector.bySql`): checked by CHECK_CLIENT_CONFIG (an expression that does not compile gets `SUBSCRIPTION_PARSE_FAILED` (23) with the reason) and evaluated on each message's properties in the broker. `false`, RocketMQ's default: SQL92 subscriptions get `SYSTEM_ERROR` (1)."
         "maxLongPollWaiters" => max_long_poll_waiters: usize = 65_536, check at_least(1);

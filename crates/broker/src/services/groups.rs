@@ -503,6 +503,17 @@ impl GroupService {
         }
     }
 
+    /// A live producer's connection by its client id (the `REPLY_TO_CLIENT` of a request).
+    #[must_use]
+    pub fn producer_by_client_id(&self, client_id: &str) -> Option<Arc<dyn ClientHandle>> {
+        let producers = self.producers.read();
+        producers
+            .values()
+            .flat_map(BTreeMap::values)
+            .find(|c| c.client_id == client_id)
+            .map(|c| c.handle.clone())
+    }
+
     /// The connections of a producer group's live producers.
     #[must_use]
     pub fn producer_handles(&self, group: &str) -> Vec<Arc<dyn ClientHandle>> {
@@ -624,6 +635,13 @@ mod tests {
         assert_eq!(groups.consumer_ids("G"), ["A"]);
         assert_eq!(a.notifications(), 3, "told of B leaving");
         assert!(groups.is_known("G"), "the group outlives its members");
+        groups.register_producer("PG", channel(&b, "B")).unwrap();
+        assert_eq!(
+            groups.producer_by_client_id("B").map(|h| h.id()),
+            Some(2),
+            "a requester is found by its client id"
+        );
+        assert!(groups.producer_by_client_id("A").is_none(), "A is a consumer only");
         assert_eq!(groups.subscription("G", "T").unwrap().sub_string, "*");
     }
 

@@ -36,6 +36,20 @@ pub trait ClientHandle: Send + Sync {
     /// Asks the producer whether a half message's transaction committed (it answers with
     /// END_TRANSACTION); false if it could not be asked now.
     fn check_transaction_state(&self, check: &TransactionCheck) -> bool;
+    /// Hands a reply to the client that sent the request (PUSH_REPLY_MESSAGE_TO_CLIENT) and
+    /// waits, at most `REPLY_PUSH_TIMEOUT`, for it to take it; the error says why it did not.
+    fn push_reply(&self, reply: ReplyPush) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+}
+
+/// How long a reply's push to its requester may take before the replier is told it failed.
+pub const REPLY_PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// PUSH_REPLY_MESSAGE_TO_CLIENT as the services hand it over: the replying send's fields, where
+/// it was born and stored, and its body.
+#[derive(Debug, Clone)]
+pub struct ReplyPush {
+    pub header: petrel_protocol::header::ReplyMessageRequestHeader,
+    pub body: bytes::Bytes,
 }
 
 /// CHECK_TRANSACTION_STATE as the services ask it.

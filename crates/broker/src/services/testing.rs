@@ -25,6 +25,8 @@ pub struct FakeClient {
     notified: AtomicUsize,
     /// The transaction checks it was sent.
     pub checks: parking_lot::Mutex<Vec<super::TransactionCheck>>,
+    /// The replies pushed to it.
+    pub replies: parking_lot::Mutex<Vec<super::ReplyPush>>,
 }
 
 impl FakeClient {
@@ -33,6 +35,7 @@ impl FakeClient {
             id,
             notified: AtomicUsize::new(0),
             checks: parking_lot::Mutex::new(Vec::new()),
+            replies: parking_lot::Mutex::new(Vec::new()),
         })
     }
 
@@ -55,6 +58,10 @@ impl ClientHandle for FakeClient {
     fn check_transaction_state(&self, check: &super::TransactionCheck) -> bool {
         self.checks.lock().push(check.clone());
         true
+    }
+    fn push_reply(&self, reply: super::ReplyPush) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>> {
+        self.replies.lock().push(reply);
+        Box::pin(async { Ok(()) })
     }
 }
 

@@ -21,6 +21,8 @@ type HandlerFn = fn(&Arc<Broker>, &Arc<Connection>, RemotingCommand) -> Reply;
 const TABLE: &[(i32, HandlerFn)] = &[
     (rc::SEND_MESSAGE, message::send::handle),
     (rc::SEND_MESSAGE_V2, message::send::handle),
+    (rc::SEND_REPLY_MESSAGE, message::send_reply::handle),
+    (rc::SEND_REPLY_MESSAGE_V2, message::send_reply::handle),
     (rc::CONSUMER_SEND_MSG_BACK, message::send_back::handle),
     (rc::END_TRANSACTION, message::end_transaction::handle),
     (rc::SEND_BATCH_MESSAGE, message::send::handle),

@@ -55,7 +55,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
 }
 
 /// SUCCESS, or FLUSH_DISK_TIMEOUT with the same fields (the message is stored either way).
-fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> RemotingCommand {
+pub(super) fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> RemotingCommand {
     let code = match outcome.durability {
         Durability::Stored => resp::SUCCESS,
         Durability::FlushTimedOut => resp::FLUSH_DISK_TIMEOUT,
@@ -76,7 +76,7 @@ fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> R
 }
 
 /// The Java client reads MSG_REGION from every send answer, refusals included.
-fn refused(request: &RemotingCommand, e: &BrokerError, region: &str) -> RemotingCommand {
+pub(super) fn refused(request: &RemotingCommand, e: &BrokerError, region: &str) -> RemotingCommand {
     let mut r = from_error(request, e);
     r.put_ext("MSG_REGION", region);
     r

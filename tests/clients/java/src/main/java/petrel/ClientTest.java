@@ -27,7 +27,9 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.exception.RequestTimeoutException;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.RequestCallback;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.TransactionListener;
 import org.apache.rocketmq.client.producer.TransactionMQProducer;
@@ -36,7 +38,9 @@ import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.client.producer.SendStatus;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
+import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
@@ -837,7 +841,18 @@ public final class ClientTest {
         Collections.sort(bodies);
         check(bodies.equals(List.of("query-0", "query-3")), "query: by key found " + bodies);
         for (int i = 0; i < ids.size(); i++) {
-            MessageExt m = p.viewMessage(topic, ids.get(i));
+            // The index is built behind the sends: a message not indexed yet is "no message".
+            String id = ids.get(i);
+            MessageExt[] viewed = new MessageExt[1];
+            waitFor("message " + id + " by id", () -> {
+                try {
+                    viewed[0] = p.viewMessage(topic, id);
+                    return viewed[0] != null;
+                } catch (Exception e) {
+                    return false;
+                }
+            });
+            MessageExt m = viewed[0];
             check(m != null && new String(m.getBody(), StandardCharsets.UTF_8).equals("query-" + i), "query: viewMessage " + ids.get(i) + " found " + m);
             check(m != null && m.getKeys().endsWith("n-" + i), "query: viewMessage " + i + " keys " + (m == null ? null : m.getKeys()));
         }
@@ -967,6 +982,98 @@ public final class ClientTest {
         System.out.println("groupconfig: consumption off held 10 messages back, on delivered them once; retry queues " + retryQueues);
         admin.shutdown();
         p.shutdown();
+    }
+
+    /**
+     * Request-reply: a consumer answers each request with MessageUtil.createReplyMessage and its
+     * own producer (SEND_REPLY_MESSAGE_V2); the broker pushes the reply to the requesting client
+     * (PUSH_REPLY_MESSAGE_TO_CLIENT), which matches it by correlation id: sync and async requests
+     * get their own answers, a request nobody answers times out, and a reply for a client that is
+     * not connected is refused with SYSTEM_ERROR.
+     */
+    static void request(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelRequest" + stamp;
+        String unanswered = "PetrelUnanswered" + stamp;
+        DefaultMQProducer requester = warmedProducer(ns, "pg_req_" + stamp, topic);
+        requester.send(new Message(unanswered, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        DefaultMQProducer replier = new DefaultMQProducer("pg_rep_" + stamp);
+        replier.setNamesrvAddr(ns);
+        replier.setInstanceName("replier");
+        replier.start();
+        AtomicInteger answered = new AtomicInteger();
+        DefaultMQPushConsumer server = pushConsumer(ns, "cg_req_" + stamp, "request-server", topic, "Req");
+        server.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                try {
+                    String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                    Message reply = MessageUtil.createReplyMessage(m, ("re:" + body).getBytes(StandardCharsets.UTF_8));
+                    SendResult r = replier.send(reply);
+                    check(r.getSendStatus() == SendStatus.SEND_OK, "request: the reply to " + body + ": " + r);
+                    answered.incrementAndGet();
+                } catch (Exception e) {
+                    fail("request: replying: " + e);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        server.start();
+        for (int i = 0; i < 5; i++) {
+            Message ask = new Message(topic, "Req", ("ask-" + i).getBytes(StandardCharsets.UTF_8));
+            Message r = requester.request(ask, 15_000);
+            String body = r == null ? null : new String(r.getBody(), StandardCharsets.UTF_8);
+            check(("re:ask-" + i).equals(body), "request: ask-" + i + " was answered " + body);
+            check(r != null && ask.getProperty("CORRELATION_ID").equals(r.getProperty("CORRELATION_ID")), "request: correlation id of ask-" + i);
+            check(r != null && r.getProperty("PUSH_REPLY_TIME") != null, "request: the broker's push time on the reply to ask-" + i);
+        }
+        CountDownLatch async = new CountDownLatch(3);
+        Map<String, String> asyncAnswers = new ConcurrentHashMap<>();
+        for (int i = 0; i < 3; i++) {
+            String body = "async-" + i;
+            requester.request(new Message(topic, "Req", body.getBytes(StandardCharsets.UTF_8)), new RequestCallback() {
+                @Override
+                public void onSuccess(Message r) {
+                    asyncAnswers.put(body, new String(r.getBody(), StandardCharsets.UTF_8));
+                    async.countDown();
+                }
+
+                @Override
+                public void onException(Throwable e) {
+                    fail("request: " + body + ": " + e);
+                    async.countDown();
+                }
+            }, 15_000);
+        }
+        check(async.await(30, TimeUnit.SECONDS), "request: async answers " + asyncAnswers);
+        for (int i = 0; i < 3; i++) {
+            check(("re:async-" + i).equals(asyncAnswers.get("async-" + i)), "request: async-" + i + " was answered " + asyncAnswers.get("async-" + i));
+        }
+        long started = System.currentTimeMillis();
+        try {
+            Message r = requester.request(new Message(unanswered, "Req", "anyone?".getBytes(StandardCharsets.UTF_8)), 2_000);
+            fail("request: an unanswered request got " + r);
+        } catch (RequestTimeoutException e) {
+            long waited = System.currentTimeMillis() - started;
+            check(waited >= 1_900 && waited < 10_000, "request: the unanswered request gave up after " + waited + " ms");
+        }
+        Message orphan = new Message("DefaultCluster_REPLY_TOPIC", "orphan".getBytes(StandardCharsets.UTF_8));
+        MessageAccessor.putProperty(orphan, "MSG_TYPE", "reply");
+        MessageAccessor.putProperty(orphan, "CORRELATION_ID", "none");
+        MessageAccessor.putProperty(orphan, "REPLY_TO_CLIENT", "192.0.2.254@gone");
+        try {
+            SendResult r = replier.send(orphan);
+            fail("request: a reply for a client that is not connected was " + r);
+        } catch (MQClientException e) {
+            // SYSTEM_ERROR is retried by the producer, then reported with the broker's answer as the cause.
+            Throwable cause = e.getCause();
+            check(cause instanceof MQBrokerException && ((MQBrokerException) cause).getResponseCode() == 1
+                && cause.getMessage().contains("channel of <192.0.2.254@gone> not found"), "request: a reply for a client that is not connected: " + e);
+        }
+        check(answered.get() == 8, "request: the server answered " + answered.get() + " requests");
+        System.out.println("request: 5 sync and 3 async requests answered, one unanswered timed out, an orphan reply refused");
+        server.shutdown();
+        replier.shutdown();
+        requester.shutdown();
     }
 
     static void broadcast(String ns) throws Exception {
@@ -1179,11 +1286,7 @@ public final class ClientTest {
         p.shutdown();
     }
 
-    public static void main(String[] args) throws Exception {
-        if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
-            System.exit(2);
-        }
+    static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "basic":
                 basic(args[1]);
@@ -1209,6 +1312,9 @@ public final class ClientTest {
             case "groupconfig":
                 groupConfig(args[1]);
                 break;
+            case "request":
+                request(args[1]);
+                break;
             case "reset":
                 reset(args[1]);
                 break;
@@ -1224,6 +1330,20 @@ public final class ClientTest {
             default:
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 2) {
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.exit(2);
+        }
+        try {
+            run(args);
+        } catch (Throwable e) {
+            // The clients' threads would keep the JVM alive after main ends: fail and exit.
+            e.printStackTrace();
+            fail(args[0] + ": " + e);
         }
         if (!failures.isEmpty()) {
             System.err.println(args[0] + ": " + failures.size() + " failures");

@@ -1,0 +1,115 @@
+//! SEND_REPLY_MESSAGE (324) / SEND_REPLY_MESSAGE_V2 (325): a consumer answers a request
+//! (`producer.request(...)`) with a message made by `MessageUtil.createReplyMessage`. As
+//! RocketMQ does, the broker first hands it to the requester — the live producer whose client
+//! id is the message's `REPLY_TO_CLIENT` — with PUSH_REPLY_MESSAGE_TO_CLIENT (326), then stores
+//! it in `<cluster>_REPLY_TOPIC` (`storeReplyMessageEnable`). The replier's answer says whether
+//! the requester took it: SYSTEM_ERROR with RocketMQ's remark when it did not.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{CommandHeader, ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader};
+use petrel_protocol::properties::{keys, property};
+use petrel_remoting::{Connection, Reply, answer};
+
+use super::send::{refused, stored};
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::services::ReplyPush;
+use crate::services::produce::SendRequest;
+
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let region = broker.config.region_id.clone();
+    let h = match SendMessageRequestHeader::from_send_command(&request) {
+        Ok(h) => h,
+        Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
+    };
+    if broker.topics.get(&h.topic).is_none() {
+        return Reply::Now(refused(&request, &BrokerError::topic_not_exist(&h.topic), &region));
+    }
+    let push = ReplyPush {
+        header: ReplyMessageRequestHeader {
+            producer_group: h.producer_group.clone(),
+            topic: h.topic.clone(),
+            default_topic: h.default_topic.clone(),
+            default_topic_queue_nums: h.default_topic_queue_nums,
+            queue_id: h.queue_id,
+            sys_flag: h.sys_flag,
+            born_timestamp: h.born_timestamp,
+            flag: h.flag,
+            properties: None,
+            reconsume_times: h.reconsume_times,
+            unit_mode: h.unit_mode,
+            born_host: conn.peer().to_string(),
+            store_host: broker.store_host.to_string(),
+            store_timestamp: crate::now_ms(),
+        },
+        body: request.body.clone(),
+    };
+    let send = SendRequest {
+        producer_group: h.producer_group,
+        topic: h.topic,
+        default_topic: h.default_topic,
+        default_topic_queue_nums: h.default_topic_queue_nums,
+        queue_id: h.queue_id,
+        sys_flag: h.sys_flag,
+        born_timestamp: h.born_timestamp,
+        flag: h.flag,
+        properties: h.properties,
+        reconsume_times: h.reconsume_times.unwrap_or(0),
+        body: request.body.clone(),
+        born_host: Some(conn.peer()),
+        ..SendRequest::default()
+    };
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        let pushed = push_to_requester(&broker, push, send.properties.as_deref()).await;
+        let kept = if broker.config.store_reply_message_enable {
+            broker
+                .produce
+                .send(send)
+                .await
+                .inspect_err(|e| tracing::warn!(error = %e, "a reply was not stored"))
+                .ok()
+        } else {
+            None
+        };
+        Some(match (pushed, kept) {
+            (Err(remark), _) => answer(&request, resp::SYSTEM_ERROR).with_remark(remark),
+            (Ok(()), Some(outcome)) => stored(&request, outcome, &broker),
+            (Ok(()), None) => not_stored(&request, &broker),
+        })
+    }))
+}
+
+/// Finds the requester and hands it the reply; the remark RocketMQ gives when that fails.
+async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Option<&str>) -> Result<(), String> {
+    let properties = properties.unwrap_or_default();
+    let Some(requester) = property(properties, keys::MESSAGE_REPLY_TO_CLIENT) else {
+        return Err(format!("reply message properties[{}] is null", keys::MESSAGE_REPLY_TO_CLIENT));
+    };
+    let Some(handle) = broker.groups.producer_by_client_id(requester) else {
+        return Err(format!("push reply message fail, channel of <{requester}> not found."));
+    };
+    push.header.properties = Some(format!("{properties}{}\u{1}{}\u{2}", keys::PUSH_REPLY_TIME, crate::now_ms()));
+    handle.push_reply(push).await.map_err(|e| {
+        tracing::debug!(requester, error = %e, "reply not taken");
+        format!("push reply message to {requester}fail.")
+    })
+}
+
+/// SUCCESS for a reply handed over but not stored: RocketMQ answers msgId "0" and offset 0.
+fn not_stored(request: &RemotingCommand, broker: &Broker) -> RemotingCommand {
+    let header = SendMessageResponseHeader {
+        msg_id: "0".into(),
+        queue_id: 0,
+        queue_offset: 0,
+        transaction_id: None,
+        batch_uniq_id: None,
+        recall_handle: None,
+        msg_region: Some(broker.config.region_id.clone()),
+        trace_on: Some(broker.config.trace_on.to_string()),
+    };
+    answer(request, resp::SUCCESS).with_ext_fields(header.to_ext())
+}
