@@ -5,14 +5,15 @@
 #    consumers (queue locks) and one taking over when the other leaves; delay levels, timer
 #    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
-#    queries by key and id; SQL92 selectors; group settings; request-reply; broadcasting;
-#    offset resets;
+#    queries by key and id; SQL92 selectors; group settings; request-reply; POP consumption;
+#    broadcasting; offset resets;
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries; an SQL92 selector; request-reply;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
-#    queryMsgById, resetOffsetByTime, updateSubGroup, getConsumerConfig, deleteSubGroup;
+#    queryMsgById, resetOffsetByTime, updateSubGroup, getConsumerConfig, deleteSubGroup,
+#    setConsumeMode;
 #  - a SIGTERM restart in the middle of a Java session: clean exit, clean recovery, and a new
 #    consumer of the same group resumes from the committed offsets with nothing lost.
 set -euo pipefail
@@ -120,6 +121,7 @@ if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMess
 if java_test sql "$ns"; then ok "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"; else not_ok "Java client sql scenario"; fi
 if java_test groupconfig "$ns"; then ok "Java admin API: a group created with consumption off gets nothing, its retry topic has its retryQueueNums, turned on it gets everything once, deleted it is gone"; else not_ok "Java client groupconfig scenario"; fi
 if java_test request "$ns"; then ok "Java client: request-reply: sync and async requests answered through the reply topic, an unanswered one times out, a reply for a client that is gone is refused"; else not_ok "Java client request scenario"; fi
+if java_test pop "$ns"; then ok "Java client: POP consumption: two consumers share one queue, every message once with its POP_CK handle, RECONSUME_LATER back after 10 s, an unacked message revived after its invisible time"; else not_ok "Java client pop scenario"; fi
 if java_test broadcast "$ns"; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
 if java_test reset "$ns"; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
 if java_test transaction "$ns"; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
@@ -176,6 +178,8 @@ check "deleteSubGroup" "delete subscription group [$sub_group] from broker [127.
 if admin getConsumerConfig -g "$sub_group" | grep -q retryMaxTimes; then not_ok "getConsumerConfig: a deleted group still shows"; else
   ok "getConsumerConfig: a deleted group is gone"
 fi
+check "setConsumeMode puts a group in POP mode" "consume mode[POP]" \
+  "$(admin setConsumeMode -c DefaultCluster -t PetrelAdminTopic -g "cg_popadmin_$stamp" -m POP -q 0)"
 sent=$(admin sendMessage -t PetrelAdminTopic -p "find me" -k "petrel-key-$stamp other-key" -c TagQ -b broker-a -i 1)
 msg_id=$(awk '/SEND_OK/ {print $NF}' <<<"$sent")
 check "sendMessage with keys" "SEND_OK" "$sent"

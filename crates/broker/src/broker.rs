@@ -18,6 +18,7 @@ use crate::services::admin::AdminService;
 use crate::services::consume::{ConsumeService, ConsumeSettings};
 use crate::services::groups::GroupService;
 use crate::services::offsets::{OffsetService, OffsetTable};
+use crate::services::pop::PopService;
 use crate::services::produce::{ProduceService, ProduceSettings, Routing};
 use crate::services::queue_locks::QueueLockService;
 use crate::services::schedule::ScheduleService;
@@ -43,6 +44,8 @@ pub struct Broker {
     /// Half messages' decisions and the check chore's positions.
     pub transactions: Arc<TransactionService>,
     pub consume: ConsumeService,
+    /// POP consumption and the groups that read by it.
+    pub pop: Arc<PopService>,
     pub admin: Arc<AdminService>,
     pub long_poll: Arc<LongPoll>,
     pub stats: Arc<BrokerStats>,
@@ -187,6 +190,17 @@ impl Broker {
                 enable_property_filter: config.enable_property_filter,
             },
         );
+        let pop = Arc::new(
+            PopService::open(
+                &root,
+                store.clone(),
+                topics.clone(),
+                groups.clone(),
+                offsets.clone(),
+                long_poll.clone(),
+            )
+            .map_err(io)?,
+        );
         let admin = Arc::new(AdminService::new(
             config.clone(),
             store.clone(),
@@ -213,6 +227,7 @@ impl Broker {
             timer,
             transactions,
             consume,
+            pop,
             admin,
             long_poll,
             stats,

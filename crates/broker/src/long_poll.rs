@@ -60,9 +60,18 @@ impl LongPoll {
             .clone()
     }
 
-    /// Wakes every waiter of the queue (called on the dispatcher thread).
+    /// Wakes every waiter of the queue, and the waiters of any queue of the topic (called on
+    /// the dispatcher thread).
     pub fn notify(&self, topic: &str, queue_id: i32) {
-        if let Some(n) = self.queues.read().get(topic).and_then(|q| q.get(&queue_id)) {
+        let queues = self.queues.read();
+        let Some(topic_queues) = queues.get(topic) else {
+            return;
+        };
+        if let Some(n) = topic_queues.get(&queue_id) {
+            n.notify_waiters();
+        }
+        // Pops of any queue (queue id -1) wait on the topic as a whole.
+        if let Some(n) = topic_queues.get(&-1).filter(|_| queue_id != -1) {
             n.notify_waiters();
         }
     }

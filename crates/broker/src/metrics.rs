@@ -138,6 +138,13 @@ pub fn render(sources: &Sources) -> String {
     );
     metric(
         &mut out,
+        "petrel_pop_messages_inflight",
+        "gauge",
+        "Messages popped (POP consumption) and not yet acked, over all groups and queues.",
+        &[("", broker.pop.inflight() as f64)],
+    );
+    metric(
+        &mut out,
         "petrel_disk_used_ratio",
         "gauge",
         "Used fraction of the commit log's disk.",

@@ -106,6 +106,60 @@ pub struct MessageQueue {
     pub topic: String,
 }
 
+/// How a consumer group reads a topic (`MessageRequestMode`): pulls of queues its clients
+/// balance, or pops that the broker balances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum MessageRequestMode {
+    #[default]
+    #[serde(rename = "PULL")]
+    Pull,
+    #[serde(rename = "POP")]
+    Pop,
+}
+
+/// SET_MESSAGE_REQUEST_MODE's body (`mqadmin setConsumeMode`), and an entry of
+/// `messageRequestMode.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetMessageRequestModeRequestBody {
+    pub topic: String,
+    pub consumer_group: String,
+    #[serde(default)]
+    pub mode: MessageRequestMode,
+    #[serde(default)]
+    pub pop_share_queue_num: i32,
+}
+
+/// QUERY_ASSIGNMENT's body: a client of a group asks which queues of a topic it reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryAssignmentRequestBody {
+    pub topic: String,
+    pub consumer_group: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub strategy_name: String,
+    #[serde(default)]
+    pub message_model: Option<String>,
+}
+
+/// One queue a client is given, and how it reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageQueueAssignment {
+    pub message_queue: MessageQueue,
+    pub mode: MessageRequestMode,
+    #[serde(default)]
+    pub attachments: Option<BTreeMap<String, String>>,
+}
+
+/// QUERY_ASSIGNMENT's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryAssignmentResponseBody {
+    pub message_queue_assignments: Vec<MessageQueueAssignment>,
+}
+
 /// Per-broker part of a route: its addresses by broker id (0 = master).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -619,6 +619,75 @@ command_header! {
 }
 
 command_header! {
+    /// POP_MESSAGE (200050): up to `maxMsgNums` messages of `topic` for `consumerGroup` (a
+    /// `queueId` of -1: from any queue), invisible to the group's other pops for
+    /// `invisibleTime` ms unless acknowledged; held up to `pollTime` ms when there are none.
+    /// `initMode` 0 starts a new group at the queue's first message, 1 at its end.
+    pub struct PopMessageRequestHeader {
+        consumer_group: String = "consumerGroup",
+        topic: String = "topic",
+        queue_id: i32 = "queueId",
+        max_msg_nums: i32 = "maxMsgNums",
+        invisible_time: i64 = "invisibleTime",
+        poll_time: i64 = "pollTime",
+        born_time: i64 = "bornTime",
+        init_mode: i32 = "initMode",
+        exp_type: Option<String> = "expType",
+        exp: Option<String> = "exp",
+        order: Option<bool> = "order",
+        attempt_id: Option<String> = "attemptId",
+    }
+}
+
+command_header! {
+    /// The answer to POP_MESSAGE: when the messages were popped and for how long they are
+    /// invisible (the client builds each message's `POP_CK` handle from these).
+    pub struct PopMessageResponseHeader {
+        pop_time: i64 = "popTime",
+        invisible_time: i64 = "invisibleTime",
+        revive_qid: i32 = "reviveQid",
+        rest_num: i64 = "restNum",
+        start_offset_info: Option<String> = "startOffsetInfo",
+        msg_offset_info: Option<String> = "msgOffsetInfo",
+        order_count_info: Option<String> = "orderCountInfo",
+    }
+}
+
+command_header! {
+    /// ACK_MESSAGE (200051): the message at `offset` of the queue was consumed; `extraInfo` is
+    /// its `POP_CK` handle.
+    pub struct AckMessageRequestHeader {
+        consumer_group: String = "consumerGroup",
+        topic: String = "topic",
+        queue_id: i32 = "queueId",
+        extra_info: String = "extraInfo",
+        offset: i64 = "offset",
+    }
+}
+
+command_header! {
+    /// CHANGE_MESSAGE_INVISIBLETIME (200053): the popped message at `offset` becomes visible
+    /// again `invisibleTime` ms from now (a consumer's RECONSUME_LATER).
+    pub struct ChangeInvisibleTimeRequestHeader {
+        consumer_group: String = "consumerGroup",
+        topic: String = "topic",
+        queue_id: i32 = "queueId",
+        extra_info: String = "extraInfo",
+        offset: i64 = "offset",
+        invisible_time: i64 = "invisibleTime",
+    }
+}
+
+command_header! {
+    /// The answer to CHANGE_MESSAGE_INVISIBLETIME: the message's new pop time (its new handle).
+    pub struct ChangeInvisibleTimeResponseHeader {
+        pop_time: i64 = "popTime",
+        invisible_time: i64 = "invisibleTime",
+        revive_qid: i32 = "reviveQid",
+    }
+}
+
+command_header! {
     /// DELETE_SUBSCRIPTIONGROUP (207): `mqadmin deleteSubGroup`; `cleanOffset` also drops the
     /// group's committed offsets.
     pub struct DeleteSubscriptionGroupRequestHeader {

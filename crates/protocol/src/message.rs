@@ -73,6 +73,28 @@ fn host_len(v6: bool) -> usize {
     if v6 { 20 } else { 8 }
 }
 
+/// Position of RECONSUMETIMES, after STORETIMESTAMP and STOREHOSTADDRESS.
+pub fn reconsume_times_pos(sys_flag: i32) -> usize {
+    store_timestamp_pos(sys_flag) + 8 + host_len(sys_flag & sys_flag::STOREHOSTADDRESS_V6_FLAG != 0)
+}
+
+/// Rewrites a stored record's RECONSUMETIMES in place (a copy handed out again); false if the
+/// record is too short to hold it.
+pub fn set_reconsume_times(record: &mut [u8], times: i32) -> bool {
+    let Some(flag) = record.get(SYS_FLAG_POS..SYS_FLAG_POS + 4) else {
+        return false;
+    };
+    let sys_flag = i32::from_be_bytes([flag[0], flag[1], flag[2], flag[3]]);
+    let pos = reconsume_times_pos(sys_flag);
+    match record.get_mut(pos..pos + 4) {
+        Some(field) => {
+            field.copy_from_slice(&times.to_be_bytes());
+            true
+        }
+        None => false,
+    }
+}
+
 /// A stored message with every field of the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageExt {
@@ -509,6 +531,39 @@ mod tests {
         assert_eq!(used, 153);
         assert_eq!(back, msg);
         assert_eq!(back.offset_msg_id(), "7F00000100002A9F0000000000000400");
+    }
+
+    #[test]
+    fn reconsume_times_are_rewritten_in_place_for_v4_and_v6_hosts() {
+        for (born, store) in [
+            ("127.0.0.1:1", "127.0.0.1:2"),
+            ("[fd00::2]:1", "[fd00::3]:2"),
+            ("127.0.0.1:1", "[fd00::3]:2"),
+        ] {
+            let msg = MessageExt {
+                topic: "T".into(),
+                born_host: born.parse().unwrap(),
+                store_host: store.parse().unwrap(),
+                reconsume_times: 2,
+                body: Bytes::from_static(b"x"),
+                ..Default::default()
+            };
+            let mut bytes = msg.to_bytes().unwrap().to_vec();
+            assert!(set_reconsume_times(&mut bytes, 7));
+            let (back, _) = MessageExt::decode(&bytes).unwrap();
+            assert_eq!(back.reconsume_times, 7, "{born} {store}");
+            assert_eq!(
+                MessageExt {
+                    reconsume_times: 2,
+                    body_crc: 0,
+                    sys_flag: 0,
+                    ..back
+                },
+                msg,
+                "nothing else moved"
+            );
+        }
+        assert!(!set_reconsume_times(&mut [0u8; 20], 1), "too short");
     }
 
     #[test]

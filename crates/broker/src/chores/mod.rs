@@ -27,6 +27,8 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
     tasks.spawn(topics.run(job));
     let (groups, job) = broker.groups.persister();
     tasks.spawn(groups.run(job));
+    let (request_modes, job) = broker.pop.persister();
+    tasks.spawn(request_modes.run(job));
     let (registrations, job) = broker.registrar.worker();
     tasks.spawn(registrations.run(job));
     tasks.spawn(registration::run_periodic(

@@ -10,6 +10,7 @@ pub mod admin;
 pub mod consume;
 pub mod groups;
 pub mod offsets;
+pub mod pop;
 pub mod produce;
 pub mod queue_locks;
 pub mod schedule;

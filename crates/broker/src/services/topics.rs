@@ -325,6 +325,20 @@ impl TopicService {
         Ok((c, created))
     }
 
+    /// A topic that may be read, for a pull or a pop (`action` names it in the refusal).
+    ///
+    /// # Errors
+    /// `TopicNotExist`, or `NoPermission` with RocketMQ's remark.
+    pub fn readable(&self, topic: &str, action: &str) -> Result<TopicConfig, BrokerError> {
+        let config = self.get(topic).ok_or_else(|| BrokerError::topic_not_exist(topic))?;
+        if config.perm & perm::READ == 0 {
+            return Err(BrokerError::NoPermission(format!(
+                "the topic[{topic}] {action} message is forbidden"
+            )));
+        }
+        Ok(config)
+    }
+
     /// The group's retry topic, created if needed with `queue_nums` queues (the group's
     /// `retryQueueNums`); returns whether it was created.
     ///

@@ -4,6 +4,7 @@ mod admin;
 mod client;
 mod message;
 mod offset;
+mod pop;
 mod replica;
 mod topic;
 
@@ -60,6 +61,11 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::GET_TIMER_CHECK_POINT, replica::metadata::timer_checkpoint),
     (rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, replica::metadata::subscription_groups),
     (rc::GET_ALL_MESSAGE_REQUEST_MODE, replica::metadata::message_request_modes),
+    (rc::POP_MESSAGE, pop::take::handle),
+    (rc::ACK_MESSAGE, pop::ack::handle),
+    (rc::CHANGE_MESSAGE_INVISIBLETIME, pop::change_invisible::handle),
+    (rc::QUERY_ASSIGNMENT, pop::assignment::query),
+    (rc::SET_MESSAGE_REQUEST_MODE, pop::assignment::set_mode),
     (rc::NOTIFY_BROKER_ROLE_CHANGED, replica::controller::role_changed),
     (rc::GET_BROKER_EPOCH_CACHE, replica::controller::epoch_cache),
 ];

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use petrel_filter::Sql92;
-use petrel_protocol::body::{SubscriptionData, perm};
+use petrel_protocol::body::SubscriptionData;
 use petrel_protocol::properties::property;
 use petrel_store::{GetResult, GetStatus, MessageFilter, MessageStore};
 
@@ -184,16 +184,7 @@ impl ConsumeService {
     /// An unknown topic, no read permission, a bad queue id, an unusable subscription, or a bound.
     pub async fn pull(&self, req: PullRequest) -> Result<PullOutcome, BrokerError> {
         self.groups.check_consume(&req.group)?;
-        let topic = self
-            .topics
-            .get(&req.topic)
-            .ok_or_else(|| BrokerError::topic_not_exist(&req.topic))?;
-        if topic.perm & perm::READ == 0 {
-            return Err(BrokerError::NoPermission(format!(
-                "the topic[{}] pulling message is forbidden",
-                req.topic
-            )));
-        }
+        let topic = self.topics.readable(&req.topic, "pulling")?;
         if req.queue_id < 0 || req.queue_id >= topic.read_queue_nums {
             return Err(BrokerError::InvalidParameter(format!(
                 "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}]",
@@ -248,14 +239,34 @@ impl ConsumeService {
     /// What the pull keeps, `None` for everything.
     fn filter(&self, req: &PullRequest) -> Result<Option<PullFilter>, BrokerError> {
         let subscription = match &req.subscription {
-            Some(s) if is_tag_type(&s.expression_type) => SubscriptionData::from_tag_expression(&req.topic, &s.expression, s.sub_version),
-            Some(s) => return Ok(Some(PullFilter::Sql(self.selector(&s.expression_type, &s.expression)?))),
+            Some(s) => return self.filter_for(&req.topic, &s.expression_type, &s.expression, s.sub_version),
             None => match self.groups.subscription(&req.group, &req.topic) {
                 Some(s) if is_tag_type(&s.expression_type) => s,
                 Some(s) => return Ok(Some(PullFilter::Sql(self.selector(&s.expression_type, &s.sub_string)?))),
                 None => return Ok(None),
             },
         };
+        Self::tag_filter(&subscription)
+    }
+
+    /// The filter of an expression a request carries (a pull's own subscription, a pop's).
+    ///
+    /// # Errors
+    /// As [`selector`](Self::selector), or a tag set past its bound.
+    pub fn filter_for(
+        &self,
+        topic: &str,
+        expression_type: &str,
+        expression: &str,
+        sub_version: i64,
+    ) -> Result<Option<PullFilter>, BrokerError> {
+        if !is_tag_type(expression_type) {
+            return Ok(Some(PullFilter::Sql(self.selector(expression_type, expression)?)));
+        }
+        Self::tag_filter(&SubscriptionData::from_tag_expression(topic, expression, sub_version))
+    }
+
+    fn tag_filter(subscription: &SubscriptionData) -> Result<Option<PullFilter>, BrokerError> {
         if subscription.is_all() {
             return Ok(None);
         }

@@ -28,6 +28,6 @@ pub(crate) fn timer_checkpoint(broker: &Arc<Broker>, _conn: &Arc<Connection>, re
     Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.timer.to_json()))
 }
 
-pub(crate) fn message_request_modes(_broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(br#"{"messageRequestModeMap":{}}"#.to_vec()))
+pub(crate) fn message_request_modes(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.pop.modes_json()))
 }

@@ -43,6 +43,8 @@ import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
+import org.apache.rocketmq.common.message.MessageRequestMode;
+import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -1076,6 +1078,113 @@ public final class ClientTest {
         requester.shutdown();
     }
 
+    /**
+     * POP consumption (RocketMQ 5): a group set to POP by the admin API (mqadmin setConsumeMode's
+     * request), two push consumers with setClientRebalance(false) sharing a one-queue topic:
+     * every message once with its POP_CK handle, both consumers served from the one queue, a
+     * RECONSUME_LATER back about 10 s later with reconsumeTimes 1, and a message held past its
+     * invisible time without an ack handed out again (revive).
+     */
+    static void pop(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelPop" + stamp;
+        String group = "cg_pop_" + stamp;
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName("pop-admin");
+        admin.start();
+        String addr = admin.examineBrokerClusterInfo().getBrokerAddrTable().values().iterator().next().selectBrokerAddr();
+        admin.createAndUpdateTopicConfig(addr, new TopicConfig(topic, 1, 1, 6));
+        admin.setMessageRequestMode(addr, topic, group, MessageRequestMode.POP, 0, 5_000);
+        DefaultMQProducer p = producer(ns, "pg_pop_" + stamp);
+        Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
+        Map<String, Set<String>> byConsumer = new ConcurrentHashMap<>();
+        AtomicInteger withoutHandle = new AtomicInteger();
+        List<DefaultMQPushConsumer> consumers = new ArrayList<>();
+        for (String name : new String[] {"pop1", "pop2"}) {
+            DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+            c.setNamesrvAddr(ns);
+            c.setInstanceName(name);
+            c.setClientRebalance(false);
+            c.setPopInvisibleTime(5_000);
+            c.setPopBatchNums(4);
+            c.setConsumeMessageBatchMaxSize(1);
+            c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+            c.subscribe(topic, "*");
+            c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+                for (MessageExt m : msgs) {
+                    Delivery d = new Delivery(m);
+                    seen.computeIfAbsent(d.body, b -> Collections.synchronizedList(new ArrayList<>())).add(d);
+                    byConsumer.computeIfAbsent(name, k -> ConcurrentHashMap.newKeySet()).add(d.body);
+                    if (m.getProperty("POP_CK") == null) {
+                        withoutHandle.incrementAndGet();
+                    }
+                    if (d.reconsumeTimes == 0 && d.body.equals("pop-later")) {
+                        return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                    }
+                    if (d.reconsumeTimes == 0 && d.body.equals("pop-slow")) {
+                        try {
+                            Thread.sleep(8_000); // past the 5 s invisible time: the broker hands it out again
+                        } catch (InterruptedException e) {
+                            Thread.currentThread().interrupt();
+                        }
+                    }
+                }
+                return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+            });
+            c.start();
+            consumers.add(c);
+        }
+        List<String> bodies = new ArrayList<>();
+        for (int i = 0; i < 30; i++) {
+            bodies.add("pop-" + i);
+        }
+        bodies.add("pop-later");
+        bodies.add("pop-slow");
+        // Once both consumers' pops wait on the queue, each message goes to whichever the broker
+        // serves first: sent 100 ms apart, neither can take them all.
+        waitFor("both consumers popping", () -> consumers.stream().allMatch(c ->
+            c.getDefaultMQPushConsumerImpl().getRebalanceImpl().getPopProcessQueueTable().size() > 0));
+        Thread.sleep(2_000);
+        for (String body : bodies) {
+            SendResult r = p.send(new Message(topic, "P", body.getBytes(StandardCharsets.UTF_8)));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "pop: send " + body + ": " + r);
+            Thread.sleep(100);
+        }
+        waitFor("every popped message, the retried one and the revived one again", () -> {
+            for (String b : bodies) {
+                if (!seen.containsKey(b)) {
+                    return false;
+                }
+            }
+            return seen.get("pop-later").size() >= 2 && seen.get("pop-slow").size() >= 2;
+        });
+        Thread.sleep(4_000); // a third delivery, or a second of another message, would show up now
+        for (int i = 0; i < 30; i++) {
+            int n = seen.getOrDefault("pop-" + i, List.of()).size();
+            check(n == 1, "pop: pop-" + i + " delivered " + n + " times");
+        }
+        checkCameBackOnce(seen.get("pop-later"), "pop-later (RECONSUME_LATER: popDelayLevel 10 s)", 9_500, 20_000);
+        checkCameBackOnce(seen.get("pop-slow"), "pop-slow (held past its 5 s invisible time)", 4_500, 15_000);
+        check(withoutHandle.get() == 0, "pop: " + withoutHandle.get() + " messages had no POP_CK handle");
+        check(byConsumer.size() == 2, "pop: only " + byConsumer.keySet() + " got messages from the shared queue");
+        System.out.println("pop: " + bodies.size() + " messages through one queue to " + byConsumer.keySet() + " ("
+            + byConsumer.values().stream().map(Set::size).toList() + "), a retry after 10 s and a revive after 5 s");
+        consumers.forEach(DefaultMQPushConsumer::shutdown);
+        admin.shutdown();
+        p.shutdown();
+    }
+
+    /** Delivered exactly twice, the second time with reconsumeTimes 1, between min and max ms later. */
+    static void checkCameBackOnce(List<Delivery> ds, String what, long minMs, long maxMs) {
+        check(ds.size() == 2, "pop: " + what + " delivered " + ds.size() + " times");
+        if (ds.size() == 2) {
+            long gap = ds.get(1).arrivedMs - ds.get(0).arrivedMs;
+            check(ds.get(1).reconsumeTimes == 1, "pop: " + what + " came back with reconsumeTimes " + ds.get(1).reconsumeTimes);
+            check(gap >= minMs && gap < maxMs, "pop: " + what + " came back after " + gap + " ms");
+        }
+    }
+
     static void broadcast(String ns) throws Exception {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelBroadcast" + stamp;
@@ -1315,6 +1424,9 @@ public final class ClientTest {
             case "request":
                 request(args[1]);
                 break;
+            case "pop":
+                pop(args[1]);
+                break;
             case "reset":
                 reset(args[1]);
                 break;
@@ -1335,7 +1447,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         try {

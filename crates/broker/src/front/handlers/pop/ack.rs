@@ -1,0 +1,27 @@
+//! ACK_MESSAGE (200051): a popped message was consumed. As on RocketMQ the answer is SUCCESS
+//! whether or not the handle was still current (a stale one, from before the message came back,
+//! changes nothing).
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::AckMessageRequestHeader;
+use petrel_remoting::{Connection, Reply, answer};
+
+use super::pop_time_of;
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::{from_error, header};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(AckMessageRequestHeader, request);
+    let Some(pop_time) = pop_time_of(&h.extra_info) else {
+        let e = BrokerError::InvalidParameter(format!("extraInfo [{}] is not a POP_CK handle", h.extra_info));
+        return Reply::Now(from_error(&request, &e));
+    };
+    if !broker.pop.ack(&h.consumer_group, &h.topic, h.queue_id, h.offset, pop_time) {
+        tracing::debug!(group = %h.consumer_group, topic = %h.topic, queue = h.queue_id, offset = h.offset, "ack of a pop no longer in flight");
+    }
+    Reply::Now(answer(&request, resp::SUCCESS))
+}

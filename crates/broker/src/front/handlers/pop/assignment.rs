@@ -1,0 +1,60 @@
+//! QUERY_ASSIGNMENT (400): a client with `setClientRebalance(false)` asks the broker which
+//! queues of a topic it reads, and whether by pull or by pop; SET_MESSAGE_REQUEST_MODE (401):
+//! `mqadmin setConsumeMode` puts a group's reading of a topic in POP (or PULL) mode.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::body::{self, MessageQueueAssignment, QueryAssignmentRequestBody, SetMessageRequestModeRequestBody};
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, answer};
+
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::from_error;
+
+pub(crate) fn query(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let q: QueryAssignmentRequestBody = match body::from_json(&request.body) {
+        Ok(q) => q,
+        Err(e) => {
+            return Reply::Now(from_error(
+                &request,
+                &BrokerError::BadRequest(format!("bad QUERY_ASSIGNMENT body: {e}")),
+            ));
+        }
+    };
+    let broadcasting = q.message_model.as_deref() == Some("BROADCASTING");
+    tracing::trace!(client = %q.client_id, group = %q.consumer_group, topic = %q.topic, "query assignment");
+    let assigned = broker
+        .pop
+        .assignment(&q.topic, &q.consumer_group, &q.client_id, broadcasting, &broker.config.broker_name);
+    // No assignment (an unknown topic) is `null`: the client keeps what it reads.
+    let assignments = assigned.map(|(queues, mode)| {
+        queues
+            .into_iter()
+            .map(|message_queue| MessageQueueAssignment {
+                message_queue,
+                mode,
+                attachments: None,
+            })
+            .collect::<Vec<_>>()
+    });
+    let json = serde_json::json!({ "messageQueueAssignments": assignments });
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(json.to_string().into_bytes()))
+}
+
+pub(crate) fn set_mode(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let mode: SetMessageRequestModeRequestBody = match body::from_json(&request.body) {
+        Ok(m) => m,
+        Err(e) => {
+            return Reply::Now(from_error(
+                &request,
+                &BrokerError::BadRequest(format!("bad SET_MESSAGE_REQUEST_MODE body: {e}")),
+            ));
+        }
+    };
+    match broker.pop.set_mode(mode) {
+        Ok(()) => Reply::Now(answer(&request, resp::SUCCESS)),
+        Err(e) => Reply::Now(from_error(&request, &e)),
+    }
+}

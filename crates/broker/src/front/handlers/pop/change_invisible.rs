@@ -1,0 +1,36 @@
+//! CHANGE_MESSAGE_INVISIBLETIME (200053): a popped message comes back after `invisibleTime`
+//! (a POP consumer's RECONSUME_LATER); the answer carries its new pop time, its new handle.
+
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::header::{ChangeInvisibleTimeRequestHeader, ChangeInvisibleTimeResponseHeader, CommandHeader};
+use petrel_remoting::{Connection, Reply, answer};
+
+use super::pop_time_of;
+use crate::broker::Broker;
+use crate::error::BrokerError;
+use crate::front::reply::{from_error, header};
+
+pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let h = header!(ChangeInvisibleTimeRequestHeader, request);
+    let changed = pop_time_of(&h.extra_info)
+        .ok_or_else(|| BrokerError::InvalidParameter(format!("extraInfo [{}] is not a POP_CK handle", h.extra_info)))
+        .and_then(|pop_time| {
+            broker
+                .pop
+                .change_invisible_time(&h.consumer_group, &h.topic, h.queue_id, h.offset, pop_time, h.invisible_time)
+        });
+    match changed {
+        Ok(pop_time) => {
+            let header = ChangeInvisibleTimeResponseHeader {
+                pop_time,
+                invisible_time: h.invisible_time,
+                revive_qid: 0,
+            };
+            Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(header.to_ext()))
+        }
+        Err(e) => Reply::Now(from_error(&request, &e)),
+    }
+}
