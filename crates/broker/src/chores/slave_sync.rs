@@ -73,6 +73,10 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
     broker.offsets.table().merge_from_master(&offsets)?;
     let groups = fetch(c, rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await?;
     broker.groups.merge_from_master(&groups)?;
+    match fetch(c, rc::GET_ALL_MESSAGE_REQUEST_MODE).await {
+        Ok(modes) => broker.pop.replace_modes_from_master(&modes)?,
+        Err(e) => tracing::debug!(error = %e, "no message request modes from the master"),
+    }
     // A RocketMQ master that never scheduled a message answers SYSTEM_ERROR ("No delay offset in
     // this broker"): nothing to copy, and no reason to fail the rest of the sync.
     match fetch(c, rc::GET_ALL_DELAY_OFFSET).await {

@@ -204,6 +204,23 @@ impl PopService {
         Ok(())
     }
 
+    /// A slave takes its master's request modes (up to `MAX_REQUEST_MODES`).
+    ///
+    /// # Errors
+    /// The master's table does not parse.
+    pub fn replace_modes_from_master(&self, json: &[u8]) -> Result<(), String> {
+        let master: ModeFile = petrel_protocol::body::from_json(json).map_err(|e| e.to_string())?;
+        let table: BTreeMap<String, SetMessageRequestModeRequestBody> =
+            master.message_request_mode_map.into_iter().take(MAX_REQUEST_MODES).collect();
+        let mut modes = self.modes.write();
+        if *modes != table {
+            *modes = table;
+            drop(modes);
+            self.persist.request();
+        }
+        Ok(())
+    }
+
     /// How `group` reads `topic`: as set, else pull (retry topics are always pulled).
     #[must_use]
     pub fn mode(&self, topic: &str, group: &str) -> (MessageRequestMode, i32) {

@@ -129,6 +129,11 @@ async fn request_modes_and_assignments() {
     };
     t.broker.topics.ensure_retry("PG", 1).unwrap();
     assert!(pop.set_mode(retry).is_err(), "retry topics are pulled");
+    // A slave copies the table.
+    let slave = TestBroker::start(|_| {});
+    slave.broker.pop.replace_modes_from_master(&pop.modes_json()).unwrap();
+    assert_eq!(slave.broker.pop.mode("Assigned", "PG"), (MessageRequestMode::Pop, 0));
+    slave.stop().await;
     t.stop().await;
 }
 
