@@ -10,6 +10,7 @@
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries; an SQL92 selector; request-reply;
+#    transactions with check-back;
 #  - mqadmin (rocketmq-tools 5.5.0): clusterList, updateTopic, topicList, topicRoute,
 #    sendMessage, topicStatus, brokerStatus, consumerProgress, queryMsgByKey, queryMsgByUniqueKey,
 #    queryMsgById, resetOffsetByTime, updateSubGroup, getConsumerConfig, deleteSubGroup,
@@ -153,6 +154,7 @@ if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and pus
 if timeout 180 target/go-client-test delayed "$ns"; then ok "Go client: delay levels, ConsumeRetryLater back after the retry delay"; else not_ok "Go client delayed scenario"; fi
 if timeout 180 target/go-client-test sql "$ns"; then ok "Go client: an SQL92 selector gets exactly what it picks"; else not_ok "Go client sql scenario"; fi
 if timeout 180 target/go-client-test request "$ns"; then ok "Go client: requests answered with CreateReplyMessage"; else not_ok "Go client request scenario"; fi
+if timeout 180 target/go-client-test transaction "$ns"; then ok "Go client: transactional producer: commit, rollback, and undecided committed by the broker's check"; else not_ok "Go client transaction scenario"; fi
 
 echo "== mqadmin"
 check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"

@@ -7,7 +7,9 @@
 // `clienttest sql NAMESRV_ADDR` (a broker with enablePropertyFilter=true): a push consumer with an
 // SQL92 selector receives exactly the messages it picks, once each. `clienttest request
 // NAMESRV_ADDR`: a producer's requests are answered by a consumer through the reply topic and
-// the broker's push of the reply to the requester.
+// the broker's push of the reply to the requester. `clienttest transaction NAMESRV_ADDR`: a
+// transactional producer's committed messages arrive once, rolled-back ones never, and undecided
+// ones once the broker's check-back commits them.
 // Exit status 0 means every check held.
 package main
 
@@ -39,7 +41,7 @@ func fail(format string, args ...interface{}) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fail("usage: clienttest NAMESRV_ADDR | clienttest delayed NAMESRV_ADDR | clienttest sql NAMESRV_ADDR | clienttest request NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
+		fail("usage: clienttest NAMESRV_ADDR | clienttest delayed NAMESRV_ADDR | clienttest sql NAMESRV_ADDR | clienttest request NAMESRV_ADDR | clienttest transaction NAMESRV_ADDR | clienttest vectors NAMESRV_ADDR COUNT")
 	}
 	if os.Args[1] == "delayed" && len(os.Args) == 3 {
 		rlog.SetLogLevel("error")
@@ -54,6 +56,11 @@ func main() {
 	if os.Args[1] == "request" && len(os.Args) == 3 {
 		rlog.SetLogLevel("error")
 		request(os.Args[2])
+		return
+	}
+	if os.Args[1] == "transaction" && len(os.Args) == 3 {
+		rlog.SetLogLevel("error")
+		transaction(os.Args[2])
 		return
 	}
 	if os.Args[1] == "vectors" && len(os.Args) == 4 {
@@ -465,4 +472,126 @@ func request(ns string) {
 	_ = replier.Shutdown()
 	_ = requester.Shutdown()
 	fmt.Println("go client: 3 requests answered through the reply topic")
+}
+
+// txListener commits "commit-*", rolls back "rollback-*" and leaves "unknown-*" undecided until
+// the broker asks, then commits them.
+type txListener struct {
+	mu      sync.Mutex
+	checked map[string]time.Time
+}
+
+func (l *txListener) ExecuteLocalTransaction(m *primitive.Message) primitive.LocalTransactionState {
+	switch body := string(m.Body); {
+	case strings.HasPrefix(body, "commit"):
+		return primitive.CommitMessageState
+	case strings.HasPrefix(body, "rollback"):
+		return primitive.RollbackMessageState
+	default:
+		return primitive.UnknowState
+	}
+}
+
+func (l *txListener) CheckLocalTransaction(m *primitive.MessageExt) primitive.LocalTransactionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	body := string(m.Body)
+	if _, seen := l.checked[body]; !seen {
+		l.checked[body] = time.Now()
+	}
+	if strings.HasPrefix(body, "unknown") {
+		return primitive.CommitMessageState
+	}
+	return primitive.RollbackMessageState
+}
+
+func transaction(ns string) {
+	stamp := time.Now().UnixNano() % 1000000000
+	topic := fmt.Sprintf("PetrelGoTx%d", stamp)
+	resolver := primitive.NewPassthroughResolver([]string{ns})
+	plain, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithGroupName(fmt.Sprintf("pg_go_txw_%d", stamp)))
+	if err != nil || plain.Start() != nil {
+		fail("producer: %v", err)
+	}
+	ctx := context.Background()
+	if _, err := plain.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
+		fail("first send: %v", err)
+	}
+	_ = plain.Shutdown()
+	listener := &txListener{checked: map[string]time.Time{}}
+	tp, err := rocketmq.NewTransactionProducer(listener, producer.WithNsResolver(resolver), producer.WithRetry(2),
+		producer.WithGroupName(fmt.Sprintf("pg_go_tx_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))
+	if err != nil || tp.Start() != nil {
+		fail("transaction producer: %v", err)
+	}
+	var mu sync.Mutex
+	got := map[string][]time.Time{}
+	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(fmt.Sprintf("cg_go_tx_%d", stamp)),
+		consumer.WithNsResolver(resolver), consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
+	if err != nil {
+		fail("new consumer: %v", err)
+	}
+	err = c.Subscribe(topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "T"},
+		func(_ context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, m := range msgs {
+				got[string(m.Body)] = append(got[string(m.Body)], time.Now())
+			}
+			return consumer.ConsumeSuccess, nil
+		})
+	if err != nil || c.Start() != nil {
+		fail("consumer: %v", err)
+	}
+	for _, kind := range []string{"commit", "rollback", "unknown"} {
+		for i := 0; i < 2; i++ {
+			msg := primitive.NewMessage(topic, []byte(fmt.Sprintf("%s-%d", kind, i)))
+			msg.WithTag("T")
+			if res, err := tp.SendMessageInTransaction(ctx, msg); err != nil || res.Status != primitive.SendOK {
+				fail("send %s-%d: %v %v", kind, i, res, err)
+			}
+		}
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(got)
+		mu.Unlock()
+		if n >= 4 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second) // a rolled-back message or a second copy would arrive now
+	_ = c.Shutdown()
+	_ = tp.Shutdown()
+	mu.Lock()
+	defer mu.Unlock()
+	listener.mu.Lock()
+	defer listener.mu.Unlock()
+	var problems []string
+	for i := 0; i < 2; i++ {
+		for _, kind := range []string{"commit", "unknown"} {
+			body := fmt.Sprintf("%s-%d", kind, i)
+			if len(got[body]) != 1 {
+				problems = append(problems, fmt.Sprintf("%s delivered %d times", body, len(got[body])))
+			}
+		}
+		if n := len(got[fmt.Sprintf("rollback-%d", i)]); n != 0 {
+			problems = append(problems, fmt.Sprintf("rollback-%d delivered %d times", i, n))
+		}
+		body := fmt.Sprintf("unknown-%d", i)
+		asked, ok := listener.checked[body]
+		switch {
+		case !ok:
+			problems = append(problems, "the broker never asked about "+body)
+		case len(got[body]) == 1 && got[body][0].Before(asked):
+			problems = append(problems, body+" arrived before the broker asked")
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		fail("transaction: %d problems:\n  %s", len(problems), strings.Join(problems, "\n  "))
+	}
+	fmt.Println("go client: 2 committed and 2 checked transactions delivered once, 2 rolled back never")
 }
