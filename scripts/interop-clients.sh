@@ -116,6 +116,7 @@ start_petrel
 echo "== Java client"
 if java_test basic "$ns"; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
 if java_test orderly "$ns"; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
+if java_test orderlydead "$ns"; then ok "Java client: an orderly listener's message failing past maxReconsumeTimes goes to the dead-letter queue and the queue goes on in order"; else not_ok "Java client orderlydead scenario"; fi
 if java_test delayed "$ns"; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
 if java_test timer "$ns"; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
 if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi

@@ -394,7 +394,7 @@ impl ProduceService {
         if req.batch && req.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX) {
             return Err(BrokerError::MessageIllegal("batch request does not support retry group".into()));
         }
-        let (topic, queue_id, reconsume_times) = self.route_retry(req, queue_id)?;
+        let (topic, queue_id, reconsume_times, dlq_created) = self.route_retry(req, queue_id)?;
         let base = MessageExt {
             topic: topic.clone(),
             queue_id,
@@ -422,21 +422,24 @@ impl ProduceService {
             records,
             count,
             uniq_key,
-            topic_created,
+            // A dead-letter topic made now must reach the name servers before the answer too.
+            topic_created: topic_created || dlq_created,
         })
     }
 
     /// Retry topics: past the retry limit the message goes to the group's DLQ.
-    fn route_retry(&self, req: &SendRequest, queue_id: i32) -> Result<(String, i32, i32), BrokerError> {
+    /// Returns the topic, queue and reconsume count to store with, and whether the group's
+    /// dead-letter topic was created for it.
+    fn route_retry(&self, req: &SendRequest, queue_id: i32) -> Result<(String, i32, i32, bool), BrokerError> {
         let reconsume_times = req.reconsume_times;
         if let Some(group) = req.topic.strip_prefix(RETRY_GROUP_TOPIC_PREFIX) {
             let max = req.max_reconsume_times.unwrap_or(DEFAULT_MAX_RECONSUME_TIMES);
             if reconsume_times > max {
-                let (dlq, _) = self.topics.ensure_dlq(group)?;
-                return Ok((dlq.topic_name, 0, reconsume_times.max(0)));
+                let (dlq, created) = self.topics.ensure_dlq(group)?;
+                return Ok((dlq.topic_name, 0, reconsume_times.max(0), created));
             }
         }
-        Ok((req.topic.clone(), queue_id, reconsume_times))
+        Ok((req.topic.clone(), queue_id, reconsume_times, false))
     }
 
     fn encode(&self, m: &MessageExt, out: &mut BytesMut) -> Result<(), BrokerError> {

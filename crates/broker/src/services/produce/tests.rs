@@ -135,6 +135,9 @@ async fn a_slow_disk_answers_flush_timeout_with_the_message_id_and_the_record_be
 #[tokio::test]
 async fn a_retry_past_its_limit_goes_to_the_dead_letter_topic() {
     let t = TestBroker::start(|_| {});
+    // The retry topic exists and is announced already, as after a consumer's heartbeat.
+    t.broker.topics.ensure_retry("G", 1).unwrap();
+    t.broker.topics.settle().await.unwrap();
     let mut req = send_request("%RETRY%G", 0, "A", b"x");
     req.reconsume_times = 3;
     req.max_reconsume_times = Some(2);
@@ -144,6 +147,10 @@ async fn a_retry_past_its_limit_goes_to_the_dead_letter_topic() {
     let (m, _) = MessageExt::decode_verified(&record).unwrap();
     assert_eq!((m.topic.as_str(), m.queue_id, m.reconsume_times), ("%DLQ%G", 0, 3));
     assert!(t.broker.topics.get("%DLQ%G").is_some());
+    assert!(
+        t.name_server.topic_route("%DLQ%G").is_some(),
+        "the dead-letter topic made by the send is on the name server when the send is answered"
+    );
     t.stop().await;
 }
 

@@ -5,6 +5,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
 import java.util.HashSet;
@@ -1185,6 +1186,52 @@ public final class ClientTest {
         }
     }
 
+    /**
+     * An orderly listener that keeps failing a message: the client retries it in place
+     * (SUSPEND_CURRENT_QUEUE_A_MOMENT) up to maxReconsumeTimes, then sends it to the group's
+     * retry topic past its limit; the broker puts it in the dead-letter queue and the queue's
+     * later messages go on, in order.
+     */
+    static void orderlyDead(String ns) throws Exception {
+        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String topic = "PetrelOrderlyDead" + stamp;
+        String group = "cg_orderly_dead_" + stamp;
+        DefaultMQProducer p = warmedProducer(ns, "pg_orderly_dead_" + stamp, topic);
+        List<String> consumed = Collections.synchronizedList(new ArrayList<>());
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("orderly-dead");
+        c.setMaxReconsumeTimes(1);
+        c.setSuspendCurrentQueueTimeMillis(100);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "O");
+        c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                consumed.add(body);
+                if (body.equals("poison")) {
+                    return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT;
+                }
+            }
+            return ConsumeOrderlyStatus.SUCCESS;
+        });
+        c.start();
+        for (String body : new String[] {"o-0", "poison", "o-2", "o-3"}) {
+            SendResult r = p.send(new Message(topic, "O", body.getBytes(StandardCharsets.UTF_8)),
+                (List<MessageQueue> mqs, Message msg, Object arg) -> mqs.get(0), null);
+            check(r.getSendStatus() == SendStatus.SEND_OK && r.getMessageQueue().getQueueId() == 0, "orderly dead: send " + body + ": " + r);
+        }
+        waitFor("the queue's messages after the poison", () -> consumed.contains("o-3"));
+        List<String> dead = readDeadLetters(ns, group, stamp, 1);
+        Thread.sleep(2_000); // a late copy of the poison would show up now
+        List<String> seen = new ArrayList<>(consumed);
+        check(seen.equals(List.of("o-0", "poison", "poison", "o-2", "o-3")), "orderly dead: consumed " + seen);
+        check(dead.equals(List.of("poison")), "orderly dead: the dead-letter queue holds " + dead);
+        System.out.println("orderly dead: consumed " + seen + ", %DLQ%" + group + " holds " + dead);
+        c.shutdown();
+        p.shutdown();
+    }
+
     static void broadcast(String ns) throws Exception {
         String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
         String topic = "PetrelBroadcast" + stamp;
@@ -1313,8 +1360,20 @@ public final class ClientTest {
         DefaultLitePullConsumer dlq = new DefaultLitePullConsumer("cg_dlq_reader_" + stamp);
         dlq.setNamesrvAddr(ns);
         dlq.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        dlq.subscribe("%DLQ%" + group, "*");
         dlq.start();
+        // The DLQ topic may be moments old: a subscription would wait for the next rebalance
+        // (20 s) to see it, so its queues are looked up and assigned.
+        String topic = "%DLQ%" + group;
+        List<Collection<MessageQueue>> queues = new ArrayList<>();
+        waitFor("the route of " + topic, () -> {
+            try {
+                queues.add(dlq.fetchMessageQueues(topic));
+                return !queues.get(queues.size() - 1).isEmpty();
+            } catch (Exception e) {
+                return false;
+            }
+        });
+        dlq.assign(queues.get(queues.size() - 1));
         List<String> bodies = new ArrayList<>();
         long deadline = System.currentTimeMillis() + WAIT_MS;
         while (bodies.size() < count && System.currentTimeMillis() < deadline) {
@@ -1427,6 +1486,9 @@ public final class ClientTest {
             case "pop":
                 pop(args[1]);
                 break;
+            case "orderlydead":
+                orderlyDead(args[1]);
+                break;
             case "reset":
                 reset(args[1]);
                 break;
@@ -1447,7 +1509,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         try {
