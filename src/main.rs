@@ -93,7 +93,8 @@ fn chaos(args: petrel_chaos::ChaosArgs) -> Result<ExitCode> {
 
 #[derive(clap::Args, Debug)]
 struct NamesrvArgs {
-    /// Address to listen on (else `listenPort` of the config file, on all interfaces; else 9876).
+    /// Address to listen on (else `bindAddress:listenPort` of the config file: all interfaces and
+    /// 9876 unless it says otherwise).
     #[arg(long)]
     listen: Option<String>,
     /// A RocketMQ-style namesrv.conf: `listenPort`, and with `enableControllerInNamesrv=true`
@@ -122,6 +123,7 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
         pairs.push((k.to_owned(), v.to_owned()));
     }
     let (mut port, mut embed) = (9876u16, false);
+    let mut bind = std::net::IpAddr::from([0, 0, 0, 0]);
     let mut controller = petrel_controller::ControllerConfig::default();
     for (key, value) in &pairs {
         match key.as_str() {
@@ -130,6 +132,12 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
                     .trim()
                     .parse()
                     .map_err(|_| anyhow::anyhow!("listenPort: {value:?} is not a port"))?
+            }
+            "bindAddress" => {
+                bind = value
+                    .trim()
+                    .parse()
+                    .map_err(|_| anyhow::anyhow!("bindAddress: {value:?} is not an IP address"))?;
             }
             "enableControllerInNamesrv" => {
                 embed = value
@@ -147,7 +155,10 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
     if embed {
         controller.validate().map_err(|e| anyhow::anyhow!(e))?;
     }
-    let listen = args.listen.clone().unwrap_or_else(|| format!("0.0.0.0:{port}"));
+    let listen = args
+        .listen
+        .clone()
+        .unwrap_or_else(|| std::net::SocketAddr::new(bind, port).to_string());
     Ok(NamesrvSettings {
         listen,
         controller: embed.then_some(controller),

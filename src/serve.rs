@@ -144,7 +144,7 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
             NameServers::Embedded(ns)
         }
     };
-    let listen = SocketAddr::from(([0, 0, 0, 0], config.listen_port));
+    let listen = SocketAddr::new(config.bind_address, config.listen_port);
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("broker: listen on {listen}"))?;
@@ -206,7 +206,7 @@ async fn start_fast_channel(broker: &Arc<Broker>) -> Result<Option<Server>> {
         None if c.listen_port > 2 => (c.listen_port - 2, false),
         None => return Ok(None),
     };
-    let listen = SocketAddr::from(([0, 0, 0, 0], port));
+    let listen = SocketAddr::new(c.bind_address, port);
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) if !required => {

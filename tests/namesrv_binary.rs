@@ -79,7 +79,7 @@ fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
     std::fs::write(
         &conf,
         format!(
-            "listenPort={ns_port}\nenableControllerInNamesrv=true\ncontrollerDLegerPeers=n0-127.0.0.1:{controller_port}\ncontrollerDLegerSelfId=n0\ncontrollerStorePath={}\n",
+            "listenPort={ns_port}\nbindAddress=127.0.0.1\nenableControllerInNamesrv=true\ncontrollerDLegerPeers=n0-127.0.0.1:{controller_port}\ncontrollerDLegerSelfId=n0\ncontrollerStorePath={}\n",
             dir.path().join("controller").display()
         ),
     )
@@ -109,6 +109,11 @@ fn namesrv_runs_an_embedded_controller_when_the_config_asks() {
     let mut ns = connect(ns_port);
     let cluster = ask(&mut ns, &RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 1));
     assert_eq!(cluster.code, resp::SUCCESS, "the name server answers on listenPort");
+    let elsewhere = std::net::SocketAddr::from(([127, 0, 0, 2], ns_port));
+    assert!(
+        TcpStream::connect_timeout(&elsewhere, Duration::from_secs(1)).is_err(),
+        "bindAddress=127.0.0.1: not reached at 127.0.0.2"
+    );
     let mut controller = connect(controller_port);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {

@@ -401,6 +401,41 @@ fn prometheus_endpoint_counts_what_was_sent() {
     );
 }
 
+/// Whether something accepts TCP connections at `ip:port` (within a second).
+fn accepts(ip: [u8; 4], port: u16) -> bool {
+    let addr = std::net::SocketAddr::from((ip, port));
+    std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok()
+}
+
+#[test]
+fn bind_address_keeps_the_broker_to_one_address_and_metrics_default_to_loopback() {
+    // 127.0.0.1 and 127.0.0.2 are both this host; a socket bound to one is not reached at the
+    // other, so they stand for two interfaces.
+    let metrics_port = common::free_port();
+    let metrics = format!("metricsPromExporterPort={metrics_port}");
+    let petrel = Petrel::start(&[
+        "--set",
+        "bindAddress=127.0.0.1",
+        "--set",
+        "metricsExporterType=PROM",
+        "--set",
+        &metrics,
+    ]);
+    assert!(accepts([127, 0, 0, 1], petrel.broker_port));
+    assert!(!accepts([127, 0, 0, 2], petrel.broker_port), "bound to 127.0.0.1 only");
+    assert!(accepts([127, 0, 0, 1], metrics_port), "metrics on loopback by default");
+    assert!(!accepts([127, 0, 0, 2], metrics_port), "and on loopback only");
+    let mut c = petrel.broker();
+    let r = c.call(send_v2("BoundTopic", 0, "T", 0, b"x"));
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    drop(petrel);
+    let everywhere = Petrel::start(&[]);
+    assert!(
+        accepts([127, 0, 0, 2], everywhere.broker_port),
+        "every interface by default, as RocketMQ"
+    );
+}
+
 fn runtime_info() -> RemotingCommand {
     RemotingCommand::request(rc::GET_BROKER_RUNTIME_INFO, 0)
 }

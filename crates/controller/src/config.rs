@@ -86,7 +86,8 @@ impl Default for ControllerConfig {
             notify_broker_role_changed: false,
             timing: RaftTiming::default(),
             metrics_prom: false,
-            metrics_prom_exporter_host: std::net::IpAddr::from([0, 0, 0, 0]),
+            // This host only unless configured: metrics are not for everyone who can reach the port.
+            metrics_prom_exporter_host: std::net::IpAddr::from([127, 0, 0, 1]),
             metrics_prom_exporter_port: 0,
         };
         for (key, default, _) in CONTROLLER_KEYS {

@@ -121,7 +121,9 @@ config_table! {
         "namesrvAddr" => namesrv_addr: Option<String> = None;
             "External name servers, `host:port;host:port` (also `--namesrv-addr`). Unset: the name server runs inside `petrel serve`. Set: the broker keeps one connection to each, sends REGISTER_BROKER every `registerNameServerPeriod` and on every topic change, and UNREGISTER_BROKER on shutdown; Apache RocketMQ's name servers work too."
         "listenPort" => listen_port: u16 = 10911, check at_least(1);
-            "The broker's port, on all interfaces (also `--listen-port`)."
+            "The broker's port (also `--listen-port`), on `bindAddress`."
+        "bindAddress" => bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+            "Address the broker's ports (`listenPort` and the fast channel) listen on (RocketMQ's `NettyServerConfig.bindAddress`). `0.0.0.0`: every interface; `127.0.0.1`: this host only."
         "fastListenPort" => fast_listen_port: Option<u16> = None;
             "A second port serving the same requests: RocketMQ's \"VIP channel\", which its slaves use to copy a master's topics and clients may use for sends. Unset: `listenPort - 2` when that port is free (a warning otherwise); `0`: none; a port: that one, or the broker does not start."
         "brokerIP1" => broker_ip1: Option<IpAddr> = None;
@@ -290,8 +292,8 @@ config_table! {
     Metrics {
         "metricsExporterType" => metrics_exporter_type: MetricsExporter = MetricsExporter::Disable;
             "`PROM` serves Prometheus metrics at `http://metricsPromExporterHost:metricsPromExporterPort/metrics` (RocketMQ's keys; its `OTLP_GRPC` and `LOG` exporters are not offered)."
-        "metricsPromExporterHost" => metrics_prom_exporter_host: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
-            "Address the metrics endpoint listens on."
+        "metricsPromExporterHost" => metrics_prom_exporter_host: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+            "Address the metrics endpoint listens on. Petrel's default is this host only (RocketMQ's is every interface): set `0.0.0.0` or an interface's address for a Prometheus elsewhere."
         "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557;
             "Port of the metrics endpoint."
     }
