@@ -108,25 +108,27 @@ java_test() { # scenario ARGS...: the scenario's output, filtered; all of it whe
   return "$rc"
 }
 admin() { ref_mqadmin "$ns" "$@" | grep -v '|-' || true; }
+java_check() { if java_test "$1" "$ns"; then ok "$2"; else not_ok "Java client $1 scenario"; fi; }
+go_check() { if timeout 180 target/go-client-test "$1" "$ns"; then ok "$2"; else not_ok "Go client $1 scenario"; fi; }
 quiet() { grep -v '^\s*at \|SLF4J\|logback\||-' || true; }
 
 stamp=$$
 start_petrel
 
 echo "== Java client"
-if java_test basic "$ns"; then ok "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"; else not_ok "Java client basic scenario"; fi
-if java_test orderly "$ns"; then ok "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"; else not_ok "Java client orderly scenario"; fi
-if java_test orderlydead "$ns"; then ok "Java client: an orderly listener's message failing past maxReconsumeTimes goes to the dead-letter queue and the queue goes on in order"; else not_ok "Java client orderlydead scenario"; fi
-if java_test delayed "$ns"; then ok "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"; else not_ok "Java client delayed scenario"; fi
-if java_test timer "$ns"; then ok "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"; else not_ok "Java client timer scenario"; fi
-if java_test query "$ns"; then ok "Java client: queryMessage by key and viewMessage by id find what was sent"; else not_ok "Java client query scenario"; fi
-if java_test sql "$ns"; then ok "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"; else not_ok "Java client sql scenario"; fi
-if java_test groupconfig "$ns"; then ok "Java admin API: a group created with consumption off gets nothing, its retry topic has its retryQueueNums, turned on it gets everything once, deleted it is gone"; else not_ok "Java client groupconfig scenario"; fi
-if java_test request "$ns"; then ok "Java client: request-reply: sync and async requests answered through the reply topic, an unanswered one times out, a reply for a client that is gone is refused"; else not_ok "Java client request scenario"; fi
-if java_test pop "$ns"; then ok "Java client: POP consumption: two consumers share one queue, every message once with its POP_CK handle, RECONSUME_LATER back after 10 s, an unacked message revived after its invisible time"; else not_ok "Java client pop scenario"; fi
-if java_test broadcast "$ns"; then ok "Java client: two broadcasting consumers of one group each get every message once"; else not_ok "Java client broadcast scenario"; fi
-if java_test reset "$ns"; then ok "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"; else not_ok "Java client reset scenario"; fi
-if java_test transaction "$ns"; then ok "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"; else not_ok "Java client transaction scenario"; fi
+java_check basic "Java client: producer (sync, async, oneway, batch), push, lite pull, queue split"
+java_check orderly "Java client: orderly consumers lock disjoint queues, consume each order in sequence, and one takes over when the other leaves"
+java_check orderlydead "Java client: an orderly listener's message failing past maxReconsumeTimes goes to the dead-letter queue and the queue goes on in order"
+java_check delayed "Java client: delay levels, RECONSUME_LATER back after the retry delay, dead letters after maxReconsumeTimes"
+java_check timer "Java client: timer messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs) in the order of their times, no sooner, each once"
+java_check query "Java client: queryMessage by key and viewMessage by id find what was sent"
+java_check sql "Java client: an SQL92 selector (MessageSelector.bySql) gets exactly what it picks; one that does not compile stops start() with 23"
+java_check groupconfig "Java admin API: a group created with consumption off gets nothing, its retry topic has its retryQueueNums, turned on it gets everything once, deleted it is gone"
+java_check request "Java client: request-reply: sync and async requests answered through the reply topic, an unanswered one times out, a reply for a client that is gone is refused"
+java_check pop "Java client: POP consumption: two consumers share one queue, every message once with its POP_CK handle, RECONSUME_LATER back after 10 s, an unacked message revived after its invisible time"
+java_check broadcast "Java client: two broadcasting consumers of one group each get every message once"
+java_check reset "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"
+java_check transaction "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
 example() { timeout --signal=QUIT --kill-after=10 300 java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }
@@ -152,10 +154,10 @@ fi
 
 echo "== Go client"
 if timeout 180 target/go-client-test "$ns"; then ok "Go client: producer and push consumer"; else not_ok "Go client"; fi
-if timeout 180 target/go-client-test delayed "$ns"; then ok "Go client: delay levels, ConsumeRetryLater back after the retry delay"; else not_ok "Go client delayed scenario"; fi
-if timeout 180 target/go-client-test sql "$ns"; then ok "Go client: an SQL92 selector gets exactly what it picks"; else not_ok "Go client sql scenario"; fi
-if timeout 180 target/go-client-test request "$ns"; then ok "Go client: requests answered with CreateReplyMessage"; else not_ok "Go client request scenario"; fi
-if timeout 180 target/go-client-test transaction "$ns"; then ok "Go client: transactional producer: commit, rollback, and undecided committed by the broker's check"; else not_ok "Go client transaction scenario"; fi
+go_check delayed "Go client: delay levels, ConsumeRetryLater back after the retry delay"
+go_check sql "Go client: an SQL92 selector gets exactly what it picks"
+go_check request "Go client: requests answered with CreateReplyMessage"
+go_check transaction "Go client: transactional producer: commit, rollback, and undecided committed by the broker's check"
 
 echo "== mqadmin"
 check "clusterList shows broker-a" "DefaultCluster          broker-a                0     127.0.0.1:$broker_port" "$(admin clusterList)"

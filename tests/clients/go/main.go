@@ -207,20 +207,29 @@ type delivery struct {
 	msgID, topic   string
 }
 
+// startProducer starts a producer of group (instance names one client among several in this
+// process); topic, when not empty, is created by a first send.
+func startProducer(resolver primitive.NsResolver, group, instance, topic string) rocketmq.Producer {
+	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
+		producer.WithGroupName(group), producer.WithInstanceName(instance), producer.WithSendMsgTimeout(10*time.Second))
+	if err != nil || p.Start() != nil {
+		fail("producer %s: %v", group, err)
+	}
+	if topic != "" {
+		if _, err := p.SendSync(context.Background(), primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
+			fail("first send to %s: %v", topic, err)
+		}
+	}
+	return p
+}
+
 func delayed(ns string) {
 	stamp := time.Now().UnixNano() % 1000000000
 	topic := fmt.Sprintf("PetrelGoDelayed%d", stamp)
 	group := fmt.Sprintf("cg_go_delayed_%d", stamp)
 	resolver := primitive.NewPassthroughResolver([]string{ns})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
-		producer.WithGroupName(fmt.Sprintf("pg_go_delayed_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))
-	if err != nil || p.Start() != nil {
-		fail("producer: %v", err)
-	}
+	p := startProducer(resolver, fmt.Sprintf("pg_go_delayed_%d", stamp), "DEFAULT", topic)
 	ctx := context.Background()
-	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
-		fail("first send: %v", err)
-	}
 	// A consumer looks its retry topic up once at start and then every 30 s; the group's first
 	// heartbeat creates that topic. A first consumer of the group registers it, as a deployed
 	// group would have, so that the second finds its retry topic at start.
@@ -328,15 +337,8 @@ func sql92(ns string) {
 	stamp := time.Now().UnixNano() % 1000000000
 	topic := fmt.Sprintf("PetrelGoSql%d", stamp)
 	resolver := primitive.NewPassthroughResolver([]string{ns})
-	p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
-		producer.WithGroupName(fmt.Sprintf("pg_go_sql_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))
-	if err != nil || p.Start() != nil {
-		fail("producer: %v", err)
-	}
+	p := startProducer(resolver, fmt.Sprintf("pg_go_sql_%d", stamp), "DEFAULT", topic)
 	ctx := context.Background()
-	if _, err := p.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
-		fail("first send: %v", err)
-	}
 	selector := "(color = 'red' OR color = 'blue') AND n > 5 AND n NOT BETWEEN 10 AND 12"
 	want := map[string]bool{}
 	var mu sync.Mutex
@@ -413,20 +415,9 @@ func request(ns string) {
 	stamp := time.Now().UnixNano() % 1000000000
 	topic := fmt.Sprintf("PetrelGoRequest%d", stamp)
 	resolver := primitive.NewPassthroughResolver([]string{ns})
-	newProducer := func(group, instance string) rocketmq.Producer {
-		p, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithRetry(2),
-			producer.WithGroupName(group), producer.WithInstanceName(instance), producer.WithSendMsgTimeout(10*time.Second))
-		if err != nil || p.Start() != nil {
-			fail("producer %s: %v", group, err)
-		}
-		return p
-	}
-	requester := newProducer(fmt.Sprintf("pg_go_req_%d", stamp), "requester")
-	replier := newProducer(fmt.Sprintf("pg_go_rep_%d", stamp), "replier")
+	requester := startProducer(resolver, fmt.Sprintf("pg_go_req_%d", stamp), "requester", topic)
+	replier := startProducer(resolver, fmt.Sprintf("pg_go_rep_%d", stamp), "replier", "")
 	ctx := context.Background()
-	if _, err := requester.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
-		fail("first send: %v", err)
-	}
 	c, err := rocketmq.NewPushConsumer(consumer.WithGroupName(fmt.Sprintf("cg_go_req_%d", stamp)),
 		consumer.WithNsResolver(resolver), consumer.WithInstance("server"),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset))
@@ -509,15 +500,8 @@ func transaction(ns string) {
 	stamp := time.Now().UnixNano() % 1000000000
 	topic := fmt.Sprintf("PetrelGoTx%d", stamp)
 	resolver := primitive.NewPassthroughResolver([]string{ns})
-	plain, err := rocketmq.NewProducer(producer.WithNsResolver(resolver), producer.WithGroupName(fmt.Sprintf("pg_go_txw_%d", stamp)))
-	if err != nil || plain.Start() != nil {
-		fail("producer: %v", err)
-	}
+	_ = startProducer(resolver, fmt.Sprintf("pg_go_txw_%d", stamp), "DEFAULT", topic).Shutdown()
 	ctx := context.Background()
-	if _, err := plain.SendSync(ctx, primitive.NewMessage(topic, []byte("creates the topic"))); err != nil {
-		fail("first send: %v", err)
-	}
-	_ = plain.Shutdown()
 	listener := &txListener{checked: map[string]time.Time{}}
 	tp, err := rocketmq.NewTransactionProducer(listener, producer.WithNsResolver(resolver), producer.WithRetry(2),
 		producer.WithGroupName(fmt.Sprintf("pg_go_tx_%d", stamp)), producer.WithSendMsgTimeout(10*time.Second))

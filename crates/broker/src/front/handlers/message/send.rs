@@ -19,6 +19,21 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(h) => h,
         Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
     };
+    let send = send_request(broker, h, request.body.clone(), conn.peer());
+    let broker = broker.clone();
+    Reply::Later(Box::pin(async move {
+        Some(match broker.produce.send(send).await {
+            Ok(outcome) => stored(&request, outcome, &broker),
+            Err(e) => {
+                tracing::debug!(error = %e, "send refused");
+                refused(&request, &e, &region)
+            }
+        })
+    }))
+}
+
+/// The service's request for a send of the SEND family (SEND_REPLY_MESSAGE's too).
+pub(super) fn send_request(broker: &Broker, h: SendMessageRequestHeader, body: bytes::Bytes, peer: std::net::SocketAddr) -> SendRequest {
     // A send to a retry topic (an orderly consumer's retry) that does not say how often it may
     // be retried takes the group's `retryMaxTimes`.
     let max_reconsume_times = h.max_reconsume_times.or_else(|| {
@@ -26,7 +41,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
             .strip_prefix(RETRY_GROUP_TOPIC_PREFIX)
             .map(|group| broker.groups.config(group).retry_max_times)
     });
-    let send = SendRequest {
+    SendRequest {
         batch: h.is_batch(),
         producer_group: h.producer_group,
         topic: h.topic,
@@ -39,19 +54,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         properties: h.properties,
         reconsume_times: h.reconsume_times.unwrap_or(0),
         max_reconsume_times,
-        body: request.body.clone(),
-        born_host: Some(conn.peer()),
-    };
-    let broker = broker.clone();
-    Reply::Later(Box::pin(async move {
-        Some(match broker.produce.send(send).await {
-            Ok(outcome) => stored(&request, outcome, &broker),
-            Err(e) => {
-                tracing::debug!(error = %e, "send refused");
-                refused(&request, &e, &region)
-            }
-        })
-    }))
+        body,
+        born_host: Some(peer),
+    }
 }
 
 /// SUCCESS, or FLUSH_DISK_TIMEOUT with the same fields (the message is stored either way).

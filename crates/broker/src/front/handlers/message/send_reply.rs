@@ -13,11 +13,10 @@ use petrel_protocol::header::{CommandHeader, ReplyMessageRequestHeader, SendMess
 use petrel_protocol::properties::{keys, property};
 use petrel_remoting::{Connection, Reply, answer};
 
-use super::send::{refused, stored};
+use super::send::{refused, send_request, stored};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::services::ReplyPush;
-use crate::services::produce::SendRequest;
 
 pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let region = broker.config.region_id.clone();
@@ -47,21 +46,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         },
         body: request.body.clone(),
     };
-    let send = SendRequest {
-        producer_group: h.producer_group,
-        topic: h.topic,
-        default_topic: h.default_topic,
-        default_topic_queue_nums: h.default_topic_queue_nums,
-        queue_id: h.queue_id,
-        sys_flag: h.sys_flag,
-        born_timestamp: h.born_timestamp,
-        flag: h.flag,
-        properties: h.properties,
-        reconsume_times: h.reconsume_times.unwrap_or(0),
-        body: request.body.clone(),
-        born_host: Some(conn.peer()),
-        ..SendRequest::default()
-    };
+    let send = send_request(broker, h, request.body.clone(), conn.peer());
     let broker = broker.clone();
     Reply::Later(Box::pin(async move {
         let pushed = push_to_requester(&broker, push, send.properties.as_deref()).await;

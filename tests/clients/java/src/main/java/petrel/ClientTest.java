@@ -166,6 +166,20 @@ public final class ClientTest {
         System.err.println("FAIL: " + what);
     }
 
+    /** What makes this run's topic and group names its own (`-Dpetrel.stamp`, else the time). */
+    static String stamp() {
+        return System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+    }
+
+    /** A started admin client. */
+    static DefaultMQAdminExt admin(String ns, String instance) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName(instance);
+        admin.start();
+        return admin;
+    }
+
     static void waitFor(String what, Supplier<Boolean> done) throws InterruptedException {
         long deadline = System.currentTimeMillis() + WAIT_MS;
         while (!done.get()) {
@@ -313,7 +327,7 @@ public final class ClientTest {
     }
 
     static void basic(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelJava" + stamp;
         DefaultMQProducer p = producer(ns, "pg_java_" + stamp);
         Map<String, Expected> sent = produceAllModes(p, topic);
@@ -624,7 +638,7 @@ public final class ClientTest {
     }
 
     static void orderly(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelOrderly" + stamp;
         String group = "cg_orderly_" + stamp;
         int orders = 16;
@@ -677,7 +691,7 @@ public final class ClientTest {
     }
 
     static void delayed(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelDelayed" + stamp;
         String group = "cg_delayed_" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_delayed_" + stamp, topic);
@@ -742,7 +756,7 @@ public final class ClientTest {
     }
 
     static void timer(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelTimer" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_timer_" + stamp, topic);
         Map<String, List<Delivery>> seen = new ConcurrentHashMap<>();
@@ -818,7 +832,7 @@ public final class ClientTest {
 
     @SuppressWarnings("deprecation")
     static void query(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelQuery" + stamp;
         DefaultMQProducer p = producer(ns, "pg_query_" + stamp);
         List<String> ids = new ArrayList<>();
@@ -876,7 +890,7 @@ public final class ClientTest {
      * selector that does not compile stops start() with SUBSCRIPTION_PARSE_FAILED (23).
      */
     static void sql(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelSql" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_sql_" + stamp, topic);
         String selector = "a BETWEEN 4 AND 13 AND TAGS IN ('TagA') AND region <> 'us' OR name STARTSWITH 'vip-'";
@@ -941,14 +955,11 @@ public final class ClientTest {
      * the group's retryQueueNums; turned on, every message arrives once; deleted, it is gone.
      */
     static void groupConfig(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelGroupCfg" + stamp;
         String group = "cg_cfg_" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_cfg_" + stamp, topic);
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("cfg-admin");
-        admin.start();
+        DefaultMQAdminExt admin = admin(ns, "cfg-admin");
         String addr = admin.examineTopicRouteInfo(topic).getBrokerDatas().get(0).selectBrokerAddr();
         SubscriptionGroupConfig cfg = new SubscriptionGroupConfig();
         cfg.setGroupName(group);
@@ -995,7 +1006,7 @@ public final class ClientTest {
      * not connected is refused with SYSTEM_ERROR.
      */
     static void request(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelRequest" + stamp;
         String unanswered = "PetrelUnanswered" + stamp;
         DefaultMQProducer requester = warmedProducer(ns, "pg_req_" + stamp, topic);
@@ -1087,13 +1098,10 @@ public final class ClientTest {
      * invisible time without an ack handed out again (revive).
      */
     static void pop(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelPop" + stamp;
         String group = "cg_pop_" + stamp;
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("pop-admin");
-        admin.start();
+        DefaultMQAdminExt admin = admin(ns, "pop-admin");
         String addr = admin.examineBrokerClusterInfo().getBrokerAddrTable().values().iterator().next().selectBrokerAddr();
         admin.createAndUpdateTopicConfig(addr, new TopicConfig(topic, 1, 1, 6));
         admin.setMessageRequestMode(addr, topic, group, MessageRequestMode.POP, 0, 5_000);
@@ -1103,15 +1111,11 @@ public final class ClientTest {
         AtomicInteger withoutHandle = new AtomicInteger();
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
         for (String name : new String[] {"pop1", "pop2"}) {
-            DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-            c.setNamesrvAddr(ns);
-            c.setInstanceName(name);
+            DefaultMQPushConsumer c = pushConsumer(ns, group, name, topic);
             c.setClientRebalance(false);
             c.setPopInvisibleTime(5_000);
             c.setPopBatchNums(4);
             c.setConsumeMessageBatchMaxSize(1);
-            c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-            c.subscribe(topic, "*");
             c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
                 for (MessageExt m : msgs) {
                     Delivery d = new Delivery(m);
@@ -1193,18 +1197,14 @@ public final class ClientTest {
      * later messages go on, in order.
      */
     static void orderlyDead(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelOrderlyDead" + stamp;
         String group = "cg_orderly_dead_" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_orderly_dead_" + stamp, topic);
         List<String> consumed = Collections.synchronizedList(new ArrayList<>());
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
-        c.setNamesrvAddr(ns);
-        c.setInstanceName("orderly-dead");
+        DefaultMQPushConsumer c = pushConsumer(ns, group, "orderly-dead", topic, "O");
         c.setMaxReconsumeTimes(1);
         c.setSuspendCurrentQueueTimeMillis(100);
-        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
-        c.subscribe(topic, "O");
         c.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 String body = new String(m.getBody(), StandardCharsets.UTF_8);
@@ -1233,7 +1233,7 @@ public final class ClientTest {
     }
 
     static void broadcast(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelBroadcast" + stamp;
         String group = "cg_broadcast_" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_broadcast_" + stamp, topic);
@@ -1274,7 +1274,7 @@ public final class ClientTest {
     }
 
     static void reset(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelReset" + stamp;
         String group = "cg_reset_" + stamp;
         DefaultMQProducer p = warmedProducer(ns, "pg_reset_" + stamp, topic);
@@ -1308,10 +1308,7 @@ public final class ClientTest {
                 Thread.sleep(100);
             }
         }
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
-        admin.setNamesrvAddr(ns);
-        admin.setInstanceName("reset-admin");
-        admin.start();
+        DefaultMQAdminExt admin = admin(ns, "reset-admin");
         Map<MessageQueue, Long> table = admin.resetOffsetByTimestamp(topic, group, at, true);
         long again = 0;
         for (Map.Entry<MessageQueue, Long> e : table.entrySet()) {
@@ -1386,7 +1383,7 @@ public final class ClientTest {
     }
 
     static void transaction(String ns) throws Exception {
-        String stamp = System.getProperty("petrel.stamp", Long.toString(System.currentTimeMillis() % 100_000_000));
+        String stamp = stamp();
         String topic = "PetrelTx" + stamp;
         Map<String, Long> checkedAt = new ConcurrentHashMap<>();
         TransactionMQProducer p = new TransactionMQProducer("pg_tx_" + stamp);
