@@ -15,6 +15,9 @@
 #          PETREL_RUNS="petrel": one Petrel run per word, LABEL or LABEL:key=value,key=value
 #            (broker.conf settings), e.g. the page-cache budget study:
 #            PETREL_RUNS="petrel-budget:pageCacheBudgetBytes=268435456 petrel-no-budget:pageCacheBudgetBytes=1099511627776"
+#          TOOL_ARGS="-a true -ak USER -sk SECRET": extra arguments of the benchmark Producer and
+#            Consumer, e.g. to sign every request with AclClientRPCHook (the access-control study in
+#            docs/benchmarks.md; mqadmin then signs from ROCKETMQ_HOME/conf/tools.yml)
 #
 # Not part of the suite: about 12 minutes. Prints a Markdown table; logs and samples land in OUT.
 set -euo pipefail
@@ -63,12 +66,14 @@ run() {
   local label=$1 flush=$2 ns=$3 pid=$4 cell="$out/$1-$2"
   rm -f "$cell".*
   ref_mqadmin "$ns" updateTopic -c DefaultCluster -t BenchOfficial -r 4 -w 4 >"$cell.topic.log"
+  # shellcheck disable=SC2086 # TOOL_ARGS is a list of words
   java -Xms1g -Xmx1g -cp "$lib" org.apache.rocketmq.example.benchmark.Consumer -n "$ns" -t BenchOfficial -w 20 \
-    -g "bench_consumer_$label" >"$cell.consumer.log" 2>&1 &
+    -g "bench_consumer_$label" ${TOOL_ARGS:-} >"$cell.consumer.log" 2>&1 &
   local consumer=$!
   sleep 3
+  # shellcheck disable=SC2086
   java -Xms1g -Xmx1g -cp "$lib" org.apache.rocketmq.example.benchmark.Producer -n "$ns" -t BenchOfficial -w 16 -s 1024 \
-    >"$cell.producer.log" 2>&1 &
+    ${TOOL_ARGS:-} >"$cell.producer.log" 2>&1 &
   local producer=$!
   sample "$pid" "$cell.samples" "$secs"
   kill "$producer" "$consumer" 2>/dev/null || true

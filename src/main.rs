@@ -110,7 +110,82 @@ struct NamesrvArgs {
 struct NamesrvSettings {
     listen: String,
     controller: Option<petrel_controller::ControllerConfig>,
+    access: petrel_namesrv::NamesrvAccess,
+    tls: Option<std::sync::Arc<petrel_remoting::ServerTls>>,
 }
+
+/// `tls.server.mode`, `tls.server.certPath` and `tls.server.keyPath` of namesrv.conf.
+fn namesrv_tls(pairs: &[(String, String)]) -> Result<Option<std::sync::Arc<petrel_remoting::ServerTls>>> {
+    use petrel_broker::config::{ConfigValue, TlsMode};
+    let mut mode = TlsMode::Disabled;
+    let (mut cert, mut key) = (None, None);
+    for (k, v) in pairs {
+        match k.as_str() {
+            "tls.server.mode" => {
+                mode = TlsMode::parse(v.trim()).ok_or_else(|| anyhow::anyhow!("tls.server.mode: {v:?} is not {}", TlsMode::EXPECTED))?;
+            }
+            "tls.server.certPath" => cert = Some(std::path::PathBuf::from(v.trim())),
+            "tls.server.keyPath" => key = Some(std::path::PathBuf::from(v.trim())),
+            _ => {}
+        }
+    }
+    petrel_remoting::ServerTls::load(mode, cert.as_deref(), key.as_deref()).map_err(|e| anyhow::anyhow!("TLS: {e}"))
+}
+
+/// The name server's own users (the brokers' inner credentials and an initial super user) and
+/// switches, from namesrv.conf's keys of the same names as broker.conf's.
+fn namesrv_access(pairs: &[(String, String)]) -> Result<petrel_namesrv::NamesrvAccess> {
+    use petrel_broker::access::{parse_credentials, parse_init_user};
+    let store = petrel_auth::AuthStore::in_memory();
+    let mut settings = petrel_auth::AuthSettings::default();
+    let mut max_failures = 8u64;
+    let flag = |key: &str, value: &str| -> Result<bool> {
+        value
+            .trim()
+            .parse()
+            .map_err(|_| anyhow::anyhow!("{key}: {value:?} is not true or false"))
+    };
+    for (key, value) in pairs {
+        match key.as_str() {
+            "authenticationEnabled" => settings.authentication_enabled = flag(key, value)?,
+            "authorizationEnabled" => settings.authorization_enabled = flag(key, value)?,
+            "initAuthenticationUser" => {
+                let (name, password) = parse_init_user(value).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+                store.ensure_super_user(&name, &password)?;
+            }
+            "innerClientAuthenticationCredentials" => {
+                let c = parse_credentials(value).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
+                store.ensure_super_user(&c.access_key, &c.secret_key)?;
+            }
+            "maxAuthenticationFailuresPerConnection" => {
+                max_failures = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| anyhow::anyhow!("{key}: {value:?} is not a positive integer"))?;
+            }
+            _ => {}
+        }
+    }
+    Ok(petrel_namesrv::NamesrvAccess {
+        store: std::sync::Arc::new(store),
+        settings,
+        max_failures,
+    })
+}
+
+/// namesrv.conf keys read by [`namesrv_access`].
+const NAMESRV_ACCESS_KEYS: &[&str] = &[
+    "authenticationEnabled",
+    "authorizationEnabled",
+    "initAuthenticationUser",
+    "innerClientAuthenticationCredentials",
+    "maxAuthenticationFailuresPerConnection",
+    "tls.server.mode",
+    "tls.server.certPath",
+    "tls.server.keyPath",
+];
 
 fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
     let mut pairs: Vec<(String, String)> = Vec::new();
@@ -145,6 +220,7 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
                     .parse()
                     .map_err(|_| anyhow::anyhow!("enableControllerInNamesrv: {value:?} is not true or false"))?;
             }
+            k if NAMESRV_ACCESS_KEYS.contains(&k) => {}
             _ => {
                 if !controller.set(key, value)? {
                     tracing::warn!(key, "namesrv.conf key not used by Petrel; ignored");
@@ -162,6 +238,8 @@ fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
     Ok(NamesrvSettings {
         listen,
         controller: embed.then_some(controller),
+        access: namesrv_access(&pairs)?,
+        tls: namesrv_tls(&pairs)?,
     })
 }
 
@@ -181,7 +259,15 @@ fn namesrv(args: &NamesrvArgs) -> Result<()> {
             .await
             .with_context(|| format!("listen on {}", settings.listen))?;
         let ns = Arc::new(NameServer::new());
-        let server = Server::start("namesrv", listener, ns.clone(), limits)?;
+        if settings.access.settings.any_enabled() {
+            tracing::info!(
+                authentication = settings.access.settings.authentication_enabled,
+                authorization = settings.access.settings.authorization_enabled,
+                "name server checks broker registrations and other writes"
+            );
+        }
+        ns.set_access(settings.access);
+        let server = Server::start_with_tls("namesrv", listener, ns.clone(), limits, settings.tls)?;
         tracing::info!(addr = %server.local_addr(), "name server listening");
         // RocketMQ's `enableControllerInNamesrv`: the controller shares the process, not the port.
         let controller = match settings.controller {

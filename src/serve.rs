@@ -9,8 +9,8 @@ use std::sync::Arc;
 use anyhow::{Context, Result, bail};
 use petrel_broker::metrics::Sources;
 use petrel_broker::{Broker, BrokerConfig, MetricsExporter, NameServers, RocketMqFront};
-use petrel_namesrv::{NameServer, run_expiry};
-use petrel_remoting::{Server, ServerLimits};
+use petrel_namesrv::{NameServer, NamesrvAccess, run_expiry};
+use petrel_remoting::{Server, ServerLimits, ServerTls};
 use tokio::task::JoinSet;
 
 #[derive(clap::Args, Debug)]
@@ -110,21 +110,43 @@ pub fn serve(args: ServeArgs) -> Result<()> {
     })
 }
 
-/// The embedded name server: its server, and its expiry chore in `tasks`.
-async fn embedded_name_server(listen: &str, limits: ServerLimits, tasks: &mut JoinSet<()>) -> Result<(Arc<NameServer>, Server)> {
+/// The embedded name server, with its port bound but not yet served: the broker opens first, so
+/// that the name server checks writes against the broker's users from its first request.
+async fn embedded_name_server(listen: &str) -> Result<(Arc<NameServer>, tokio::net::TcpListener)> {
     let ns = Arc::new(NameServer::new());
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("name server: listen on {listen}"))?;
-    let server = Server::start("namesrv", listener, ns.clone(), limits)?;
+    Ok((ns, listener))
+}
+
+/// Serves the embedded name server, its writes checked as the broker's `authenticationEnabled`
+/// and `authorizationEnabled` say, and starts its expiry chore.
+fn serve_name_server(
+    ns: &Arc<NameServer>,
+    listener: tokio::net::TcpListener,
+    broker: &Broker,
+    tls: Option<Arc<ServerTls>>,
+    tasks: &mut JoinSet<()>,
+) -> Result<Server> {
+    let limits = ServerLimits {
+        connection: broker.config.server_limits().connection,
+        ..ServerLimits::default()
+    };
+    ns.set_access(NamesrvAccess {
+        store: broker.access.store.clone(),
+        settings: broker.access.settings.clone(),
+        max_failures: broker.config.max_authentication_failures_per_connection,
+    });
+    let server = Server::start_with_tls("namesrv", listener, ns.clone(), limits, tls)?;
     tracing::info!(addr = %server.local_addr(), "name server listening");
     tasks.spawn(run_expiry(ns.clone()));
-    Ok((ns, server))
+    Ok(server)
 }
 
 async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     let mut tasks = JoinSet::new();
-    let mut name_server = None;
+    let mut embedded = None;
     let name_servers = match config.namesrv_addr.as_deref() {
         Some(addrs) => NameServers::External(
             addrs
@@ -135,12 +157,8 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
                 .collect(),
         ),
         None => {
-            let limits = ServerLimits {
-                connection: config.server_limits().connection,
-                ..ServerLimits::default()
-            };
-            let (ns, server) = embedded_name_server(&namesrv_listen, limits, &mut tasks).await?;
-            name_server = Some(server);
+            let (ns, listener) = embedded_name_server(&namesrv_listen).await?;
+            embedded = Some((ns.clone(), listener));
             NameServers::Embedded(ns)
         }
     };
@@ -156,14 +174,20 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     );
     let opened = tokio::task::spawn_blocking(move || Broker::open(config, name_servers)).await?;
     let broker = opened.context("open the store")?;
+    let tls = broker.config.server_tls().map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
+    let name_server = match embedded {
+        Some((ns, listener)) => Some(serve_name_server(&ns, listener, &broker, tls.clone(), &mut tasks)?),
+        None => None,
+    };
     broker.start(&mut tasks).await;
-    let server = Server::start(
+    let server = Server::start_with_tls(
         "broker",
         listener,
         Arc::new(RocketMqFront(broker.clone())),
         broker.config.server_limits(),
+        tls.clone(),
     )?;
-    let fast_server = start_fast_channel(&broker).await?;
+    let fast_server = start_fast_channel(&broker, tls).await?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -198,7 +222,7 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
 
 /// RocketMQ's "VIP channel": the same requests on `listenPort - 2` (or `fastListenPort`).
 /// RocketMQ's slaves copy a master's topic table over it. Best effort on the default port.
-async fn start_fast_channel(broker: &Arc<Broker>) -> Result<Option<Server>> {
+async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>) -> Result<Option<Server>> {
     let c = &broker.config;
     let (port, required) = match c.fast_listen_port {
         Some(0) => return Ok(None),
@@ -215,11 +239,12 @@ async fn start_fast_channel(broker: &Arc<Broker>) -> Result<Option<Server>> {
         }
         Err(e) => return Err(e).with_context(|| format!("fast channel: listen on {listen}")),
     };
-    Ok(Some(Server::start(
+    Ok(Some(Server::start_with_tls(
         "broker-fast",
         listener,
         Arc::new(RocketMqFront(broker.clone())),
         c.server_limits(),
+        tls,
     )?))
 }
 

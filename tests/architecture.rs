@@ -35,15 +35,17 @@ fn crates_depend_only_on_what_the_architecture_allows() {
         ("protocol", &[][..]),
         ("lock", &[][..]),
         ("filter", &[][..]),
+        ("auth", &["petrel-protocol"][..]),
         ("store", &["petrel-protocol", "petrel-lock"][..]),
         ("remoting", &["petrel-protocol"][..]),
-        ("namesrv", &["petrel-protocol", "petrel-remoting"][..]),
+        ("namesrv", &["petrel-protocol", "petrel-remoting", "petrel-auth"][..]),
         (
             "broker",
             &[
                 "petrel-protocol",
                 "petrel-lock",
                 "petrel-filter",
+                "petrel-auth",
                 "petrel-store",
                 "petrel-remoting",
                 "petrel-namesrv",
@@ -52,7 +54,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
         ),
         ("replication", &["petrel-store"][..]),
         ("controller", &["petrel-protocol", "petrel-remoting"][..]),
-        ("client", &["petrel-protocol", "petrel-remoting"][..]),
+        ("client", &["petrel-protocol", "petrel-remoting", "petrel-auth"][..]),
         ("bench", &["petrel-protocol", "petrel-client"][..]),
         ("chaos", &["petrel-protocol", "petrel-client"][..]),
     ]);

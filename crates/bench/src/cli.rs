@@ -107,6 +107,12 @@ pub struct WorkloadArgs {
     /// consume: start at the beginning of each queue instead of its end.
     #[arg(long)]
     pub from_beginning: bool,
+    /// Sign every request as this user, as RocketMQ's `AclClientRPCHook` does (a broker with
+    /// `authenticationEnabled`); with --secret-key.
+    #[arg(long, requires = "secret_key")]
+    pub access_key: Option<String>,
+    #[arg(long, requires = "access_key")]
+    pub secret_key: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -186,6 +192,11 @@ impl WorkloadArgs {
             progress: !self.no_progress,
             timeout: Duration::from_millis(self.timeout_ms.max(1)),
             from_beginning: self.from_beginning,
+            credentials: self
+                .access_key
+                .clone()
+                .zip(self.secret_key.clone())
+                .map(|(access_key, secret_key)| petrel_client::Credentials { access_key, secret_key }),
         })
     }
 }

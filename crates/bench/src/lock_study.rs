@@ -225,6 +225,7 @@ pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
                             progress: false,
                             timeout: Duration::from_secs(10),
                             from_beginning: false,
+                            credentials: None,
                         };
                         let client = petrel_client::Client::new(&broker.namesrv);
                         let handle = tokio::spawn(run(w));

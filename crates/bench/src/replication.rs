@@ -235,6 +235,7 @@ async fn measure(a: &ReplicationArgs, namesrv: &str, replicas: usize, senders: u
         progress: false,
         timeout: Duration::from_secs(10),
         from_beginning: false,
+        credentials: None,
     })
     .await?;
     report.write(&a.out)?;

@@ -93,6 +93,8 @@ pub struct Workload {
     pub timeout: Duration,
     /// Consume from the start of each queue instead of from its end.
     pub from_beginning: bool,
+    /// Sign every request (a broker with `authenticationEnabled`).
+    pub credentials: Option<petrel_client::Credentials>,
 }
 
 impl Workload {
@@ -384,7 +386,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
     if w.producers == 0 && w.kind != Kind::Consume {
         return Err(BenchError::Invalid("at least one producer".into()));
     }
-    let client = Client::new(&w.namesrv);
+    let client = Client::new(&w.namesrv).with_credentials(w.credentials.clone());
     let queues = client.ensure_topic(&w.topic, w.queues).await?;
     let shared = Arc::new(Shared {
         stop_producers: AtomicBool::new(false),

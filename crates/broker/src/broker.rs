@@ -56,6 +56,8 @@ pub struct Broker {
     pub store_host: SocketAddr,
     /// Master or slave, and the id registered under.
     pub role: Arc<crate::role::Role>,
+    /// ACL 2.0: users, policies and the gate in front of every handler.
+    pub access: Arc<crate::access::Access>,
 }
 
 impl Broker {
@@ -117,6 +119,7 @@ impl Broker {
         let role = Arc::new(crate::role::Role::from_config(&config));
         let replication = Replication::start(&config, &store)?;
         let ha_port = replication.listen_port().unwrap_or_else(|| crate::replication::ha_port(&config));
+        let access = Arc::new(crate::access::Access::open(&config)?);
         let registrar = Registrar::new(
             Identity {
                 cluster: config.broker_cluster_name.clone(),
@@ -127,6 +130,7 @@ impl Broker {
             },
             name_servers,
             &topics,
+            access.clone(),
         );
         topics.set_announcer(registrar.clone());
         let schedule = Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(io)?);
@@ -235,6 +239,7 @@ impl Broker {
             replication,
             store_host,
             role,
+            access,
         }))
     }
 

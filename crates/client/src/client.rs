@@ -19,7 +19,7 @@ use petrel_protocol::header::{
 use petrel_protocol::properties::{Properties, encode_properties};
 use petrel_protocol::{MessageExt, RemotingCommand, decode_messages};
 
-use crate::connection::Connection;
+use crate::connection::{Connection, Credentials};
 use crate::error::ClientError;
 
 /// A writable queue of a topic and the master that serves it.
@@ -50,6 +50,7 @@ pub struct Client {
     namesrv: Vec<String>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     pub timeout: Duration,
+    signer: Option<Arc<Credentials>>,
 }
 
 fn broker_error(addr: &str, answer: &RemotingCommand) -> ClientError {
@@ -79,7 +80,15 @@ impl Client {
                 .collect(),
             connections: Mutex::new(HashMap::new()),
             timeout: Duration::from_secs(10),
+            signer: None,
         }
+    }
+
+    /// Signs every request with these credentials (a broker with `authenticationEnabled`).
+    #[must_use]
+    pub fn with_credentials(mut self, credentials: Option<Credentials>) -> Client {
+        self.signer = credentials.map(Arc::new);
+        self
     }
 
     /// The live connection to `addr`, made if needed.
@@ -87,14 +96,14 @@ impl Client {
         if let Some(c) = self.connections.lock().get(addr).filter(|c| c.is_alive()) {
             return Ok(c.clone());
         }
-        let c = Connection::connect(addr).await?;
+        let c = Connection::connect_signed(addr, self.signer.clone()).await?;
         self.connections.lock().insert(addr.to_owned(), c.clone());
         Ok(c)
     }
 
     /// A new connection not shared with other callers (one per simulated producer).
     pub async fn dedicated(&self, addr: &str) -> Result<Arc<Connection>, ClientError> {
-        Connection::connect(addr).await
+        Connection::connect_signed(addr, self.signer.clone()).await
     }
 
     pub async fn call(&self, addr: &str, request: RemotingCommand) -> Result<RemotingCommand, ClientError> {

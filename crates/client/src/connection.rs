@@ -15,9 +15,17 @@ use crate::error::ClientError;
 /// How long a connect may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// An access key and its secret: every request is signed with them, as `AclClientRPCHook` does.
+#[derive(Debug, Clone)]
+pub struct Credentials {
+    pub access_key: String,
+    pub secret_key: String,
+}
+
 pub struct Connection {
     pub addr: String,
     inner: Arc<petrel_remoting::Connection>,
+    signer: Option<Arc<Credentials>>,
 }
 
 fn client_error(addr: &str, e: CallError) -> ClientError {
@@ -38,12 +46,21 @@ impl Connection {
     /// # Errors
     /// The address cannot be reached.
     pub async fn connect(addr: &str) -> Result<Arc<Connection>, ClientError> {
+        Self::connect_signed(addr, None).await
+    }
+
+    /// [`Connection::connect`], signing every request with `signer` when given.
+    ///
+    /// # Errors
+    /// The address cannot be reached.
+    pub async fn connect_signed(addr: &str, signer: Option<Arc<Credentials>>) -> Result<Arc<Connection>, ClientError> {
         let inner = petrel_remoting::connect(addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
             .await
             .map_err(|e| client_error(addr, e))?;
         Ok(Arc::new(Connection {
             addr: addr.to_owned(),
             inner,
+            signer,
         }))
     }
 
@@ -57,6 +74,7 @@ impl Connection {
     /// # Errors
     /// The connection closed, too many calls wait, or no answer came within `timeout`.
     pub async fn call(&self, request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, ClientError> {
+        let request = self.signed(request);
         self.inner.call(request, timeout).await.map_err(|e| client_error(&self.addr, e))
     }
 
@@ -65,7 +83,15 @@ impl Connection {
     /// # Errors
     /// The connection closed or its queue is full.
     pub async fn oneway(&self, request: RemotingCommand) -> Result<(), ClientError> {
+        let request = self.signed(request);
         self.inner.oneway(request).map_err(|e| client_error(&self.addr, e))
+    }
+
+    fn signed(&self, mut request: RemotingCommand) -> RemotingCommand {
+        if let Some(c) = &self.signer {
+            petrel_auth::sign(&mut request, &c.access_key, &c.secret_key);
+        }
+        request
     }
 
     /// Closes the connection.

@@ -11,5 +11,5 @@ pub mod connection;
 pub mod error;
 
 pub use client::{Client, PullResult, SendResult};
-pub use connection::Connection;
+pub use connection::{Connection, Credentials};
 pub use error::ClientError;

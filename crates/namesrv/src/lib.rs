@@ -7,10 +7,12 @@
 //! never: answer with a shape the Go client cannot parse (`brokerAddrs` always present) or a
 //! remark that differs from Java's where clients or operators read it.
 
+mod access;
 mod expiry;
 mod handlers;
 mod state;
 
+pub use access::NamesrvAccess;
 pub use expiry::{EXPIRY_SCAN_INTERVAL, run_expiry};
 pub use handlers::served_codes;
 pub use state::{BROKER_EXPIRY, MASTER_ID, MAX_KV_BYTES, MAX_KV_ENTRIES, NameServer, no_route_remark};

@@ -201,6 +201,8 @@ impl Routes {
 #[derive(Default)]
 pub struct NameServer {
     pub(crate) routes: RwLock<Routes>,
+    /// Access control on writes arriving over connections; unset: none.
+    pub(crate) access: std::sync::OnceLock<crate::access::NamesrvAccess>,
 }
 
 /// The remark a Java name server gives for a topic it has no route for.
@@ -215,6 +217,12 @@ impl NameServer {
     #[must_use]
     pub fn new() -> NameServer {
         NameServer::default()
+    }
+
+    /// Turns on access control for requests arriving over connections (once; later calls are
+    /// ignored).
+    pub fn set_access(&self, access: crate::access::NamesrvAccess) {
+        let _ = self.access.set(access);
     }
 
     /// Drops brokers silent for longer than `expiry`; returns their addresses.

@@ -45,6 +45,11 @@ pub struct Connection {
     max_in_flight: usize,
     /// Deferred answers still being worked on (a server connection's requests in flight).
     answers_in_flight: AtomicUsize,
+    /// Requests the handler refused as the peer's fault (failed authentications), for a cap.
+    strikes: AtomicU64,
+    /// Who the handler last verified this peer to be, and when (a cache of a check that is
+    /// costly to repeat on every request).
+    verified: Mutex<Option<(String, std::time::Instant)>>,
 }
 
 /// One deferred answer in flight; leaving (answered, or the task panicked) counts it out and
@@ -82,6 +87,8 @@ impl Connection {
             max_queued_bytes,
             max_in_flight,
             answers_in_flight: AtomicUsize::new(0),
+            strikes: AtomicU64::new(0),
+            verified: Mutex::new(None),
         }
     }
 
@@ -230,6 +237,25 @@ impl Connection {
         drop(waiters); // every receiver sees its sender dropped: CallError::Closed
         *self.outbound.lock() = Outbound::default();
         self.wake.notify_one();
+    }
+
+    /// Counts one request refused as the peer's fault; returns the count so far.
+    pub fn add_strike(&self) -> u64 {
+        self.strikes.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// Records that the peer proved to be `who` just now.
+    pub fn remember_verified(&self, who: &str) {
+        *self.verified.lock() = Some((who.to_owned(), std::time::Instant::now()));
+    }
+
+    /// Whether the peer proved to be `who` less than `within` ago.
+    #[must_use]
+    pub fn verified_within(&self, who: &str, within: Duration) -> bool {
+        self.verified
+            .lock()
+            .as_ref()
+            .is_some_and(|(name, at)| name == who && at.elapsed() < within)
     }
 
     /// Asks the connection's task to close (the peer sees the socket close).

@@ -17,7 +17,8 @@ use petrel_protocol::{RemotingCommand, encode_frame, split_frame};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use tokio::net::TcpStream;
+use tokio::io::AsyncRead;
+use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -67,8 +68,34 @@ fn encode(cmd: &RemotingCommand, wbuf: &mut BytesMut) {
     }
 }
 
+/// A byte stream the loop can serve: a TCP socket, or its end of the socket pair a TLS bridge
+/// holds the other end of. The loop needs non-blocking writes and readiness either way.
+pub(crate) trait Socket: AsyncRead + Unpin + Send + 'static {
+    fn try_write(&self, buf: &[u8]) -> std::io::Result<usize>;
+    fn readable(&self) -> impl Future<Output = std::io::Result<()>> + Send + '_;
+    fn writable(&self) -> impl Future<Output = std::io::Result<()>> + Send + '_;
+}
+
+macro_rules! socket {
+    ($t:ty) => {
+        impl Socket for $t {
+            fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+                <$t>::try_write(self, buf)
+            }
+            fn readable(&self) -> impl Future<Output = std::io::Result<()>> + Send + '_ {
+                <$t>::readable(self)
+            }
+            fn writable(&self) -> impl Future<Output = std::io::Result<()>> + Send + '_ {
+                <$t>::writable(self)
+            }
+        }
+    };
+}
+socket!(TcpStream);
+socket!(UnixStream);
+
 /// Writes what the socket takes now; releases the buffer once it is empty.
-fn write_now(stream: &TcpStream, wbuf: &mut BytesMut) -> std::io::Result<usize> {
+fn write_now<S: Socket>(stream: &S, wbuf: &mut BytesMut) -> std::io::Result<usize> {
     let mut written = 0;
     while !wbuf.is_empty() {
         match stream.try_write(wbuf) {
@@ -97,7 +124,7 @@ enum ReadOutcome {
 /// `poll_read`, which takes a read that did not fill the buffer as proof that the socket is
 /// drained (epoll is edge-triggered): no second `recv` that only returns EAGAIN — that probe
 /// was one system call in three on the send path.
-fn read_now(stream: &mut TcpStream, rbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
+fn read_now<S: Socket>(stream: &mut S, rbuf: &mut BytesMut) -> std::io::Result<ReadOutcome> {
     let mut cx = Context::from_waker(Waker::noop());
     let mut got = 0;
     while got < MAX_READ_PER_WAKE_BYTES {
@@ -214,8 +241,8 @@ impl State {
 }
 
 /// Serves one connection until it closes; then fails its waiting calls and tells the handler.
-pub(crate) async fn run(
-    mut stream: TcpStream,
+pub(crate) async fn run<S: Socket>(
+    mut stream: S,
     conn: Arc<Connection>,
     handler: Arc<dyn Handler>,
     limits: ConnectionLimits,

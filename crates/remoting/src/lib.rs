@@ -13,6 +13,7 @@ mod handler;
 mod io;
 mod limits;
 mod server;
+mod tls;
 
 pub use client::connect;
 pub use connection::Connection;
@@ -24,3 +25,4 @@ pub use limits::{
     DEFAULT_MAX_QUEUED_BYTES, ServerLimits,
 };
 pub use server::{Server, ServerStats};
+pub use tls::{HANDSHAKE_TIMEOUT, ServerTls, TlsMode};

@@ -20,6 +20,7 @@ use crate::connection::Connection;
 use crate::handler::Handler;
 use crate::io::{CloseReason, run};
 use crate::limits::ServerLimits;
+use crate::tls::{Accepted, ServerTls};
 
 /// Pause after a failed accept (EMFILE and friends) before the next try.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
@@ -80,6 +81,20 @@ impl Server {
     /// # Errors
     /// The listener's address cannot be read, or the limits cannot work.
     pub fn start(name: &'static str, listener: TcpListener, handler: Arc<dyn Handler>, limits: ServerLimits) -> std::io::Result<Server> {
+        Self::start_with_tls(name, listener, handler, limits, None)
+    }
+
+    /// [`Server::start`], with TLS on the port as `tls` says (none when `None`).
+    ///
+    /// # Errors
+    /// The listener's address cannot be read, or the limits cannot work.
+    pub fn start_with_tls(
+        name: &'static str,
+        listener: TcpListener,
+        handler: Arc<dyn Handler>,
+        limits: ServerLimits,
+        tls: Option<Arc<ServerTls>>,
+    ) -> std::io::Result<Server> {
         limits
             .connection
             .validate()
@@ -92,6 +107,7 @@ impl Server {
             name,
             listener,
             handler,
+            tls,
             limits.clone(),
             drain.clone(),
             tracker.clone(),
@@ -133,10 +149,12 @@ impl Server {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn accept_loop(
     name: &'static str,
     listener: TcpListener,
     handler: Arc<dyn Handler>,
+    tls: Option<Arc<ServerTls>>,
     limits: ServerLimits,
     drain: watch::Sender<bool>,
     tracker: TaskTracker,
@@ -178,8 +196,19 @@ async fn accept_loop(
             limits.connection.max_in_flight,
         ));
         let (handler, limits, stats, drain) = (handler.clone(), limits.connection.clone(), stats.clone(), drain.subscribe());
+        let tls = tls.clone();
         tracker.spawn(async move {
-            let reason = run(socket, conn, handler, limits, Some(drain)).await;
+            let reason = match tls {
+                None => run(socket, conn, handler, limits, Some(drain)).await,
+                Some(tls) => match tls.accept(socket).await {
+                    Ok(Accepted::Plain(socket)) => run(socket, conn, handler, limits, Some(drain)).await,
+                    Ok(Accepted::Tls(pair)) => run(pair, conn, handler, limits, Some(drain)).await,
+                    Err(e) => {
+                        tracing::debug!(server = name, %peer, error = %e, "TLS handshake failed");
+                        CloseReason::Io(e)
+                    }
+                },
+            };
             match &reason {
                 CloseReason::Idle => {
                     stats.closed_idle.fetch_add(1, Ordering::Relaxed);

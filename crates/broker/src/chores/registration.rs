@@ -94,11 +94,18 @@ pub struct Registrar {
     topics: Weak<TopicService>,
     work: Arc<Coalesced>,
     learned: parking_lot::Mutex<Option<LearnedMaster>>,
+    /// Signs what goes to external name servers.
+    access: Arc<crate::access::Access>,
 }
 
 impl Registrar {
     #[must_use]
-    pub fn new(identity: Identity, name_servers: NameServers, topics: &Arc<TopicService>) -> Arc<Registrar> {
+    pub fn new(
+        identity: Identity,
+        name_servers: NameServers,
+        topics: &Arc<TopicService>,
+        access: Arc<crate::access::Access>,
+    ) -> Arc<Registrar> {
         let targets = match name_servers {
             NameServers::Embedded(ns) => Targets::Embedded(ns),
             NameServers::External(addrs) => Targets::External(
@@ -117,6 +124,7 @@ impl Registrar {
             topics: Arc::downgrade(topics),
             work: Coalesced::new("registration"),
             learned: parking_lot::Mutex::new(None),
+            access,
         })
     }
 
@@ -196,6 +204,8 @@ impl Registrar {
                 None => {}
             },
             Targets::External(endpoints) => {
+                let mut request = request;
+                self.access.sign(&mut request);
                 let calls = endpoints.iter().map(|e| e.call(request.clone(), REGISTER_TIMEOUT));
                 for (e, result) in endpoints.iter().zip(futures::future::join_all(calls).await) {
                     match result {
@@ -210,7 +220,10 @@ impl Registrar {
 
     /// UNREGISTER_BROKER to every name server (shutdown).
     pub async fn unregister_all(&self) {
-        let request = self.unregister_request();
+        let mut request = self.unregister_request();
+        if matches!(self.targets, Targets::External(_)) {
+            self.access.sign(&mut request);
+        }
         match &self.targets {
             Targets::Embedded(ns) => {
                 ns.handle(&request);

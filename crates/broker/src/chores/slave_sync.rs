@@ -67,19 +67,20 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
         *conn = Some((addr.to_owned(), c));
     }
     let (_, c) = conn.as_ref().ok_or("no connection")?;
-    let table: TopicConfigSerializeWrapper = from_json(&fetch(c, rc::GET_ALL_TOPIC_CONFIG).await?).map_err(|e| e.to_string())?;
+    let table: TopicConfigSerializeWrapper =
+        from_json(&fetch(c, &broker.access, rc::GET_ALL_TOPIC_CONFIG).await?).map_err(|e| e.to_string())?;
     broker.topics.replace_from_master(table);
-    let offsets = fetch(c, rc::GET_ALL_CONSUMER_OFFSET).await?;
+    let offsets = fetch(c, &broker.access, rc::GET_ALL_CONSUMER_OFFSET).await?;
     broker.offsets.table().merge_from_master(&offsets)?;
-    let groups = fetch(c, rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await?;
+    let groups = fetch(c, &broker.access, rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG).await?;
     broker.groups.merge_from_master(&groups)?;
-    match fetch(c, rc::GET_ALL_MESSAGE_REQUEST_MODE).await {
+    match fetch(c, &broker.access, rc::GET_ALL_MESSAGE_REQUEST_MODE).await {
         Ok(modes) => broker.pop.replace_modes_from_master(&modes)?,
         Err(e) => tracing::debug!(error = %e, "no message request modes from the master"),
     }
     // A RocketMQ master that never scheduled a message answers SYSTEM_ERROR ("No delay offset in
     // this broker"): nothing to copy, and no reason to fail the rest of the sync.
-    match fetch(c, rc::GET_ALL_DELAY_OFFSET).await {
+    match fetch(c, &broker.access, rc::GET_ALL_DELAY_OFFSET).await {
         Ok(body) => {
             let delays: DelayOffsetTable = from_json(&body).map_err(|e| e.to_string())?;
             broker.schedule.merge(&delays);
@@ -87,7 +88,7 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
         Err(e) => tracing::debug!(error = %e, "no delay offsets from the master"),
     }
     // Petrel's own checkpoint layout: a RocketMQ master's (binary) is not taken.
-    match fetch(c, rc::GET_TIMER_CHECK_POINT)
+    match fetch(c, &broker.access, rc::GET_TIMER_CHECK_POINT)
         .await
         .map(|body| from_json::<TimerCheckpoint>(&body))
     {
@@ -105,11 +106,10 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
 }
 
 /// The body of the master's answer to `code`.
-async fn fetch(c: &Connection, code: i32) -> Result<bytes::Bytes, String> {
-    let answer = c
-        .call(RemotingCommand::request(code, 0), CALL_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string())?;
+async fn fetch(c: &Connection, access: &crate::access::Access, code: i32) -> Result<bytes::Bytes, String> {
+    let mut request = RemotingCommand::request(code, 0);
+    access.sign(&mut request);
+    let answer = c.call(request, CALL_TIMEOUT).await.map_err(|e| e.to_string())?;
     if answer.code != resp::SUCCESS {
         return Err(format!("request {code} answered {}: {:?}", answer.code, answer.remark));
     }

@@ -19,7 +19,7 @@ use petrel_lock::LockKind;
 use petrel_remoting::{ConnectionLimits, ServerLimits};
 use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
 
-pub use value::{BrokerRole, ConfigValue, MetricsExporter, at_least, at_least_if_set, within};
+pub use value::{BrokerRole, ConfigValue, MetricsExporter, TlsMode, at_least, at_least_if_set, within};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -49,6 +49,7 @@ pub enum Section {
     Controller,
     Topics,
     Metrics,
+    Security,
 }
 
 /// One key of the table.
@@ -289,6 +290,34 @@ config_table! {
         "traceOn" => trace_on: bool = true;
             "The `TRACE_ON` property and send-answer field."
     }
+    Security {
+        "authenticationEnabled" => authentication_enabled: bool = false;
+            "Every request must be signed by a known, enabled user (the `AccessKey` and `Signature` fields of RocketMQ's `AclClientRPCHook`); others get `NO_PERMISSION` (16) with the reason. Also makes the embedded name server refuse unsigned broker registrations and other writes."
+        "authorizationEnabled" => authorization_enabled: bool = false;
+            "Every request's resources (topic, group, cluster) and actions are checked against the user's policies (ACL 2.0); a super user may do anything. Refusals get `NO_PERMISSION` (16) naming the user, the resource and the address."
+        "authenticationWhitelist" => authentication_whitelist: String = String::new(), check |v: &String| crate::access::parse_codes(v).map(drop);
+            "Request codes served without a signature, comma-separated (RocketMQ's key)."
+        "authorizationWhitelist" => authorization_whitelist: String = String::new(), check |v: &String| crate::access::parse_codes(v).map(drop);
+            "Request codes served without a policy check, comma-separated."
+        "initAuthenticationUser" => init_authentication_user: Option<String> = None, check |v: &Option<String>| v.as_deref().map_or(Ok(()), |j| crate::access::parse_init_user(j).map(drop));
+            "A super user created at start if no user of that name exists: `{\"username\":\"rocketmq\",\"password\":\"12345678\"}`."
+        "innerClientAuthenticationCredentials" => inner_client_authentication_credentials: Option<String> = None, check |v: &Option<String>| v.as_deref().map_or(Ok(()), |j| crate::access::parse_credentials(j).map(drop));
+            "The credentials this broker signs its own requests with (registration with external name servers, a slave's copying of its master's metadata), `{\"accessKey\":\"...\",\"secretKey\":\"...\"}`; created as a super user at start if missing, as in RocketMQ."
+        "authConfigPath" => auth_config_path: Option<PathBuf> = None;
+            "Directory of `users.json` and `acls.json` (written on every change, mode 0600). Default: `storePathRootDir/config/auth`."
+        "authenticationStrategy" => authentication_strategy: String = "stateful".into(), check crate::access::check_strategy;
+            "RocketMQ's two strategies, by class name or `stateful` / `stateless`. Stateful (Petrel's default): a connection's first request for a user is verified, and its later requests naming that user skip the signature for `statefulAuthenticationCacheExpiredSecond` (the user must still exist and be enabled). Stateless (RocketMQ's default): every request's signature is verified, which costs the send path about 8% here (docs/benchmarks.md)."
+        "statefulAuthenticationCacheExpiredSecond" => stateful_authentication_cache_expired_second: u64 = 60, check at_least(1);
+            "How long the stateful strategy trusts a connection's verified user, seconds."
+        "maxAuthenticationFailuresPerConnection" => max_authentication_failures_per_connection: u64 = 8, check at_least(1);
+            "Petrel: failed authentications one connection may make; the one that reaches it is answered and the connection is closed, so a client cannot guess passwords at wire speed."
+        "tls.server.mode" => tls_server_mode: TlsMode = TlsMode::Disabled;
+            "TLS on the broker's ports and the embedded name server's (RocketMQ's key): `disabled`, `permissive` (TLS and plain connections both accepted, told apart by their first byte) or `enforcing` (TLS only)."
+        "tls.server.certPath" => tls_server_cert_path: Option<PathBuf> = None;
+            "PEM certificate chain the servers present (leaf first). Required unless `tls.server.mode=disabled`."
+        "tls.server.keyPath" => tls_server_key_path: Option<PathBuf> = None;
+            "PEM private key of that certificate (PKCS#8, PKCS#1 or SEC1), unencrypted."
+    }
     Metrics {
         "metricsExporterType" => metrics_exporter_type: MetricsExporter = MetricsExporter::Disable;
             "`PROM` serves Prometheus metrics at `http://metricsPromExporterHost:metricsPromExporterPort/metrics` (RocketMQ's keys; its `OTLP_GRPC` and `LOG` exporters are not offered)."
@@ -427,6 +456,20 @@ impl BrokerConfig {
     }
 }
 
+impl BrokerConfig {
+    /// The servers' TLS, from `tls.server.*`; `None` when disabled.
+    ///
+    /// # Errors
+    /// The certificate or key cannot be loaded.
+    pub fn server_tls(&self) -> Result<Option<std::sync::Arc<petrel_remoting::ServerTls>>, String> {
+        petrel_remoting::ServerTls::load(
+            self.tls_server_mode,
+            self.tls_server_cert_path.as_deref(),
+            self.tls_server_key_path.as_deref(),
+        )
+    }
+}
+
 /// The Markdown table of one section's keys, as docs/configuration.md shows it.
 #[must_use]
 pub fn markdown_table(section: Section) -> String {
@@ -452,6 +495,7 @@ pub const SECTIONS: &[(Section, &str)] = &[
     (Section::Controller, "broker-controller"),
     (Section::Topics, "topics"),
     (Section::Metrics, "metrics"),
+    (Section::Security, "security"),
 ];
 
 /// The address this host uses for outbound traffic (no packet is sent), else loopback — the

@@ -189,6 +189,28 @@ impl ConfigValue for MetricsExporter {
     }
 }
 
+pub use petrel_remoting::TlsMode;
+
+impl ConfigValue for TlsMode {
+    const EXPECTED: &'static str = "disabled, permissive or enforcing";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw.to_ascii_lowercase().as_str() {
+            "disabled" => Some(TlsMode::Disabled),
+            "permissive" => Some(TlsMode::Permissive),
+            "enforcing" => Some(TlsMode::Enforcing),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::Permissive => "permissive",
+            TlsMode::Enforcing => "enforcing",
+        }
+        .to_owned()
+    }
+}
+
 /// A check that a number lies in `[lo, hi]`.
 pub fn within<T: PartialOrd + std::fmt::Display + Copy>(lo: T, hi: T) -> impl Fn(&T) -> Result<(), String> {
     move |v| {

@@ -26,6 +26,9 @@ pub struct RocketMqFront(pub Arc<Broker>);
 impl Handler for RocketMqFront {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
         let oneway = request.is_oneway();
+        if let Err(refusal) = self.0.access.admit(conn, &request) {
+            return if oneway { Reply::None } else { Reply::Now(*refusal) };
+        }
         let reply = match handlers::route(request.code) {
             Some(handler) => handler(&self.0, conn, request),
             None => Reply::Now(error(

@@ -66,6 +66,11 @@ impl NameServer {
 
 impl Handler for NameServer {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+        if let Some(access) = self.access.get()
+            && let Err(refusal) = access.admit(conn, &request)
+        {
+            return if request.is_oneway() { Reply::None } else { Reply::Now(*refusal) };
+        }
         self.handle_from(
             &request,
             Origin {

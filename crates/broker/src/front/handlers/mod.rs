@@ -1,6 +1,7 @@
 //! Which handler answers which request code.
 
 mod admin;
+mod auth;
 mod client;
 mod message;
 mod offset;
@@ -68,6 +69,16 @@ const TABLE: &[(i32, HandlerFn)] = &[
     (rc::SET_MESSAGE_REQUEST_MODE, pop::assignment::set_mode),
     (rc::NOTIFY_BROKER_ROLE_CHANGED, replica::controller::role_changed),
     (rc::GET_BROKER_EPOCH_CACHE, replica::controller::epoch_cache),
+    (rc::AUTH_CREATE_USER, auth::user::create),
+    (rc::AUTH_UPDATE_USER, auth::user::update),
+    (rc::AUTH_DELETE_USER, auth::user::delete),
+    (rc::AUTH_GET_USER, auth::user::get),
+    (rc::AUTH_LIST_USER, auth::user::list),
+    (rc::AUTH_CREATE_ACL, auth::acl::put),
+    (rc::AUTH_UPDATE_ACL, auth::acl::put),
+    (rc::AUTH_DELETE_ACL, auth::acl::delete),
+    (rc::AUTH_GET_ACL, auth::acl::get),
+    (rc::AUTH_LIST_ACL, auth::acl::list),
 ];
 
 pub(super) fn route(code: i32) -> Option<HandlerFn> {

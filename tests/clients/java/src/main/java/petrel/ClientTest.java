@@ -19,6 +19,8 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Supplier;
 
+import org.apache.rocketmq.acl.common.AclClientRPCHook;
+import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
@@ -46,6 +48,8 @@ import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.message.MessageRequestMode;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.remoting.RPCHook;
+import org.apache.rocketmq.remoting.protocol.body.UserInfo;
 import org.apache.rocketmq.remoting.protocol.heartbeat.MessageModel;
 import org.apache.rocketmq.remoting.protocol.subscription.SubscriptionGroupConfig;
 import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
@@ -57,6 +61,11 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  * <ul>
  *   <li>{@code basic NS}: sync, async, oneway and batch sends; a push consumer with {@code A || B};
  *       a lite pull consumer with {@code *}; two push consumers of one group splitting 8 queues.
+ *   <li>{@code acl NS} (a broker with ACL 2.0 on and the super user rocketmq / 12345678): users and
+ *       policies made through the admin API; sends and consumption with {@code AclClientRPCHook}
+ *       where a policy allows, NO_PERMISSION (16) naming why where it denies or nothing covers, for a
+ *       wrong secret, an unknown user and an unsigned client.
+ *   <li>{@code tls NS} (a broker with TLS): {@code setUseTLS(true)} producer and consumer.
  *   <li>{@code restart NS DIR}: produce and consume, then wait (file {@code DIR/ready}) while the
  *       broker is restarted (file {@code DIR/restarted}); the same producer sends again, and a new
  *       consumer of the same group must resume from the committed offsets: all new messages,
@@ -1451,6 +1460,160 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    /** The super user the interop script's ACL broker starts with (initAuthenticationUser). */
+    static final String ROOT_AK = "rocketmq";
+    static final String ROOT_SK = "12345678";
+
+    static RPCHook signer(String ak, String sk) {
+        return new AclClientRPCHook(new SessionCredentials(ak, sk));
+    }
+
+    /** A started producer signing with {@code hook} (null: unsigned), on an instance of its own. */
+    static DefaultMQProducer signedProducer(String ns, String group, RPCHook hook) throws Exception {
+        DefaultMQProducer p = hook == null ? new DefaultMQProducer(group) : new DefaultMQProducer(group, hook);
+        p.setNamesrvAddr(ns);
+        p.setInstanceName(group);
+        p.setSendMsgTimeout(5_000);
+        p.setRetryTimesWhenSendFailed(0);
+        p.start();
+        return p;
+    }
+
+    /** A push consumer of all of {@code topic} from its first offset, signing with {@code hook}; not started. */
+    static DefaultMQPushConsumer signedConsumer(String ns, String group, String instance, String topic, RPCHook hook) throws Exception {
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group, hook, new org.apache.rocketmq.client.consumer.rebalance.AllocateMessageQueueAveragely());
+        c.setNamesrvAddr(ns);
+        c.setInstanceName(instance);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        return c;
+    }
+
+    /** The send's refusal: the broker's code and remark, or -1 and what else happened. */
+    static String refusal(DefaultMQProducer p, String topic) {
+        try {
+            SendResult r = p.send(new Message(topic, "T", "refused?".getBytes(StandardCharsets.UTF_8)));
+            return "-1 sent: " + r.getSendStatus();
+        } catch (Exception e) {
+            // The producer wraps the broker's answer in an MQClientException after its retries.
+            for (Throwable t = e; t != null; t = t.getCause()) {
+                if (t instanceof MQBrokerException) {
+                    MQBrokerException b = (MQBrokerException) t;
+                    return b.getResponseCode() + " " + b.getErrorMessage();
+                }
+            }
+            return "-1 " + e;
+        }
+    }
+
+    /**
+     * ACL 2.0 with the official client's {@code AclClientRPCHook}: a super user creates a normal user
+     * and its policies through the admin API; that user's sends and consumption where a policy
+     * allows succeed, and the broker answers NO_PERMISSION (16), naming why, to a send a policy
+     * denies, a topic no policy covers, a wrong secret, an unknown user and an unsigned client.
+     */
+    static void acl(String ns) throws Exception {
+        String stamp = stamp();
+        String ok = "AclOk" + stamp, denied = "AclDenied" + stamp, other = "AclOther" + stamp;
+        String user = "alice" + stamp, secret = "alice-secret-" + stamp, group = "cg_acl_" + stamp;
+        DefaultMQAdminExt admin = new DefaultMQAdminExt(signer(ROOT_AK, ROOT_SK));
+        admin.setNamesrvAddr(ns);
+        admin.setInstanceName("acl-admin");
+        admin.start();
+        String addr = admin.examineBrokerClusterInfo().getBrokerAddrTable().values().iterator().next().selectBrokerAddr();
+        for (String t : List.of(ok, denied, other)) {
+            admin.createAndUpdateTopicConfig(addr, new TopicConfig(t, 4, 4, 6));
+        }
+        admin.createUser(addr, user, secret, "Normal");
+        UserInfo read = admin.getUser(addr, user);
+        check(read != null && "Normal".equals(read.getUserType()) && "enable".equals(read.getUserStatus()), "acl: getUser read back " + read);
+        String subject = "User:" + user;
+        admin.createAcl(addr, subject, List.of("Topic:" + ok, "Group:" + group), List.of("Pub", "Sub"), null, "Allow");
+        admin.createAcl(addr, subject, List.of("Topic:" + denied), List.of("Pub"), null, "Deny");
+        check(admin.getAcl(addr, subject).getPolicies().get(0).getEntries().size() == 3, "acl: getAcl shows 3 entries");
+
+        DefaultMQProducer alice = signedProducer(ns, "pg_acl_" + stamp, signer(user, secret));
+        int acked = 0;
+        for (int i = 0; i < 5; i++) {
+            SendResult r = alice.send(new Message(ok, "T", "ak-" + i, ("allowed " + i).getBytes(StandardCharsets.UTF_8)));
+            acked += r.getSendStatus() == SendStatus.SEND_OK ? 1 : 0;
+        }
+        check(acked == 5, "acl: " + acked + " of 5 allowed sends acknowledged");
+        String r = refusal(alice, denied);
+        check(r.startsWith("16 ") && r.contains(subject) && r.contains("Topic:" + denied) && r.contains("deny"), "acl: a denied topic: " + r);
+        r = refusal(alice, other);
+        check(r.startsWith("16 ") && r.contains("no matched policies"), "acl: a topic no policy covers: " + r);
+        DefaultMQProducer wrong = signedProducer(ns, "pg_acl_wrong_" + stamp, signer(user, "guess"));
+        r = refusal(wrong, ok);
+        check(r.startsWith("16 ") && r.contains("signature"), "acl: a wrong secret: " + r);
+        DefaultMQProducer nobody = signedProducer(ns, "pg_acl_nobody_" + stamp, signer("mallory" + stamp, "x"));
+        r = refusal(nobody, ok);
+        check(r.startsWith("16 ") && r.contains("not found"), "acl: an unknown user: " + r);
+        DefaultMQProducer unsigned = signedProducer(ns, "pg_acl_unsigned_" + stamp, null);
+        r = refusal(unsigned, ok);
+        check(r.startsWith("16 ") && r.contains("not signed"), "acl: an unsigned client: " + r);
+
+        Map<String, Expected> expected = new HashMap<>();
+        for (int i = 0; i < 5; i++) {
+            expected.put("ak-" + i, new Expected("ak-" + i, "T", "ak-" + i, "allowed " + i, "sync"));
+        }
+        Received got = new Received("acl consumer", expected);
+        DefaultMQPushConsumer c = signedConsumer(ns, group, "acl-consumer", ok, signer(user, secret));
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                got.counts.computeIfAbsent(m.getKeys(), k -> new AtomicInteger()).incrementAndGet();
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        waitFor("the allowed user's consumer to get all 5", () -> got.counts.size() >= 5);
+        got.counts.forEach((k, n) -> check(n.get() == 1 && expected.containsKey(k), "acl: " + k + " delivered " + n.get() + " times"));
+        System.out.println("acl: 5 allowed sends consumed by the allowed group; denied, uncovered, wrong secret, unknown user and unsigned refused with 16");
+        admin.deleteUser(addr, user);
+        check(admin.getUser(addr, user) == null, "acl: a deleted user is gone");
+        for (DefaultMQProducer p : List.of(alice, wrong, nobody, unsigned)) {
+            p.shutdown();
+        }
+        c.shutdown();
+        admin.shutdown();
+    }
+
+    /**
+     * TLS: a producer and a consumer with {@code setUseTLS(true)} talk to the name server and the
+     * broker over TLS. Run with {@code -Dtls.test.mode.enable=false -Dtls.client.authServer=true
+     * -Dtls.client.trustCertPath=CA} so the client checks the broker's certificate against the
+     * test's own CA (without authServer the client trusts any certificate).
+     */
+    static void tls(String ns) throws Exception {
+        String stamp = stamp();
+        String topic = "PetrelTls" + stamp;
+        DefaultMQProducer p = new DefaultMQProducer("pg_tls_" + stamp, signer(ROOT_AK, ROOT_SK));
+        p.setNamesrvAddr(ns);
+        p.setUseTLS(true);
+        p.setInstanceName("tls-producer");
+        p.setSendMsgTimeout(10_000);
+        p.start();
+        Map<String, Expected> expected = new HashMap<>();
+        for (int i = 0; i < 10; i++) {
+            Expected e = new Expected("tls-" + i, "T", "tls-" + i, "over TLS " + i, "sync");
+            SendResult r = p.send(message(topic, e));
+            check(r.getSendStatus() == SendStatus.SEND_OK, "tls: send " + i + ": " + r);
+            expected.put(e.pid, e);
+        }
+        Received got = new Received("tls consumer", expected);
+        DefaultMQPushConsumer c = signedConsumer(ns, "cg_tls_" + stamp, "tls-consumer", topic, signer(ROOT_AK, ROOT_SK));
+        c.setUseTLS(true);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(got::accept);
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        waitFor("the TLS consumer to get all 10", got::complete);
+        got.verifyExactlyOnce();
+        c.shutdown();
+        p.shutdown();
+    }
+
     static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "basic":
@@ -1492,6 +1655,12 @@ public final class ClientTest {
             case "transaction":
                 transaction(args[1]);
                 break;
+            case "acl":
+                acl(args[1]);
+                break;
+            case "tls":
+                tls(args[1]);
+                break;
             case "restart":
                 restart(args[1], Paths.get(args[2]));
                 break;
@@ -1506,7 +1675,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | acl NAMESRV | tls NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
             System.exit(2);
         }
         try {

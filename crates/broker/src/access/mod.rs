@@ -1,0 +1,235 @@
+//! ACL 2.0 in the broker: the settings from `broker.conf`, the user and policy store, and the
+//! gate every request passes before its handler — authentication, then the checks of
+//! [`checks::checks_for`] — plus the cap on failed authentications per connection.
+//!
+//! Owns: turning a refusal into NO_PERMISSION with RocketMQ's remark, and counting a
+//! connection's failures. Must never: log a secret or a signature, or refuse one client's request
+//! by closing anything but that client's connection.
+
+mod checks;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use petrel_auth::{AuthError, AuthSettings, AuthStore, Credentials, Principal};
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, error};
+use serde::Deserialize;
+
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+
+/// How long a connection that reached its failure cap lives on, so its last answer is written.
+const CLOSE_AFTER_CAP: Duration = Duration::from_millis(100);
+
+/// The broker's access control.
+pub struct Access {
+    pub store: Arc<AuthStore>,
+    pub settings: AuthSettings,
+    /// What this broker signs its own requests with.
+    pub inner: Option<Credentials>,
+    cluster: String,
+    max_failures: u64,
+}
+
+#[derive(Deserialize)]
+struct InitUser {
+    username: String,
+    password: String,
+}
+
+/// Parses a comma-separated list of request codes (a whitelist).
+///
+/// # Errors
+/// A part that is not a number.
+pub fn parse_codes(text: &str) -> Result<Vec<i32>, String> {
+    text.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| p.parse::<i32>().map_err(|_| format!("{p:?} is not a request code")))
+        .collect()
+}
+
+/// Whether `authenticationStrategy` names RocketMQ's stateful strategy.
+#[must_use]
+pub fn is_stateful(strategy: &str) -> bool {
+    strategy.ends_with("StatefulAuthenticationStrategy") || strategy.eq_ignore_ascii_case("stateful")
+}
+
+/// Checks `authenticationStrategy`.
+///
+/// # Errors
+/// Neither of RocketMQ's two strategies.
+pub fn check_strategy(strategy: &str) -> Result<(), String> {
+    if is_stateful(strategy) || strategy.ends_with("StatelessAuthenticationStrategy") || strategy.eq_ignore_ascii_case("stateless") {
+        Ok(())
+    } else {
+        Err("expected RocketMQ's StatelessAuthenticationStrategy or StatefulAuthenticationStrategy (or stateless / stateful)".into())
+    }
+}
+
+/// Parses `initAuthenticationUser`.
+///
+/// # Errors
+/// Not `{"username": ..., "password": ...}` with both non-empty.
+pub fn parse_init_user(json: &str) -> Result<(String, String), String> {
+    let u: InitUser = serde_json::from_str(json).map_err(|_| "expected {\"username\":\"...\",\"password\":\"...\"}".to_owned())?;
+    if u.username.trim().is_empty() || u.password.is_empty() {
+        return Err("username and password must not be empty".into());
+    }
+    Ok((u.username, u.password))
+}
+
+/// Parses `innerClientAuthenticationCredentials`.
+///
+/// # Errors
+/// Not `{"accessKey": ..., "secretKey": ...}` with both non-empty.
+pub fn parse_credentials(json: &str) -> Result<Credentials, String> {
+    let c: Credentials = serde_json::from_str(json).map_err(|_| "expected {\"accessKey\":\"...\",\"secretKey\":\"...\"}".to_owned())?;
+    if c.access_key.trim().is_empty() || c.secret_key.is_empty() {
+        return Err("accessKey and secretKey must not be empty".into());
+    }
+    Ok(c)
+}
+
+impl Access {
+    /// Opens the store under `authConfigPath` and creates the configured super users.
+    ///
+    /// # Errors
+    /// The tables cannot be read or written, or a key does not parse (already checked by the
+    /// configuration, so only on a hand-built config).
+    pub fn open(config: &BrokerConfig) -> Result<Access, BrokerError> {
+        let dir = config
+            .auth_config_path
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(&config.store_path_root_dir).join("config").join("auth"));
+        let store = AuthStore::open(&dir).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+        if let Some(json) = &config.init_authentication_user {
+            let (name, password) = parse_init_user(json).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+            store
+                .ensure_super_user(&name, &password)
+                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+        }
+        let inner = match &config.inner_client_authentication_credentials {
+            Some(json) => {
+                let c = parse_credentials(json).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+                store
+                    .ensure_super_user(&c.access_key, &c.secret_key)
+                    .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+                Some(c)
+            }
+            None => None,
+        };
+        let settings = AuthSettings {
+            authentication_enabled: config.authentication_enabled,
+            authorization_enabled: config.authorization_enabled,
+            authentication_whitelist: parse_codes(&config.authentication_whitelist)
+                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?,
+            authorization_whitelist: parse_codes(&config.authorization_whitelist)
+                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?,
+            stateful_for: is_stateful(&config.authentication_strategy)
+                .then(|| std::time::Duration::from_secs(config.stateful_authentication_cache_expired_second)),
+        };
+        if settings.any_enabled() {
+            tracing::info!(
+                authentication = settings.authentication_enabled,
+                authorization = settings.authorization_enabled,
+                dir = %dir.display(),
+                users = store.list_users(None).len(),
+                "access control on"
+            );
+        }
+        Ok(Access {
+            store: Arc::new(store),
+            settings,
+            inner,
+            cluster: config.broker_cluster_name.clone(),
+            max_failures: config.max_authentication_failures_per_connection,
+        })
+    }
+
+    /// Signs a request this broker sends with its inner credentials, if it has them.
+    pub fn sign(&self, request: &mut RemotingCommand) {
+        if let Some(c) = &self.inner {
+            petrel_auth::sign(request, &c.access_key, &c.secret_key);
+        }
+    }
+
+    /// Whether `username` may act as a super user (for the user admin requests).
+    #[must_use]
+    pub fn is_super(&self, principal: Option<&str>) -> bool {
+        principal.is_none_or(|name| self.store.is_super_user(name))
+    }
+
+    /// Lets `request` through, with who sent it, or answers why not. The failure that reaches the
+    /// connection's cap closes it once the answer is written.
+    ///
+    /// # Errors
+    /// The answer to send instead of serving the request.
+    pub fn admit(&self, conn: &Arc<Connection>, request: &RemotingCommand) -> Result<Principal, Box<RemotingCommand>> {
+        if !self.settings.any_enabled() {
+            return Ok(Principal::Unchecked(None));
+        }
+        let principal = match self.settings.stateful_for {
+            None => self.store.authenticate(&self.settings, request),
+            Some(within) => {
+                // Only a signature actually checked starts a new trusted window.
+                let hit = std::cell::Cell::new(false);
+                let result = self.store.authenticate_cached(&self.settings, request, |name| {
+                    hit.set(conn.verified_within(name, within));
+                    hit.get()
+                });
+                if let Ok(Principal::User(name)) = &result
+                    && !hit.get()
+                {
+                    conn.remember_verified(name);
+                }
+                result
+            }
+        };
+        let principal = match principal {
+            Ok(p) => p,
+            Err(e) => return Err(Box::new(self.refuse_authentication(conn, request, &e))),
+        };
+        if !self.settings.authorization_enabled || self.settings.authorization_whitelist.contains(&request.code) {
+            return Ok(principal);
+        }
+        let checks = checks::checks_for(request, &self.cluster).map_err(|why| {
+            Box::new(error(
+                request,
+                resp::NO_PERMISSION,
+                format!("cannot tell what the request accesses: {why}"),
+            ))
+        })?;
+        let source = conn.peer().ip();
+        self.store
+            .authorize(&self.settings, request.code, &principal, &checks, source)
+            .map_err(|e| {
+                tracing::debug!(code = request.code, user = principal.name().unwrap_or("-"), %source, reason = %e, "request refused");
+                Box::new(error(request, resp::NO_PERMISSION, e.to_string()))
+            })?;
+        Ok(principal)
+    }
+
+    fn refuse_authentication(&self, conn: &Arc<Connection>, request: &RemotingCommand, e: &AuthError) -> RemotingCommand {
+        let failures = conn.add_strike();
+        let peer = conn.peer();
+        tracing::debug!(code = request.code, %peer, failures, reason = %e, "authentication failed");
+        if failures >= self.max_failures {
+            tracing::warn!(%peer, failures, "closing a connection after too many failed authentications");
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(CLOSE_AFTER_CAP).await;
+                conn.shutdown();
+            });
+            return error(
+                request,
+                resp::NO_PERMISSION,
+                format!("{e}; {failures} failed authentications on this connection, closing it"),
+            );
+        }
+        error(request, resp::NO_PERMISSION, e.to_string())
+    }
+}

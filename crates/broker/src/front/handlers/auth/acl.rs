@@ -1,0 +1,55 @@
+//! AUTH_CREATE_ACL (3006), AUTH_UPDATE_ACL (3007) — both merge the body's entries into the
+//! subject's policies by resource, as in RocketMQ — AUTH_DELETE_ACL (3008), AUTH_GET_ACL (3009)
+//! and AUTH_LIST_ACL (3010).
+
+use std::sync::Arc;
+
+use petrel_auth::AclInfo;
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, error};
+
+use super::{change, field, found, refusal, store};
+use crate::broker::Broker;
+
+/// CREATE and UPDATE.
+pub(crate) fn put(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let info: AclInfo = match serde_json::from_slice(&request.body) {
+        Ok(i) => i,
+        Err(e) => {
+            return Reply::Now(error(
+                &request,
+                resp::NO_PERMISSION,
+                format!("The body of acl is null or invalid: {e}"),
+            ));
+        }
+    };
+    let subject = field(&request, "subject").map(str::to_owned);
+    let store = store(broker);
+    change(request, move || store.put_acl(&info, subject.as_deref()))
+}
+
+pub(crate) fn delete(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let subject = field(&request, "subject").unwrap_or_default().to_owned();
+    let policy_type = field(&request, "policyType").map(str::to_owned);
+    let resource = field(&request, "resource").map(str::to_owned);
+    let store = store(broker);
+    change(request, move || {
+        store.delete_acl(&subject, policy_type.as_deref(), resource.as_deref())
+    })
+}
+
+pub(crate) fn get(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    match broker.access.store.get_acl(field(&request, "subject").unwrap_or_default()) {
+        Ok(acl) => found(&request, acl.as_ref()),
+        Err(e) => Reply::Now(refusal(&request, &e)),
+    }
+}
+
+pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let acls = broker
+        .access
+        .store
+        .list_acls(field(&request, "subjectFilter"), field(&request, "resourceFilter"));
+    found(&request, (!acls.is_empty()).then_some(&acls))
+}

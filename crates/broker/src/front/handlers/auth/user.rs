@@ -1,0 +1,100 @@
+//! AUTH_CREATE_USER (3001), AUTH_UPDATE_USER (3002), AUTH_DELETE_USER (3003), AUTH_GET_USER
+//! (3004), AUTH_LIST_USER (3005). Only a super user may create, change or delete a super user (a
+//! request without an `AccessKey`, possible only with authentication off, counts as one, as in
+//! RocketMQ).
+
+use std::sync::Arc;
+
+use petrel_auth::{ACCESS_KEY, AuthError, UserInfo};
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::response_code as resp;
+use petrel_remoting::{Connection, Reply, error};
+
+use super::{change, field, found, store};
+use crate::broker::Broker;
+
+fn signer(request: &RemotingCommand) -> Option<&str> {
+    field(request, ACCESS_KEY)
+}
+
+fn body(request: &RemotingCommand) -> Result<UserInfo, Box<RemotingCommand>> {
+    serde_json::from_slice::<UserInfo>(&request.body)
+        .map_err(|e| Box::new(error(request, resp::INVALID_PARAMETER, format!("bad UserInfo body: {e}"))))
+}
+
+/// The user named by the header with the body's fields.
+fn named_user(request: &RemotingCommand) -> Result<UserInfo, Box<RemotingCommand>> {
+    let Some(name) = field(request, "username") else {
+        return Err(Box::new(error(request, resp::INVALID_PARAMETER, "The username is blank")));
+    };
+    let mut info = body(request)?;
+    info.username = Some(name.to_owned());
+    Ok(info)
+}
+
+fn wants_super(info: &UserInfo) -> bool {
+    info.user_type.as_deref().is_some_and(|t| t.trim().eq_ignore_ascii_case("super"))
+}
+
+pub(crate) fn create(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let info = match named_user(&request) {
+        Ok(i) => i,
+        Err(answer) => return Reply::Now(*answer),
+    };
+    if wants_super(&info) && !broker.access.is_super(signer(&request)) {
+        return Reply::Now(error(
+            &request,
+            resp::SYSTEM_ERROR,
+            "The super user can only be create by super user",
+        ));
+    }
+    let store = store(broker);
+    change(request, move || store.create_user(&info))
+}
+
+pub(crate) fn update(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let info = match named_user(&request) {
+        Ok(i) => i,
+        Err(answer) => return Reply::Now(*answer),
+    };
+    let by_super = broker.access.is_super(signer(&request));
+    if wants_super(&info) && !by_super {
+        return Reply::Now(error(
+            &request,
+            resp::SYSTEM_ERROR,
+            "The super user can only be update by super user",
+        ));
+    }
+    let store = store(broker);
+    change(request, move || {
+        let name = info.username.clone().unwrap_or_default();
+        if !by_super && store.is_super_user(&name) {
+            return Err(AuthError::Authentication("The super user can only be update by super user".into()));
+        }
+        store.update_user(&info)
+    })
+}
+
+pub(crate) fn delete(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let name = field(&request, "username").unwrap_or_default().to_owned();
+    let by_super = broker.access.is_super(signer(&request));
+    let store = store(broker);
+    change(request, move || {
+        if !by_super && store.is_super_user(&name) {
+            return Err(AuthError::Authentication("The super user can only be update by super user".into()));
+        }
+        store.delete_user(&name)
+    })
+}
+
+pub(crate) fn get(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let Some(name) = field(&request, "username") else {
+        return Reply::Now(error(&request, resp::INVALID_PARAMETER, "The username is blank"));
+    };
+    found(&request, broker.access.store.get_user(name).as_ref())
+}
+
+pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+    let users = broker.access.store.list_users(field(&request, "filter"));
+    found(&request, (!users.is_empty()).then_some(&users))
+}
