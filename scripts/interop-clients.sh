@@ -220,7 +220,7 @@ echo "== ACL 2.0 and TLS"
 # A second broker with authentication, authorization and permissive TLS (a certificate from a CA
 # made here). mqadmin signs with the super user in ROCKETMQ_HOME/conf/tools.yml.
 acl_ns="127.0.0.1:29887"
-acl_addr="127.0.0.1:29931"
+acl_addr="127.0.0.1:29961"
 tls_dir="$work/tls"
 mkdir -p "$tls_dir" "$work/acl-home/conf" "$work/user-home/conf"
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tls_dir/ca.key" -out "$tls_dir/ca.pem" -days 2 -subj "/CN=Petrel test CA" 2>/dev/null
@@ -231,7 +231,7 @@ openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_d
   -out "$tls_dir/server.pem" -days 2 -extfile "$tls_dir/ext.cnf" 2>/dev/null
 printf 'accessKey: rocketmq\nsecretKey: 12345678\n' >"$work/acl-home/conf/tools.yml"
 printf 'accessKey: carol\nsecretKey: carol-pass\n' >"$work/user-home/conf/tools.yml"
-target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port 29931 --broker-ip 127.0.0.1 \
+target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port 29961 --broker-ip 127.0.0.1 \
   --set authenticationEnabled=true --set authorizationEnabled=true \
   --set 'initAuthenticationUser={"username":"rocketmq","password":"12345678"}' \
   --set tls.server.mode=permissive --set tls.server.certPath="$tls_dir/server.pem" --set tls.server.keyPath="$tls_dir/server.key" \
