@@ -10,7 +10,6 @@
 //! check a request from the broker in the same process (it does not travel over a socket).
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use petrel_auth::{Action, AuthSettings, AuthStore, Check, Resource};
 use petrel_protocol::RemotingCommand;
@@ -28,9 +27,6 @@ const WRITES: &[i32] = &[
 
 const UPDATE: &[Action] = &[Action::Update];
 
-/// How long a connection that reached its failure cap lives on, so its last answer is written.
-const CLOSE_AFTER_CAP: Duration = Duration::from_millis(100);
-
 /// The name server's users and switches.
 pub struct NamesrvAccess {
     pub store: Arc<AuthStore>,
@@ -47,15 +43,8 @@ impl NamesrvAccess {
         let principal = match self.store.authenticate(&self.settings, request) {
             Ok(p) => p,
             Err(e) => {
-                let failures = conn.add_strike();
+                let failures = conn.add_strike(self.max_failures);
                 tracing::warn!(code = request.code, peer = %conn.peer(), failures, reason = %e, "name server refused an unauthenticated write");
-                if failures >= self.max_failures {
-                    let conn = conn.clone();
-                    tokio::spawn(async move {
-                        tokio::time::sleep(CLOSE_AFTER_CAP).await;
-                        conn.shutdown();
-                    });
-                }
                 return Err(Box::new(error(request, resp::NO_PERMISSION, e.to_string())));
             }
         };

@@ -24,6 +24,8 @@ static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 /// What a queued command costs against the byte bound before it is encoded: its body plus a
 /// typical header.
 pub(crate) const HEADER_ESTIMATE_BYTES: usize = 256;
+/// How long a connection that reached its strike cap lives on, so its last answer is written.
+const CLOSE_AFTER_LAST_STRIKE: Duration = Duration::from_millis(100);
 
 #[derive(Default)]
 struct Outbound {
@@ -239,9 +241,19 @@ impl Connection {
         self.wake.notify_one();
     }
 
-    /// Counts one request refused as the peer's fault; returns the count so far.
-    pub fn add_strike(&self) -> u64 {
-        self.strikes.fetch_add(1, Ordering::Relaxed) + 1
+    /// Counts one request refused as the peer's fault; returns the count so far. At `max` the
+    /// connection is closed a moment later (after the answer to that request is written), so a
+    /// peer cannot keep guessing over one connection.
+    pub fn add_strike(self: &Arc<Self>, max: u64) -> u64 {
+        let strikes = self.strikes.fetch_add(1, Ordering::Relaxed) + 1;
+        if strikes == max {
+            let conn = self.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(CLOSE_AFTER_LAST_STRIKE).await;
+                conn.shutdown();
+            });
+        }
+        strikes
     }
 
     /// Records that the peer proved to be `who` just now.

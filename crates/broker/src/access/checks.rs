@@ -75,12 +75,7 @@ const CLUSTER: &[(i32, &[Action])] = &[
 ];
 
 fn field<'a>(request: &'a RemotingCommand, name: &str) -> Option<&'a str> {
-    request
-        .ext_fields
-        .as_ref()
-        .and_then(|f| f.get(name))
-        .map(String::as_str)
-        .filter(|v| !v.trim().is_empty())
+    request.ext(name).filter(|v| !v.trim().is_empty())
 }
 
 fn check(resource: Resource, actions: &'static [Action]) -> Check {

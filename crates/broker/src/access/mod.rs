@@ -10,7 +10,6 @@ mod checks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use petrel_auth::{AuthError, AuthSettings, AuthStore, Credentials, Principal};
 use petrel_protocol::RemotingCommand;
@@ -20,9 +19,6 @@ use serde::Deserialize;
 
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
-
-/// How long a connection that reached its failure cap lives on, so its last answer is written.
-const CLOSE_AFTER_CAP: Duration = Duration::from_millis(100);
 
 /// The broker's access control.
 pub struct Access {
@@ -214,16 +210,11 @@ impl Access {
     }
 
     fn refuse_authentication(&self, conn: &Arc<Connection>, request: &RemotingCommand, e: &AuthError) -> RemotingCommand {
-        let failures = conn.add_strike();
+        let failures = conn.add_strike(self.max_failures);
         let peer = conn.peer();
         tracing::debug!(code = request.code, %peer, failures, reason = %e, "authentication failed");
         if failures >= self.max_failures {
             tracing::warn!(%peer, failures, "closing a connection after too many failed authentications");
-            let conn = conn.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(CLOSE_AFTER_CAP).await;
-                conn.shutdown();
-            });
             return error(
                 request,
                 resp::NO_PERMISSION,

@@ -15,12 +15,7 @@ use petrel_remoting::{Reply, answer, error};
 
 /// A header field, trimmed; `None` when absent or blank.
 fn field<'a>(request: &'a RemotingCommand, name: &str) -> Option<&'a str> {
-    request
-        .ext_fields
-        .as_ref()
-        .and_then(|f| f.get(name))
-        .map(|v| v.trim())
-        .filter(|v| !v.is_empty())
+    request.ext(name).map(str::trim).filter(|v| !v.is_empty())
 }
 
 /// RocketMQ's `handleAuthException`: its auth exceptions are NO_PERMISSION with their message.
