@@ -115,9 +115,11 @@ fn start_group(dir: &Path) -> Vec<ControllerProc> {
     group
 }
 
-/// The index of the controller every live member names as leader, waiting up to 10 s.
+/// The index of the controller every live member names as leader, waiting up to 20 s (a
+/// loaded machine can hold a controller's fsync for seconds; the failover tests time what they
+/// claim separately).
 fn leader(group: &[ControllerProc], live: &[usize]) -> usize {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let answers: Vec<(usize, RemotingCommand)> = live
             .iter()
@@ -140,9 +142,25 @@ fn leader(group: &[ControllerProc], live: &[usize]) -> usize {
             );
             return claims[0];
         }
-        assert!(Instant::now() < deadline, "no agreed controller leader: {answers:?}");
+        assert!(
+            Instant::now() < deadline,
+            "no agreed controller leader: {answers:?}\n{}",
+            logs_tail(group)
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The last lines of every controller's log, for a failure message.
+fn logs_tail(group: &[ControllerProc]) -> String {
+    let mut text = String::new();
+    for (i, c) in group.iter().enumerate() {
+        let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(40);
+        text.push_str(&format!("--- controller n{i} ---\n{}\n", lines[from..].join("\n")));
+    }
+    text
 }
 
 fn request<H: CommandHeader>(code: i32, header: &H) -> RemotingCommand {

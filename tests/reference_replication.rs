@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Client, Petrel, free_port, mqadmin, pull_bodies, send_v2};
+use common::{Client, Petrel, free_port, free_port_block, mqadmin, pull_bodies, send_v2};
 use petrel_protocol::codes::response_code as resp;
 
 /// A process of Apache RocketMQ started by `scripts/reference-lib.sh`; killed on drop.
@@ -135,7 +135,8 @@ fn an_apache_rocketmq_slave_follows_a_petrel_master() {
     // The topic exists before the slave's first metadata sync (3 s after it starts).
     send_all(&mut c, "FromPetrel", 0..1000);
     let work = master.dir.path().join("rocketmq-slave");
-    let port = free_port();
+    // A RocketMQ broker also takes its port - 2 and + 1.
+    let port = free_port_block(4) + 2;
     let ns = format!("127.0.0.1:{}", master.ns_port);
     let slave = reference(
         "ref_broker",
@@ -163,7 +164,8 @@ fn a_petrel_slave_follows_an_apache_rocketmq_master() {
     let ns_port = free_port();
     let _ns = reference("ref_namesrv", &dir.path().join("namesrv"), &[&ns_port.to_string()], "");
     let ns = format!("127.0.0.1:{ns_port}");
-    let port = free_port();
+    // A RocketMQ broker also takes its port - 2 and + 1.
+    let port = free_port_block(4) + 2;
     let master = reference(
         "ref_broker",
         &dir.path().join("master"),

@@ -12,25 +12,45 @@ use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
 
+/// A port that nothing listens on now and that this test binary has not handed out before.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    claim_ports(1, 1)
 }
 
-/// A base port `b`, a multiple of 10 in 20000..32000, with `b .. b + span` all free now: for
-/// processes that take ports next to the one they are given (RocketMQ's broker: its port - 2
-/// and + 1). Below the kernel's ephemeral range (32768 and up), so that no outgoing connection
-/// of another test takes one of them meanwhile, as one can from a port `free_port` returned.
+/// A base port `b`, a multiple of 10, with `b .. b + span` all free now and none handed out
+/// before: for processes that take ports next to the one they are given (RocketMQ's broker:
+/// its port - 2 and + 1).
 pub fn free_port_block(span: u16) -> u16 {
+    claim_ports(span, 10)
+}
+
+/// Ports come from 20000..32000, below the kernel's ephemeral range (32768 and up), so that no
+/// outgoing connection of another test takes one between its check here and its process's
+/// bind; and each is handed out once per test binary, so that two tests running side by side
+/// never get the same port (a port only checked free by binding it is free again as soon as
+/// the check ends, and the kernel may give it to the next check).
+fn claim_ports(span: u16, align: u16) -> u16 {
+    static CLAIMED: std::sync::Mutex<std::collections::BTreeSet<u16>> = std::sync::Mutex::new(std::collections::BTreeSet::new());
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    const FIRST: u16 = 20_000;
+    const SLOTS: u64 = 11_900;
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .subsec_nanos();
     let seed = u64::from(std::process::id()) * 7919 + u64::from(nanos);
-    for _ in 0..2000 {
+    let slots = SLOTS / u64::from(align);
+    for _ in 0..4000 {
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let base = 20_000 + u16::try_from((seed + n * 37) % 1190).unwrap() * 10;
-        if (0..span).all(|o| std::net::TcpListener::bind(("127.0.0.1", base + o)).is_ok()) {
+        // 4099 is prime and so coprime to every slot count: the walk visits every slot.
+        let base = FIRST + u16::try_from((seed + n * 4099) % slots).unwrap() * align;
+        let ports = base..base + span;
+        let mut claimed = CLAIMED.lock().unwrap();
+        if ports.clone().any(|p| claimed.contains(&p)) {
+            continue;
+        }
+        if ports.clone().all(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok()) {
+            claimed.extend(ports);
             return base;
         }
     }
@@ -43,8 +63,7 @@ pub struct Petrel {
     pub broker_port: u16,
     /// The master's HA port (`haListenPort`), free like the others rather than `broker_port + 1`.
     pub ha_port: u16,
-    /// Serve RocketMQ's "VIP channel" on `broker_port - 2` (off unless asked for: that port was
-    /// not checked to be free).
+    /// Serve RocketMQ's "VIP channel" on `broker_port - 2` (off unless asked for).
     pub fast_channel: bool,
     child: Option<Child>,
     pub extra_args: Vec<String>,
@@ -65,7 +84,8 @@ impl Petrel {
         let mut p = Petrel {
             dir: tempfile::tempdir().unwrap(),
             ns_port: free_port(),
-            broker_port: free_port(),
+            // With the fast channel the broker also takes `broker_port - 2`: claimed as a block.
+            broker_port: if fast_channel { free_port_block(3) + 2 } else { free_port() },
             ha_port: free_port(),
             fast_channel,
             child: None,

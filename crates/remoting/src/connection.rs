@@ -199,13 +199,22 @@ impl Connection {
             self.waiters.lock().remove(&opaque);
             return Err(CallError::Closed(self.peer));
         }
-        match tokio::time::timeout(timeout, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(CallError::Closed(self.peer)),
-            Err(_) => {
-                self.waiters.lock().remove(&opaque);
-                Err(CallError::Timeout { peer: self.peer, timeout })
+        // A caller may drop this future before the answer or the timeout (openraft wraps its
+        // calls in a timeout of its own): the guard then takes the waiter out, so that calls
+        // given up on cannot fill `max_in_flight` while their answers never come.
+        let mut waiter = WaiterGuard {
+            conn: self,
+            opaque: Some(opaque),
+        };
+        let answered = tokio::time::timeout(timeout, rx).await;
+        match answered {
+            Ok(Ok(answer)) => {
+                // `complete` took the waiter out before answering it.
+                waiter.opaque = None;
+                Ok(answer)
             }
+            Ok(Err(_)) => Err(CallError::Closed(self.peer)),
+            Err(_) => Err(CallError::Timeout { peer: self.peer, timeout }),
         }
     }
 
@@ -288,6 +297,20 @@ impl Connection {
     }
 }
 
+/// Takes a call's waiter out of its connection when the call ends without an answer.
+struct WaiterGuard<'a> {
+    conn: &'a Connection,
+    opaque: Option<i32>,
+}
+
+impl Drop for WaiterGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(opaque) = self.opaque {
+            self.conn.waiters.lock().remove(&opaque);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,5 +348,43 @@ mod tests {
         c.close();
         assert!(matches!(first.await.unwrap(), Err(CallError::Closed(_))));
         assert!(matches!(second.await.unwrap(), Err(CallError::Closed(_))));
+    }
+
+    #[tokio::test]
+    async fn a_call_given_up_on_frees_its_place() {
+        let c = conn(1 << 20);
+        for _ in 0..5 {
+            // The caller's own, shorter timeout drops the call before its answer or timeout.
+            let given_up = tokio::time::timeout(
+                Duration::from_millis(5),
+                c.call(RemotingCommand::request(1, 0), Duration::from_secs(30)),
+            )
+            .await;
+            assert!(given_up.is_err(), "no answer comes");
+        }
+        assert_eq!(c.calls_in_flight(), 0, "no waiter outlives its call");
+        let answered = {
+            let call = c.call(RemotingCommand::request(1, 0), Duration::from_secs(30));
+            tokio::pin!(call);
+            assert!(futures_poll_once(call.as_mut()).await.is_none(), "waiting");
+            let mut queued = Vec::new();
+            c.take_queued(usize::MAX, &mut queued);
+            let request = queued.pop().expect("the request was queued");
+            c.complete(RemotingCommand::response_to(&request, 0));
+            call.await
+        };
+        assert!(answered.is_ok(), "{answered:?}");
+        assert_eq!(c.calls_in_flight(), 0);
+    }
+
+    /// Polls `f` once: `Some` if it finished.
+    async fn futures_poll_once<F: std::future::Future + Unpin>(mut f: F) -> Option<F::Output> {
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match std::pin::Pin::new(&mut f).poll(cx) {
+                std::task::Poll::Ready(v) => Some(v),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
     }
 }
