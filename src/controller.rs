@@ -88,7 +88,9 @@ async fn start_metrics(config: &ControllerConfig, controller: &Arc<Controller>) 
 impl Running {
     /// Opens the Raft files, listens, joins or forms the group and starts the dead-master scan.
     pub async fn start(config: ControllerConfig) -> Result<Running> {
-        let listen = config.raft_address().context("this controller's address")?.to_owned();
+        let listen = config
+            .listen_address()
+            .context("this controller's address (its peer entry with a port)")?;
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;

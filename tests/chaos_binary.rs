@@ -1,6 +1,6 @@
 //! `petrel chaos` end to end: a short run in each mode (single node, master with slaves,
-//! controller mode), each injecting kill -9, pauses and (as root) partitions and full disks into
-//! real processes, must find every acknowledged message delivered, in order for ordered sends; and a
+//! controller mode), each injecting kill -9, pauses, partitions (network namespaces as root; the
+//! master with slaves behind the proxies) and (as root) full disks into real processes, must find every acknowledged message delivered, in order for ordered sends; and a
 //! cluster whose killed broker comes back without its data must be caught losing messages.
 //! `PETREL_CHAOS_INJECTIONS` scales the runs (the long runs are in docs/reliability.md).
 
@@ -90,7 +90,8 @@ fn assert_clean(run: &Run, injected: &str, kinds: &[&str]) {
     assert_eq!(run.last_line, expected);
 }
 
-/// Partitions need network namespaces and a full disk a tmpfs per broker: both need root.
+/// Partitions need network namespaces (without the proxies) and a full disk a tmpfs per
+/// broker: both need root.
 fn kinds_here(all: &[&'static str]) -> Vec<&'static str> {
     let root = nix_root();
     all.iter()
@@ -112,12 +113,28 @@ fn a_single_node_killed_and_paused_loses_nothing() {
     assert_clean(&run, &n, &["kill", "pause"]);
 }
 
+/// Behind the proxies (how a run without root partitions), whoever runs it.
 #[test]
-fn a_master_with_two_slaves_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
+fn a_master_with_two_slaves_behind_the_proxies_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let n = injections(7);
-    let run = chaos(dir.path(), &["--mode", "replicated", "--injections", &n, "--disk-mib", "256"]);
-    assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition", "disk-full"]));
+    let run = chaos(
+        dir.path(),
+        &[
+            "--mode",
+            "replicated",
+            "--network",
+            "proxy",
+            "--injections",
+            &n,
+            "--disk-mib",
+            "256",
+        ],
+    );
+    assert_eq!(run.result["network"], "proxy");
+    let mut kinds = kinds_here(&["kill", "pause", "disk-full"]);
+    kinds.push("partition");
+    assert_clean(&run, &n, &kinds);
 }
 
 #[test]

@@ -423,6 +423,8 @@ fn bind_address_keeps_the_broker_to_one_address_and_metrics_default_to_loopback(
     ]);
     assert!(accepts([127, 0, 0, 1], petrel.broker_port));
     assert!(!accepts([127, 0, 0, 2], petrel.broker_port), "bound to 127.0.0.1 only");
+    assert!(accepts([127, 0, 0, 1], petrel.ha_port), "the HA port too");
+    assert!(!accepts([127, 0, 0, 2], petrel.ha_port), "the HA port on 127.0.0.1 only");
     assert!(accepts([127, 0, 0, 1], metrics_port), "metrics on loopback by default");
     assert!(!accepts([127, 0, 0, 2], metrics_port), "and on loopback only");
     let mut c = petrel.broker();

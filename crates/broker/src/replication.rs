@@ -287,7 +287,7 @@ impl Replication {
             let readers = store.clone();
             gate.set_on_advance(Box::new(move || readers.commit_log().wake_readers()));
         }
-        let listen = SocketAddr::from(([0, 0, 0, 0], ha_port(config)));
+        let listen = SocketAddr::new(config.bind_address, ha_port(config));
         let ha = HaMaster::start(store.clone(), gate, master_config(config, listen, None))
             .map_err(|e| io(&format!("HA server: listen on {listen}"), e))?;
         Ok(Replication::Master { ha })
@@ -329,7 +329,7 @@ impl Replication {
                 readers.commit_log().wake_readers();
             }));
         }
-        let listen = SocketAddr::from(([0, 0, 0, 0], ha_port(config)));
+        let listen = SocketAddr::new(config.bind_address, ha_port(config));
         let auto = AutoSwitchMaster {
             epochs: epochs.clone(),
             confirmed: confirmed.clone(),

@@ -45,10 +45,15 @@ impl FaultKind {
 /// How processes reach each other.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Network {
-    /// A network namespace per process when run as root, else loopback.
+    /// A network namespace per process when run as root, else the proxies (Petrel's processes)
+    /// or loopback (Apache RocketMQ's).
     Auto,
     /// A network namespace per process on one bridge (root only); partitions are blackhole routes.
     Netns,
+    /// Every process listens on 127.0.0.2 behind a fault-injecting TCP proxy on 127.0.0.1
+    /// (no root needed; Petrel's processes only); partitions stall the proxied connections
+    /// between the processes cut apart.
+    Proxy,
     /// Every process on 127.0.0.1; partitions are not available.
     Loopback,
 }
@@ -61,8 +66,8 @@ pub struct ChaosArgs {
     /// Faults to inject, one at a time, each healed before the next.
     #[arg(long, default_value_t = 20)]
     pub injections: usize,
-    /// Fault kinds to draw from (partition needs network namespaces and disk-full a tmpfs per
-    /// broker, so both need root).
+    /// Fault kinds to draw from (disk-full needs a tmpfs per broker, so root; partition needs
+    /// network namespaces, so root, or the proxies).
     #[arg(long, value_delimiter = ',', default_values = ["kill", "pause", "partition", "disk-full"])]
     pub faults: Vec<FaultKind>,
     /// Size of the tmpfs each broker's data lives on when disk-full is among the faults.

@@ -10,10 +10,11 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
-use crate::cli::Mode;
+use crate::cli::{Mode, Network};
 use crate::disk::Tmpfs;
 use crate::error::{ChaosError, Result};
 use crate::net::Netns;
+use crate::proxy::{BACKEND_IP, FRONT_IP, Proxies};
 
 /// How long a started process gets to listen on its port (a JVM on two busy cores is slow).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -137,12 +138,32 @@ pub struct Cluster {
     nodes: Vec<Node>,
     pub namesrv: String,
     net: Option<Netns>,
+    proxies: Option<Proxies>,
     dir: PathBuf,
 }
 
-/// A free port on 127.0.0.1 (for the loopback network).
-fn free_port() -> Result<u16> {
-    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+/// `count` ports free on every address, each different, below the kernel's ephemeral range
+/// (32768 and up) so that no process's outgoing connection takes one before its owner binds
+/// it again after a restart.
+fn free_ports(count: usize) -> Result<Vec<u16>> {
+    const FIRST: u16 = 20_000;
+    const SPAN: u16 = 12_000;
+    let mut held = Vec::with_capacity(count);
+    let start = fastrand::u16(..SPAN);
+    for k in 0..SPAN {
+        if held.len() == count {
+            break;
+        }
+        let port = FIRST + (start + k) % SPAN;
+        // Held until every port is chosen, so that none is chosen twice.
+        if let Ok(l) = std::net::TcpListener::bind(("0.0.0.0", port)) {
+            held.push(l);
+        }
+    }
+    if held.len() < count {
+        return Err(ChaosError::Setup(format!("fewer than {count} free ports in 20000..32000")));
+    }
+    held.iter().map(|l| Ok(l.local_addr()?.port())).collect()
 }
 
 fn set(args: &mut Vec<String>, pairs: &[(&str, String)]) {
@@ -154,32 +175,65 @@ fn set(args: &mut Vec<String>, pairs: &[(&str, String)]) {
 
 /// The addresses of a mode's processes: (ip, port, second port) per node.
 pub(crate) struct Layout {
+    /// Where each process is reached (and what it advertises).
     pub ips: Vec<String>,
     pub ports: Vec<(u16, u16)>,
+    /// Where every process listens when that is not its address: behind the proxies.
+    pub bind: Option<String>,
+    /// One more free port (a single node's HA port, which nobody uses).
+    pub spare: u16,
 }
 
 impl Layout {
     pub fn addr(&self, i: usize) -> String {
         format!("{}:{}", self.ips[i], self.ports[i].0)
     }
+
+    /// The address process `i` listens on.
+    fn listen_ip(&self, i: usize) -> &str {
+        self.bind.as_deref().unwrap_or(&self.ips[i])
+    }
 }
 
 impl Cluster {
     /// Starts `mode`'s processes under `dir` and waits until each listens; with `disk_mib`,
     /// each broker's data directory is first made a tmpfs of that size.
-    pub async fn start(mode: Mode, implementation: &Implementation, dir: &Path, netns: bool, disk_mib: Option<u64>) -> Result<Cluster> {
+    pub async fn start(
+        mode: Mode,
+        implementation: &Implementation,
+        dir: &Path,
+        network: Network,
+        disk_mib: Option<u64>,
+    ) -> Result<Cluster> {
+        assert!(network != Network::Auto, "the caller resolves auto");
         let count = match (mode, implementation) {
             (Mode::Single, Implementation::Petrel) => 1,
             (Mode::Single, Implementation::RocketMq(_)) => 2,
             (Mode::Replicated, _) => 4,
             (Mode::Controller, _) => 7,
         };
-        let net = if netns { Some(Netns::create(count)?) } else { None };
-        let layout = Layout {
+        let net = if network == Network::Netns {
+            Some(Netns::create(count)?)
+        } else {
+            None
+        };
+        let mut layout = Layout {
             ips: (0..count)
-                .map(|i| net.as_ref().map_or_else(|| "127.0.0.1".to_owned(), |n| n.addr(i)))
+                .map(|i| net.as_ref().map_or_else(|| FRONT_IP.to_owned(), |n| n.addr(i)))
                 .collect(),
-            ports: (0..count).map(|i| ports(net.is_some(), implementation, i)).collect::<Result<_>>()?,
+            ports: ports(net.is_some(), implementation, count + 1)?,
+            bind: (network == Network::Proxy).then(|| BACKEND_IP.to_owned()),
+            spare: 0,
+        };
+        let spare = layout.ports.pop().map_or(0, |p| p.0);
+        // In a namespace of its own a process has every port: the spare is the one after its two.
+        layout.spare = if net.is_some() { 10913 } else { spare };
+        let proxies = match network {
+            Network::Proxy => {
+                let proxied: Vec<(usize, u16)> = layout.ports.iter().enumerate().flat_map(|(i, (a, b))| [(i, *a), (i, *b)]).collect();
+                Some(Proxies::start(count, &proxied).await?)
+            }
+            _ => None,
         };
         let (specs, namesrv) = match implementation {
             Implementation::Petrel => petrel_specs(mode, dir, &layout)?,
@@ -193,7 +247,7 @@ impl Cluster {
                 _ => None,
             };
             nodes.push(Node {
-                addr: format!("{}:{}", layout.ips[i], s.port),
+                addr: format!("{}:{}", layout.listen_ip(i), s.port),
                 log: dir.join(format!("{}.log", s.name)),
                 name: s.name,
                 program: s.program,
@@ -208,10 +262,11 @@ impl Cluster {
             nodes,
             namesrv,
             net,
+            proxies,
             dir: dir.to_path_buf(),
         };
-        for node in &mut cluster.nodes {
-            node.spawn().await?;
+        for i in 0..cluster.nodes.len() {
+            cluster.spawn(i).await?;
         }
         Ok(cluster)
     }
@@ -221,10 +276,22 @@ impl Cluster {
     }
 
     pub fn can_partition(&self) -> bool {
-        self.net.is_some() && self.nodes.len() > 1
+        (self.net.is_some() || self.proxies.is_some()) && self.nodes.len() > 1
+    }
+
+    /// Starts `i` and tells the proxies its pid.
+    async fn spawn(&mut self, i: usize) -> Result<()> {
+        let started = self.nodes[i].spawn().await;
+        if let Some(p) = &self.proxies {
+            p.set_pid(i, self.nodes[i].child.as_ref().and_then(Child::id));
+        }
+        started
     }
 
     pub async fn kill(&mut self, i: usize) -> Result<()> {
+        if let Some(p) = &self.proxies {
+            p.set_pid(i, None);
+        }
         self.nodes[i].kill9().await
     }
 
@@ -236,14 +303,15 @@ impl Cluster {
             None if wipe && data.exists() => std::fs::remove_dir_all(&data)?,
             _ => {}
         }
-        self.nodes[i].spawn().await
+        self.spawn(i).await
     }
 
     /// Restarts every process that exited although nobody killed it (a crash); returns each
     /// one's name and exit status.
     pub async fn revive(&mut self) -> Result<Vec<(String, String)>> {
         let mut revived = Vec::new();
-        for node in &mut self.nodes {
+        for i in 0..self.nodes.len() {
+            let node = &mut self.nodes[i];
             let status = match node.child.as_mut().map(Child::try_wait) {
                 Some(Ok(Some(status))) => status.to_string(),
                 Some(Err(e)) => e.to_string(),
@@ -251,8 +319,9 @@ impl Cluster {
             };
             tracing::warn!(process = %node.name, %status, "exited by itself; restarting it");
             node.child = None;
-            node.spawn().await?;
-            revived.push((node.name.clone(), status));
+            let name = node.name.clone();
+            self.spawn(i).await?;
+            revived.push((name, status));
         }
         Ok(revived)
     }
@@ -294,18 +363,30 @@ impl Cluster {
         (0..self.nodes.len()).filter(|o| *o != i).collect()
     }
 
-    fn net(&self) -> Result<&Netns> {
-        self.net
-            .as_ref()
-            .ok_or_else(|| ChaosError::Setup("partitions need network namespaces".into()))
-    }
-
     pub fn partition(&self, i: usize) -> Result<()> {
-        self.net()?.isolate(i, &self.others(i))
+        self.cut(i, true)
     }
 
     pub fn heal(&self, i: usize) -> Result<()> {
-        self.net()?.heal(i, &self.others(i))
+        self.cut(i, false)
+    }
+
+    /// Cuts (or restores) every link between `i` and the other processes.
+    fn cut(&self, i: usize, cut: bool) -> Result<()> {
+        let others = self.others(i);
+        match (&self.net, &self.proxies) {
+            (Some(net), _) if cut => net.isolate(i, &others),
+            (Some(net), _) => net.heal(i, &others),
+            (None, Some(proxies)) if cut => {
+                proxies.isolate(i, &others);
+                Ok(())
+            }
+            (None, Some(proxies)) => {
+                proxies.heal(i, &others);
+                Ok(())
+            }
+            (None, None) => Err(no_partitions()),
+        }
     }
 
     /// Stops every process (SIGCONT first, so a paused one can die).
@@ -317,16 +398,27 @@ impl Cluster {
     }
 }
 
-/// Process `i`'s two ports: in its own namespace the defaults; on loopback free ones (for
-/// RocketMQ a block of four, since its broker also takes listenPort - 2 and + 1).
-fn ports(netns: bool, implementation: &Implementation, i: usize) -> Result<(u16, u16)> {
+fn no_partitions() -> ChaosError {
+    ChaosError::Setup("partitions need network namespaces (root) or the proxies (--network proxy)".into())
+}
+
+/// Each process's two ports: in its own namespace the defaults; on loopback free ones (for
+/// RocketMQ a block of four each, since its broker also takes listenPort - 2 and + 1).
+fn ports(netns: bool, implementation: &Implementation, count: usize) -> Result<Vec<(u16, u16)>> {
     match (netns, implementation) {
-        (true, _) => Ok((10911, 10912)),
-        (false, Implementation::Petrel) => Ok((free_port()?, free_port()?)),
+        (true, _) => Ok(vec![(10911, 10912); count]),
+        (false, Implementation::Petrel) => {
+            let free = free_ports(2 * count)?;
+            Ok(free.chunks(2).map(|p| (p[0], p[1])).collect())
+        }
         (false, Implementation::RocketMq(_)) => {
             let base = 30_000 + u16::try_from(std::process::id() % 1000).unwrap_or(0) * 30;
-            let port = base + u16::try_from(i).unwrap_or(0) * 4 + 2;
-            Ok((port, port + 1))
+            Ok((0..count)
+                .map(|i| {
+                    let port = base + u16::try_from(i).unwrap_or(0) * 4 + 2;
+                    (port, port + 1)
+                })
+                .collect())
         }
     }
 }
@@ -356,8 +448,9 @@ fn petrel_specs(mode: Mode, dir: &Path, layout: &Layout) -> Result<(Vec<Spec>, S
 /// A process of a mode: its name, port and arguments.
 type Proc = (String, u16, Vec<String>);
 
-/// The arguments every broker shares.
-fn broker_args(dir: &Path, name: &str, ip: &str, ports: (u16, u16)) -> Vec<String> {
+/// The arguments every broker shares: broker `name` is process `i` of `layout`.
+fn broker_args(dir: &Path, name: &str, layout: &Layout, i: usize, ports: (u16, u16)) -> Vec<String> {
+    let ip = &layout.ips[i];
     let mut args = vec![
         "serve".into(),
         "--store-dir".into(),
@@ -376,31 +469,27 @@ fn broker_args(dir: &Path, name: &str, ip: &str, ports: (u16, u16)) -> Vec<Strin
             ("brokerName", "broker-a".into()),
             // A full disk refuses sends rather than deleting what the checker will look for.
             ("cleanFileForciblyEnable", "false".into()),
+            // No second port next to the first, which may be another process's.
+            ("fastListenPort", "0".into()),
+            ("bindAddress", layout.listen_ip(i).to_owned()),
         ],
     );
     args
 }
 
 fn single(dir: &Path, layout: &Layout) -> Vec<Proc> {
-    let mut args = broker_args(dir, "broker-0", &layout.ips[0], (layout.ports[0].0, free_or(layout, 0)));
-    args.extend(["--namesrv-listen".into(), format!("{}:{}", layout.ips[0], layout.ports[0].1)]);
+    // The second port is the embedded name server's, so HA gets the spare.
+    let mut args = broker_args(dir, "broker-0", layout, 0, (layout.ports[0].0, layout.spare));
+    args.extend(["--namesrv-listen".into(), format!("{}:{}", layout.listen_ip(0), layout.ports[0].1)]);
     vec![("broker-0".into(), layout.ports[0].0, args)]
 }
 
-/// In a single node the second port is the name server's, so HA gets a third (unused) one.
-fn free_or(layout: &Layout, i: usize) -> u16 {
-    if layout.ips[i] == "127.0.0.1" {
-        free_port().unwrap_or(layout.ports[i].0 + 2)
-    } else {
-        layout.ports[i].0 + 2
-    }
-}
-
 fn namesrv_spec(layout: &Layout, i: usize) -> Proc {
+    let listen = format!("{}:{}", layout.listen_ip(i), layout.ports[i].0);
     (
         "namesrv".into(),
         layout.ports[i].0,
-        vec!["namesrv".into(), "--listen".into(), layout.addr(i)],
+        vec!["namesrv".into(), "--listen".into(), listen],
     )
 }
 
@@ -408,7 +497,7 @@ fn namesrv_spec(layout: &Layout, i: usize) -> Proc {
 /// the keys every set member shares, then `keys`.
 fn set_member(dir: &Path, layout: &Layout, b: usize, i: usize, ns: usize, keys: &[(&str, String)]) -> Proc {
     let name = format!("broker-{b}");
-    let mut args = broker_args(dir, &name, &layout.ips[i], layout.ports[i]);
+    let mut args = broker_args(dir, &name, layout, i, layout.ports[i]);
     args.extend(["--namesrv-addr".into(), layout.addr(ns)]);
     set(
         &mut args,
@@ -445,6 +534,7 @@ fn controlled(dir: &Path, layout: &Layout) -> Vec<Proc> {
                 ("controllerDLegerSelfId", format!("n{c}")),
                 ("controllerStorePath", dir.join(format!("controller-{c}")).display().to_string()),
                 ("scanNotActiveBrokerInterval", "200".into()),
+                ("bindAddress", layout.listen_ip(c).to_owned()),
             ],
         );
         specs.push((format!("controller-{c}"), layout.ports[c].0, args));

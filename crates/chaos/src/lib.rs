@@ -2,11 +2,11 @@
 //! or three controllers with a broker set of three), a workload through `petrel-client`
 //! (unique-key and ordered sync sends, a consumer group committing offsets), faults on a seeded
 //! schedule (kill -9 and restart, SIGSTOP past the heartbeat timeouts, partitions through
-//! network namespaces, a broker's disk filled), and a checker in the manner of OpenChaos and Jepsen: acknowledged and
+//! network namespaces or, without root, TCP proxies, a broker's disk filled), and a checker in the manner of OpenChaos and Jepsen: acknowledged and
 //! lost (must be 0), duplicated and why, reordered (must be 0), and unavailability.
 //!
 //! Owns: the processes it starts (and nothing else: with `--target` it only runs the workload
-//! and the checker), their network namespaces and tmpfs mounts, and the reports. Must never: leave a process or
+//! and the checker), their network namespaces, proxies and tmpfs mounts, and the reports. Must never: leave a process or
 //! namespace or mount behind after a run that returned, or call a run good that lost an acknowledged
 //! message.
 
@@ -16,6 +16,7 @@ mod cluster;
 mod disk;
 mod error;
 mod net;
+mod proxy;
 mod report;
 mod rocketmq;
 mod run;

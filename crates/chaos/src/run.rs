@@ -34,15 +34,7 @@ const DISK_FULL_EXTRA: Duration = Duration::from_secs(8);
 /// Runs `args` and returns the report (already written to `args.report_dir`).
 pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
     validate(&args)?;
-    let netns = match args.network {
-        _ if args.target.is_some() => false,
-        Network::Auto => crate::net::available(),
-        Network::Netns if !crate::net::available() => {
-            return Err(ChaosError::Setup("--network netns needs root and iproute2".into()));
-        }
-        Network::Netns => true,
-        Network::Loopback => false,
-    };
+    let network = network(&args)?;
     let seed = args.seed.unwrap_or_else(|| fastrand::u64(..));
     let (dir, temporary) = match &args.work_dir {
         Some(d) => (d.clone(), false),
@@ -55,7 +47,7 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
     let disk_mib = (args.faults.contains(&FaultKind::DiskFull) && crate::disk::available()).then_some(args.disk_mib);
     let mut cluster = match &args.target {
         Some(_) => None,
-        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, netns, disk_mib).await?),
+        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, network, disk_mib).await?),
     };
     let (faults, skipped) = usable_faults(&args, cluster.as_ref())?;
     let namesrv = args
@@ -76,7 +68,7 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
         &args,
         command,
         seed,
-        netns,
+        network,
         skipped,
         seen.schedule,
         verdict,
@@ -88,6 +80,27 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
         let _ = std::fs::remove_dir_all(&dir);
     }
     Ok(report)
+}
+
+/// How the run's processes reach each other (`auto` resolved).
+fn network(args: &ChaosArgs) -> Result<Network> {
+    let rocketmq = args.rocketmq_lib.is_some();
+    Ok(match args.network {
+        _ if args.target.is_some() => Network::Loopback,
+        Network::Auto if crate::net::available() => Network::Netns,
+        // RocketMQ's HA port listens on every interface, so it cannot sit behind a proxy.
+        Network::Auto if rocketmq => Network::Loopback,
+        Network::Auto => Network::Proxy,
+        Network::Netns if !crate::net::available() => {
+            return Err(ChaosError::Setup("--network netns needs root and iproute2".into()));
+        }
+        Network::Proxy if rocketmq => {
+            return Err(ChaosError::Setup(
+                "--network proxy: Apache RocketMQ's HA port listens on every interface, so its processes cannot sit behind the proxies; use --network netns (root)".into(),
+            ));
+        }
+        other => other,
+    })
 }
 
 fn validate(args: &ChaosArgs) -> Result<()> {
@@ -118,9 +131,9 @@ fn usable_faults(args: &ChaosArgs, cluster: Option<&Cluster>) -> Result<(Vec<Fau
         }
         let why = match (kind, cluster) {
             (_, None) => Some("no process started (--target)"),
-            (FaultKind::Partition, Some(c)) if !c.can_partition() => {
-                Some("partitions need network namespaces (root and iproute2) and more than one process")
-            }
+            (FaultKind::Partition, Some(c)) if !c.can_partition() => Some(
+                "partitions need more than one process, and network namespaces (root and iproute2) or the proxies (Petrel's processes)",
+            ),
             (FaultKind::DiskFull, Some(c)) if !c.any_disk() => Some("a full disk needs root (a tmpfs per broker)"),
             _ => None,
         };

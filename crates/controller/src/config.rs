@@ -20,6 +20,11 @@ pub const CONTROLLER_KEYS: &[(&str, &str, &str)] = &[
     ),
     ("controllerDLegerSelfId", "n0", "This controller's id among the peers."),
     (
+        "bindAddress",
+        "",
+        "Petrel: the address this controller listens on, with the port of its own `controllerDLegerPeers` entry. Empty: that entry's host. For a controller that others reach through an address it does not own (a proxy, a NAT).",
+    ),
+    (
         "controllerStorePath",
         "./controller",
         "Directory of this controller's Raft log, vote and snapshot.",
@@ -63,6 +68,8 @@ pub struct ControllerConfig {
     /// Raft id → (the peer's name, e.g. `n0`; its Raft address).
     pub peers: BTreeMap<u64, (String, String)>,
     pub self_id: u64,
+    /// Listen here rather than on the host of this controller's own peer entry.
+    pub bind_address: Option<std::net::IpAddr>,
     pub store_path: PathBuf,
     pub scan_not_active_broker_interval_ms: u64,
     pub enable_elect_unclean_master: bool,
@@ -80,6 +87,7 @@ impl Default for ControllerConfig {
             group: String::new(),
             peers: BTreeMap::new(),
             self_id: 0,
+            bind_address: None,
             store_path: PathBuf::new(),
             scan_not_active_broker_interval_ms: 0,
             enable_elect_unclean_master: false,
@@ -149,6 +157,8 @@ impl ControllerConfig {
                 self.peers = peers;
             }
             "controllerDLegerSelfId" => self.self_id = peer_id(key, value)?,
+            "bindAddress" if value.trim().is_empty() => self.bind_address = None,
+            "bindAddress" => self.bind_address = Some(parse(key, value, "an IP address")?),
             "controllerStorePath" => self.store_path = PathBuf::from(value.trim()),
             "scanNotActiveBrokerInterval" => self.scan_not_active_broker_interval_ms = positive(key, value)?,
             "enableElectUncleanMaster" => self.enable_elect_unclean_master = parse(key, value, "true or false")?,
@@ -202,6 +212,18 @@ impl ControllerConfig {
     /// This controller's Raft address.
     pub fn raft_address(&self) -> Option<&str> {
         self.peers.get(&self.self_id).map(|(_, addr)| addr.as_str())
+    }
+
+    /// Where this controller listens: its Raft address, or `bindAddress` with that address's port.
+    pub fn listen_address(&self) -> Option<String> {
+        let own = self.raft_address()?;
+        match self.bind_address {
+            None => Some(own.to_owned()),
+            Some(ip) => {
+                let port: u16 = own.rsplit_once(':')?.1.parse().ok()?;
+                Some(std::net::SocketAddr::new(ip, port).to_string())
+            }
+        }
     }
 }
 

@@ -43,6 +43,17 @@ fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
     );
     assert_eq!(config.set("controllerDLegerSelfId", "n2").ok(), Some(true));
     assert_eq!(config.raft_address(), Some("127.0.0.1:9879"));
+    assert_eq!(
+        config.listen_address().as_deref(),
+        Some("127.0.0.1:9879"),
+        "its own entry by default"
+    );
+    assert_eq!(config.set("bindAddress", "127.0.0.2").ok(), Some(true));
+    assert_eq!(
+        config.listen_address().as_deref(),
+        Some("127.0.0.2:9879"),
+        "bindAddress with its entry's port"
+    );
     assert!(config.validate().is_ok());
     assert_eq!(config.set("controllerDLegerSelfId", "n7").ok(), Some(true));
     assert!(
@@ -56,6 +67,7 @@ fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
         ("controllerDLegerSelfId", "zero"),
         ("scanNotActiveBrokerInterval", "0"),
         ("enableElectUncleanMaster", "yes"),
+        ("bindAddress", "localhost"),
     ] {
         let err = config.set(key, value).expect_err(value);
         assert_eq!(err.key, key);

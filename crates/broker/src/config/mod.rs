@@ -124,7 +124,7 @@ config_table! {
         "listenPort" => listen_port: u16 = 10911, check at_least(1);
             "The broker's port (also `--listen-port`), on `bindAddress`."
         "bindAddress" => bind_address: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
-            "Address the broker's ports (`listenPort` and the fast channel) listen on (RocketMQ's `NettyServerConfig.bindAddress`). `0.0.0.0`: every interface; `127.0.0.1`: this host only."
+            "Address the broker's ports (`listenPort`, the fast channel and a master's HA port) listen on (RocketMQ's `NettyServerConfig.bindAddress`; RocketMQ's HA port always listens on every interface). `0.0.0.0`: every interface; `127.0.0.1`: this host only."
         "fastListenPort" => fast_listen_port: Option<u16> = None;
             "A second port serving the same requests: RocketMQ's \"VIP channel\", which its slaves use to copy a master's topics and clients may use for sends. Unset: `listenPort - 2` when that port is free (a warning otherwise); `0`: none; a port: that one, or the broker does not start."
         "brokerIP1" => broker_ip1: Option<IpAddr> = None;
