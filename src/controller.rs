@@ -94,7 +94,7 @@ impl Running {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
-        let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork)
+        let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork::default())
             .await
             .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
         let controller = Controller::new(node.clone(), config.clone());

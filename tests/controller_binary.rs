@@ -1089,3 +1089,26 @@ fn petrel_serve_runs_an_embedded_controller_that_its_own_broker_uses() {
     }
     assert!(text.lines().any(|l| l.starts_with("petrel_confirm_offset ")), "{text}");
 }
+
+/// openraft asks its network for a new client at every linearizable read (and every election
+/// round): the clients must share one connection per peer. They each opened their own, which
+/// stayed open until the peer's idle timeout (120 s): two connections per read.
+#[test]
+fn linearizable_reads_share_one_connection_per_peer() {
+    let dir = tempfile::tempdir().unwrap();
+    let group = start_group(dir.path());
+    let first = leader(&group, &[0, 1, 2]);
+    for _ in 0..50 {
+        // GET_REPLICA_INFO is a linearizable read, whether or not the set exists.
+        replica_info(&group[first]);
+    }
+    let peers: Vec<u16> = (0..3).filter(|i| *i != first).map(|i| group[i].port).collect();
+    let open = procfs::net::tcp()
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.state == procfs::net::TcpState::Established && peers.contains(&e.remote_address.port()))
+        .count();
+    // The leader's connection to each follower, and the followers' to each other from the
+    // first election: four, with room for a connection opened twice in a race.
+    assert!(open <= 8, "{open} connections to the followers after 50 reads");
+}

@@ -49,7 +49,8 @@ impl Node {
             .map(Pid::from_raw)
     }
 
-    async fn spawn(&mut self) -> Result<()> {
+    /// Starts the process (without waiting for it to listen).
+    fn start(&mut self) -> Result<()> {
         assert!(self.child.is_none(), "{} is running", self.name);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = match &self.netns {
@@ -69,7 +70,7 @@ impl Node {
             .kill_on_drop(true)
             .spawn()?;
         self.child = Some(child);
-        self.wait_listening().await
+        Ok(())
     }
 
     async fn wait_listening(&mut self) -> Result<()> {
@@ -279,13 +280,14 @@ impl Cluster {
         (self.net.is_some() || self.proxies.is_some()) && self.nodes.len() > 1
     }
 
-    /// Starts `i` and tells the proxies its pid.
+    /// Starts `i` and waits until it listens. The proxies learn its pid first: a connection it
+    /// opens while starting (to the name server, to its master) must be told apart too.
     async fn spawn(&mut self, i: usize) -> Result<()> {
-        let started = self.nodes[i].spawn().await;
+        self.nodes[i].start()?;
         if let Some(p) = &self.proxies {
             p.set_pid(i, self.nodes[i].child.as_ref().and_then(Child::id));
         }
-        started
+        self.nodes[i].wait_listening().await
     }
 
     pub async fn kill(&mut self, i: usize) -> Result<()> {

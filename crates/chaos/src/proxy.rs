@@ -113,8 +113,14 @@ impl Port {
         // Owned here: ending this task (the proxies dropped) ends every connection.
         let mut connections = JoinSet::new();
         loop {
-            let Ok((client, peer)) = listener.accept().await else {
-                continue;
+            let (client, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors, say: wait rather than spin.
+                    tracing::warn!(port = %self.front, error = %e, "proxy: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
             };
             while connections.try_join_next().is_some() {}
             let Ok(permit) = Arc::clone(&room).try_acquire_owned() else {
@@ -131,7 +137,17 @@ impl Port {
             connections.spawn(async move {
                 let _permit = permit;
                 let known: Vec<Option<u32>> = pids.lock().clone();
-                link.from = tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok().flatten();
+                let from = tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok().flatten();
+                link.from = match from {
+                    Some(Owner::Process(i)) => Some(i),
+                    Some(Owner::Workload) => None,
+                    None => {
+                        // Its process exited before it was looked up, or is not the cluster's.
+                        tracing::warn!(%peer, to = link.to, "proxy: a connection from no known process; never cut");
+                        None
+                    }
+                };
+                tracing::debug!(%peer, from = ?link.from, to = link.to, "proxy: connection");
                 if let Err(e) = forward(client, backend, link).await {
                     tracing::debug!(%peer, %backend, error = %e, "proxy: connection ended");
                 }
@@ -140,15 +156,26 @@ impl Port {
     }
 }
 
-/// Which process (by index) owns the socket that connected from `peer` to `front`; `None` for
-/// any other (the workload, a process already gone).
-fn owner(peer: SocketAddr, front: SocketAddr, pids: &[Option<u32>]) -> Option<usize> {
+/// Who opened a proxied connection.
+enum Owner {
+    /// The cluster's process with this index.
+    Process(usize),
+    /// This process: the workload and the checker, which every partition spares.
+    Workload,
+}
+
+/// Who owns the socket that connected from `peer` to `front`; `None` if nobody known does (a
+/// process already gone).
+fn owner(peer: SocketAddr, front: SocketAddr, pids: &[Option<u32>]) -> Option<Owner> {
     let inode = procfs::net::tcp()
         .ok()?
         .into_iter()
         .find(|e| e.local_address == peer && e.remote_address == front)?
         .inode;
-    pids.iter().position(|pid| pid.is_some_and(|pid| holds(pid, inode)))
+    if let Some(i) = pids.iter().position(|pid| pid.is_some_and(|pid| holds(pid, inode))) {
+        return Some(Owner::Process(i));
+    }
+    holds(std::process::id(), inode).then_some(Owner::Workload)
 }
 
 fn holds(pid: u32, inode: u64) -> bool {

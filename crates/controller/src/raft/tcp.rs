@@ -1,8 +1,9 @@
 //! Raft's messages between controller processes, over RocketMQ remoting: Petrel's own request
 //! codes (`PETREL_RAFT_*`) with the openraft message as a JSON body, answered with the JSON of
 //! the peer's `Result`. One multiplexed connection per peer, opened on first use and again
-//! after it drops.
+//! after it drops, shared by every client openraft asks for.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use openraft::network::{RPCOption, RaftNetwork, RaftNetworkFactory};
 use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest, VoteResponse,
 };
+use parking_lot::Mutex;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_remoting::{CallError, Connection, ConnectionLimits, Deferred, IgnoreRequests, answer, error};
@@ -23,9 +25,13 @@ use super::{Raft, TypeConfig};
 /// How long connecting to a peer may take before the message counts as lost.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 
-/// The factory openraft asks for a client per peer.
+/// The factory openraft asks for a client per peer. openraft asks for new clients for every
+/// linearizable read and every election round, so the connections live here, one per peer
+/// address (the group's members: a bounded few), and every client shares its peer's.
 #[derive(Clone, Default)]
-pub struct TcpNetwork;
+pub struct TcpNetwork {
+    connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
     type Network = TcpPeer;
@@ -34,16 +40,16 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
         TcpPeer {
             target,
             addr: node.addr.clone(),
-            conn: None,
+            connections: Arc::clone(&self.connections),
         }
     }
 }
 
-/// A connection to one peer controller.
+/// A client of one peer controller.
 pub struct TcpPeer {
     target: u64,
     addr: String,
-    conn: Option<Arc<Connection>>,
+    connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
@@ -56,16 +62,7 @@ impl TcpPeer {
         timeout: Duration,
     ) -> RpcResult<T, E> {
         let body = serde_json::to_vec(message).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
-        let conn = match self.conn.as_ref().filter(|c| !c.is_closed()) {
-            Some(c) => Arc::clone(c),
-            None => {
-                let c = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
-                    .await
-                    .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
-                self.conn = Some(Arc::clone(&c));
-                c
-            }
-        };
+        let conn = self.connection().await?;
         let request = RemotingCommand::request(code, 0).with_body(body);
         let response = conn.call(request, timeout).await.map_err(|e| match e {
             CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
@@ -83,6 +80,26 @@ impl TcpPeer {
         let answered: Result<T, RaftError<u64, E>> =
             serde_json::from_slice(&response.body).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         answered.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+impl TcpPeer {
+    /// The open connection to this peer, opened if there is none.
+    async fn connection<E: std::error::Error>(&self) -> RpcResult<Arc<Connection>, E> {
+        if let Some(c) = self.connections.lock().get(&self.addr).filter(|c| !c.is_closed()) {
+            return Ok(Arc::clone(c));
+        }
+        let opened = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
+            .await
+            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        let mut connections = self.connections.lock();
+        if let Some(c) = connections.get(&self.addr).filter(|c| !c.is_closed()) {
+            // Another client connected meanwhile: keep one connection per peer.
+            opened.shutdown();
+            return Ok(Arc::clone(c));
+        }
+        connections.insert(self.addr.clone(), Arc::clone(&opened));
+        Ok(opened)
     }
 }
 
