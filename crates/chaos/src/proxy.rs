@@ -137,12 +137,11 @@ impl Port {
             connections.spawn(async move {
                 let _permit = permit;
                 let known: Vec<Option<u32>> = pids.lock().clone();
-                let from = tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok().flatten();
+                let from = tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok();
                 link.from = match from {
                     Some(Owner::Process(i)) => Some(i),
-                    Some(Owner::Workload) => None,
-                    None => {
-                        // Its process exited before it was looked up, or is not the cluster's.
+                    Some(Owner::Workload | Owner::Gone) => None,
+                    Some(Owner::Unknown) | None => {
                         tracing::warn!(%peer, to = link.to, "proxy: a connection from no known process; never cut");
                         None
                     }
@@ -162,20 +161,32 @@ enum Owner {
     Process(usize),
     /// This process: the workload and the checker, which every partition spares.
     Workload,
+    /// Its opener has closed it already (the socket is gone, or in TIME_WAIT with no owner).
+    Gone,
+    /// An open socket of a process the cluster does not know.
+    Unknown,
 }
 
-/// Who owns the socket that connected from `peer` to `front`; `None` if nobody known does (a
-/// process already gone).
-fn owner(peer: SocketAddr, front: SocketAddr, pids: &[Option<u32>]) -> Option<Owner> {
-    let inode = procfs::net::tcp()
-        .ok()?
+/// Who owns the socket that connected from `peer` to `front`.
+fn owner(peer: SocketAddr, front: SocketAddr, pids: &[Option<u32>]) -> Owner {
+    let Ok(table) = procfs::net::tcp() else {
+        return Owner::Unknown;
+    };
+    let Some(inode) = table
         .into_iter()
-        .find(|e| e.local_address == peer && e.remote_address == front)?
-        .inode;
+        .find(|e| e.local_address == peer && e.remote_address == front)
+        .map(|e| e.inode)
+        .filter(|inode| *inode != 0)
+    else {
+        return Owner::Gone;
+    };
     if let Some(i) = pids.iter().position(|pid| pid.is_some_and(|pid| holds(pid, inode))) {
-        return Some(Owner::Process(i));
+        return Owner::Process(i);
     }
-    holds(std::process::id(), inode).then_some(Owner::Workload)
+    if holds(std::process::id(), inode) {
+        return Owner::Workload;
+    }
+    Owner::Unknown
 }
 
 fn holds(pid: u32, inode: u64) -> bool {
