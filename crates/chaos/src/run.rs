@@ -482,3 +482,42 @@ async fn heal(cluster: &mut Cluster, kind: FaultKind, target: usize, wipe: bool)
         FaultKind::DiskFull => cluster.free_disk(target),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "a failure is the test failing")]
+
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ChaosArgs,
+    }
+
+    fn args(line: &[&str]) -> ChaosArgs {
+        Cli::try_parse_from(std::iter::once("chaos").chain(line.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    #[test]
+    fn the_network_is_the_one_that_can_partition_here() {
+        let auto = network(&args(&[])).unwrap();
+        let expected = if crate::net::available() { Network::Netns } else { Network::Proxy };
+        assert_eq!(auto, expected, "Petrel's processes: namespaces as root, else the proxies");
+        assert_eq!(network(&args(&["--network", "proxy"])).unwrap(), Network::Proxy);
+        assert_eq!(
+            network(&args(&["--target", "127.0.0.1:9876", "--network", "proxy"])).unwrap(),
+            Network::Loopback,
+            "a target's processes are not ours to put behind anything"
+        );
+        let refused = network(&args(&["--network", "proxy", "--rocketmq-lib", "lib"])).unwrap_err();
+        assert!(refused.to_string().contains("every interface"), "{refused}");
+        if !crate::net::available() {
+            assert_eq!(network(&args(&["--rocketmq-lib", "lib"])).unwrap(), Network::Loopback);
+        }
+    }
+}
