@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# Bounded fuzzing of the protocol decoders, seeded from the captures in tests/vectors, and of the
-# SQL92 selector compiler, seeded from selectors of every construct.
-#   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 45; at most 120 from the test command)
+# Bounded fuzzing of what faces the network and the disk: the protocol decoders (frame, message),
+# seeded from the captures in tests/vectors; the SQL92 selector compiler, seeded from selectors of
+# every construct; the HA port's parsers and handshake (ha_wire); a replica's scanner of what its
+# master streams (replica) and crash recovery over any segment bytes (recovery), both seeded with
+# the captured stored records; the JSON request bodies (json_bodies); the broker's access map
+# (access) and what reaches a controller (controller_rpc), seeded with the captured frames.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 25; at most 120 from the test command)
+# Each target's executions are appended to fuzz/logs/executions.tsv (target, seconds, runs).
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain; without nightly the
 # stable compiler is used with RUSTC_BOOTSTRAP, which cargo-fuzz's flags need.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-seconds="${1:-${FUZZ_SECONDS:-45}}"
+seconds="${1:-${FUZZ_SECONDS:-25}}"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "installing cargo-fuzz"
@@ -20,8 +25,21 @@ else
 fi
 
 corpus=fuzz/corpus
-rm -rf "$corpus/frame" "$corpus/message" "$corpus/sql92"
+targets=(frame message sql92 ha_wire replica recovery json_bodies access controller_rpc)
+for t in "${targets[@]}"; do rm -rf "${corpus:?}/$t"; done
 cargo run --quiet -p petrel-protocol --example extract_vectors -- "$corpus/frame" "$corpus/message"
+# Captured stored records seed the scanner and recovery; captured frames the request readers.
+for t in replica recovery; do cp -r "$corpus/message" "$corpus/$t"; done
+for t in access controller_rpc; do cp -r "$corpus/frame" "$corpus/$t"; done
+mkdir -p "$corpus/ha_wire" "$corpus/json_bodies"
+printf 'PTRLHA01' >"$corpus/ha_wire/magic"
+printf '\x00\x00\x00\x00\x00\x00\x10\x00\x00\x00\x00\x04abcd' >"$corpus/ha_wire/classic-frame"
+printf '\x00\x00\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\x00\x00\x02\x00\x00\x00\x00\x00\x00\x10\x00' >"$corpus/ha_wire/autoswitch-handshake-then-report"
+printf '%s' '{"clientID":"c1","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"cg","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"orders"}],"unitMode":false}],"producerDataSet":[{"groupName":"pg"}]}' >"$corpus/json_bodies/heartbeat"
+printf '%s' '{"consumerGroup":"cg","clientId":"c1","mqSet":[{"brokerName":"broker-a","queueId":0,"topic":"orders"}]}' >"$corpus/json_bodies/lock"
+printf '%s' '{"syncStateSet":[1,2],"syncStateSetEpoch":3}' >"$corpus/json_bodies/sync-state-set"
+printf '%s' '{"groupName":"cg","consumeEnable":true,"retryQueueNums":1,"retryMaxTimes":16}' >"$corpus/json_bodies/group"
+printf '%s' '{"topicConfigTable":{"orders":{"topicName":"orders","readQueueNums":8,"writeQueueNums":8,"perm":6}},"dataVersion":{"counter":1,"timestamp":1}}' >"$corpus/json_bodies/topics"
 mkdir -p "$corpus/sql92"
 i=0
 while IFS= read -r seed; do
@@ -37,7 +55,7 @@ s = 'it''s' AND a NOT BETWEEN -1 AND +1 AND b NOT IN ('q')
 SEEDS
 
 mkdir -p fuzz/logs
-for target in frame message sql92; do
+for target in "${targets[@]}"; do
   echo "fuzzing $target for ${seconds}s"
   log="fuzz/logs/$target.log"
   # -s none: the decoders are safe Rust, so the sanitizer would only slow the search down.
@@ -48,5 +66,7 @@ for target in frame message sql92; do
     exit 1
   fi
   grep -E '^(#[0-9]+ +DONE|stat::number_of_executed_units|stat::peak_rss_mb)' "$log" || tail -n 5 "$log"
+  runs=$(grep -oE '^stat::number_of_executed_units: *[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+  printf '%s\t%s\t%s\n' "$target" "$seconds" "$runs" >>fuzz/logs/executions.tsv
 done
 echo "fuzzing passed"

@@ -32,6 +32,9 @@ scripts/interop-controller.sh
 echo "== failover of Petrel's brokers under the official Java producer and consumer (kill -9 of the master)"
 scripts/interop-failover.sh
 
+echo "== consumed, then a failover: nothing the official Java consumer read is lost (controller mode, both ack defaults)"
+scripts/interop-consumed.sh
+
 echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh
 
@@ -39,4 +42,4 @@ echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-45}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-25}"

@@ -94,9 +94,14 @@ impl Running {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
-        let node = ControllerNode::start(config.self_id, &config.store_path, config.timing, TcpNetwork::default())
-            .await
-            .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
+        let node = ControllerNode::start(
+            config.self_id,
+            &config.store_path,
+            config.timing,
+            TcpNetwork::with_secret(config.raft_secret.clone()),
+        )
+        .await
+        .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
         let controller = Controller::new(node.clone(), config.clone());
         let server = Server::start(
             "controller",

@@ -126,11 +126,13 @@ fn serve_name_server(
     ns: &Arc<NameServer>,
     listener: tokio::net::TcpListener,
     broker: &Broker,
-    tls: Option<Arc<ServerTls>>,
+    (tls, broker_limits): (Option<Arc<ServerTls>>, &ServerLimits),
     tasks: &mut JoinSet<()>,
 ) -> Result<Server> {
+    // The broker's unfinished-frame budget, shared; the name server's default connection cap.
     let limits = ServerLimits {
-        connection: broker.config.server_limits().connection,
+        connection: broker_limits.connection.clone(),
+        partial_frames: broker_limits.partial_frames.clone(),
         ..ServerLimits::default()
     };
     ns.set_access(NamesrvAccess {
@@ -175,8 +177,10 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
     let opened = tokio::task::spawn_blocking(move || Broker::open(config, name_servers)).await?;
     let broker = opened.context("open the store")?;
     let tls = broker.config.server_tls().map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
+    // One unfinished-frame budget for every port.
+    let limits = broker.config.server_limits();
     let name_server = match embedded {
-        Some((ns, listener)) => Some(serve_name_server(&ns, listener, &broker, tls.clone(), &mut tasks)?),
+        Some((ns, listener)) => Some(serve_name_server(&ns, listener, &broker, (tls.clone(), &limits), &mut tasks)?),
         None => None,
     };
     broker.start(&mut tasks).await;
@@ -184,10 +188,10 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         "broker",
         listener,
         Arc::new(RocketMqFront(broker.clone())),
-        broker.config.server_limits(),
+        limits.clone(),
         tls.clone(),
     )?;
-    let fast_server = start_fast_channel(&broker, tls).await?;
+    let fast_server = start_fast_channel(&broker, tls, limits).await?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -222,7 +226,7 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
 
 /// RocketMQ's "VIP channel": the same requests on `listenPort - 2` (or `fastListenPort`).
 /// RocketMQ's slaves copy a master's topic table over it. Best effort on the default port.
-async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>) -> Result<Option<Server>> {
+async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>, limits: ServerLimits) -> Result<Option<Server>> {
     let c = &broker.config;
     let (port, required) = match c.fast_listen_port {
         Some(0) => return Ok(None),
@@ -243,7 +247,7 @@ async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>) -
         "broker-fast",
         listener,
         Arc::new(RocketMqFront(broker.clone())),
-        c.server_limits(),
+        limits,
         tls,
     )?))
 }

@@ -86,6 +86,11 @@ impl Drop for ControllerProc {
 }
 
 fn start_group(dir: &Path) -> Vec<ControllerProc> {
+    start_group_with(dir, &[])
+}
+
+/// Three controllers with `extra` keys (`KEY=VALUE`) each.
+fn start_group_with(dir: &Path, extra: &[&str]) -> Vec<ControllerProc> {
     let ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let metrics_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("n{i}-127.0.0.1:{p}")).collect();
@@ -101,7 +106,12 @@ fn start_group(dir: &Path) -> Vec<ControllerProc> {
             "metricsPromExporterHost=127.0.0.1".into(),
             format!("metricsPromExporterPort={}", metrics_ports[i]),
         ];
-        let args = args.iter().flat_map(|a| ["--set".to_owned(), a.clone()]).collect();
+        let args = args
+            .iter()
+            .map(String::as_str)
+            .chain(extra.iter().copied())
+            .flat_map(|a| ["--set".to_owned(), a.to_owned()])
+            .collect();
         let mut c = ControllerProc {
             port: *port,
             metrics_port: metrics_ports[i],
@@ -319,6 +329,65 @@ fn three_in_sync(group: &[ControllerProc], first: usize, addrs: &HashMap<u64, St
 }
 
 /// The Prometheus text a process serves on `port`.
+/// The Raft term a controller reports in its metrics.
+fn raft_term(c: &ControllerProc) -> u64 {
+    let text = scrape(c.metrics_port);
+    text.lines()
+        .find_map(|l| l.strip_prefix("petrel_controller_raft_term "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no term in:\n{text}"))
+}
+
+/// A VoteRequest from a candidate that never was: a term far ahead and a log longer than any.
+fn forged_vote(term: u64) -> RemotingCommand {
+    let body = format!(
+        r#"{{"vote":{{"leader_id":{{"term":{term},"node_id":7}},"committed":false}},"last_log_id":{{"leader_id":{{"term":{term},"node_id":7}},"index":1000000}}}}"#
+    );
+    RemotingCommand::request(rc::PETREL_RAFT_VOTE, 0).with_body(body.into_bytes())
+}
+
+/// Unprotected, one forged VoteRequest from any connection deposes the leader (its term jumps
+/// and the group elects again). With `controllerRaftSecret` the controllers prove it to each
+/// other (the group forms), and the same message is refused: same leader, same term.
+#[test]
+fn a_forged_vote_deposes_an_unprotected_leader_and_is_refused_with_a_raft_secret() {
+    for secret in [None, Some("controllerRaftSecret=the-group's-raft-secret")] {
+        let dir = tempfile::tempdir().unwrap();
+        let group = start_group_with(dir.path(), secret.as_slice());
+        let l = leader(&group, &[0, 1, 2]);
+        let before = raft_term(&group[l]);
+        // Repeated for 3 s: openraft's leader lease turns away a vote that arrives while the
+        // leader was heard from recently; past it, one forged vote is enough.
+        let mut answers = Vec::new();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(3) && raft_term(&group[l]) <= before {
+            answers.push(group[l].call(forged_vote(before + 100)).unwrap().code);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        if secret.is_none() {
+            assert!(answers.iter().all(|c| *c == resp::SUCCESS), "{answers:?}");
+            assert!(
+                raft_term(&group[l]) > before,
+                "the forged votes changed nothing: the test proves nothing"
+            );
+            continue;
+        }
+        assert!(answers.iter().all(|c| *c == resp::NO_PERMISSION), "{answers:?}");
+        assert_eq!(leader(&group, &[0, 1, 2]), l, "the leader stays");
+        assert_eq!(raft_term(&group[l]), before, "and so does its term");
+        let metrics = scrape(group[l].metrics_port);
+        assert!(
+            metrics.contains(&format!("petrel_controller_raft_refused_total {}", answers.len())),
+            "{metrics}"
+        );
+        assert!(
+            std::fs::read_to_string(&group[l].log)
+                .unwrap()
+                .contains("did not prove controllerRaftSecret")
+        );
+    }
+}
+
 fn scrape(port: u16) -> String {
     let mut http = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
@@ -744,6 +813,55 @@ fn a_master_restarted_before_the_controllers_notice_leads_its_epoch_again() {
     for (i, b) in brokers.iter().enumerate() {
         assert_queue(b, &acked, &format!("broker {i}"));
     }
+}
+
+/// A master back before the controllers' timeout whose log recovered to less than the set had
+/// confirmed (here: a crash that took its checkpoint and the tail it had written with it) must
+/// not lead: as master it would make the others cut what they hold. It declines, stays silent
+/// until the controllers elect a member that holds everything, and follows it.
+#[test]
+fn a_master_back_with_less_than_the_set_confirmed_lets_another_lead() {
+    let dir = tempfile::tempdir().unwrap();
+    // Time for a debug build to restart before the controllers give up on it.
+    let (_ns, group, mut brokers) = controlled_set(dir.path(), &["--set", "controllerHeartBeatTimeoutMills=6000"]);
+    let (master_addr, m, mut c, acked) = master_with_twenty(&group, &brokers);
+    // Where the 11th message starts in the master's log.
+    let r = c.call(common::pull("Probe", "Fail", 0, 10, 0));
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    let cut_at = petrel_protocol::decode_messages(&r.body).unwrap()[0].commit_log_offset;
+    // The confirm and dispatch checkpoints are written every second.
+    std::thread::sleep(Duration::from_millis(2500));
+    brokers[m].kill();
+    let killed = Instant::now();
+    let log_dir = brokers[m].data_dir().join("commitlog");
+    std::fs::remove_file(log_dir.join("checkpoint")).unwrap();
+    {
+        use std::os::unix::fs::FileExt;
+        let segment = std::fs::File::options()
+            .write(true)
+            .open(log_dir.join(format!("{:020}", 0)))
+            .unwrap();
+        segment.write_all_at(&vec![0u8; 256 << 10], cut_at as u64).unwrap();
+    }
+    brokers[m].spawn();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !brokers[m].log().contains("declining to lead") {
+        assert!(Instant::now() < deadline, "it never declined:\n{}", brokers[m].log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(killed.elapsed() < Duration::from_secs(6), "back before the controllers' timeout");
+    let (new_addr, _) = wait_set(&group, "another master", |(a, _)| *a != master_addr);
+    let n = by_addr(&brokers, &new_addr);
+    assert!(
+        !brokers[m].log().contains("resuming as the master of its epoch"),
+        "{}",
+        brokers[m].log()
+    );
+    assert_queue(&brokers[n], &acked, "the new master");
+    wait_set(&group, "the old master back in the SyncStateSet", |(a, k)| {
+        *a == new_addr && *k == 3
+    });
+    assert_queue(&brokers[m], &acked, "the old master, caught up as a replica");
 }
 
 /// `count` sends to `c`, each acknowledged, appended to `acked`.

@@ -259,3 +259,58 @@ fn with_every_in_sync_replica_acking_consumers_never_read_past_what_the_slaves_h
         || c.call(pull("Readers", "Visible", 0, 1, 0)).code == resp::SUCCESS,
     );
 }
+
+/// A rogue on the HA port: a process that reports holding everything, as a slave would.
+fn forge_acks(ha_port: u16, rounds: usize) -> Option<std::net::TcpStream> {
+    use std::io::Write;
+    let mut rogue = std::net::TcpStream::connect(("127.0.0.1", ha_port)).ok()?;
+    // A first report of an empty log (where the master starts its stream), then ever higher ones.
+    rogue.write_all(&0i64.to_be_bytes()).ok()?;
+    std::thread::sleep(Duration::from_millis(200));
+    for _ in 0..rounds {
+        rogue.write_all(&(i64::MAX / 2).to_be_bytes()).ok()?;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(rogue)
+}
+
+/// Without `haSecret` the HA port believes whoever connects: a rogue's report of holding
+/// everything acknowledges a SYNC_MASTER's sends while the real slave holds nothing, and 16
+/// rogues fill `haMaxSlaves`. With it, master and slave prove the secret to each other first:
+/// the rogues are refused (and counted), the sends wait for the real slave, which still gets in.
+#[test]
+fn only_a_peer_holding_the_ha_secret_is_served_as_a_slave() {
+    const SECRET: &str = "haSecret=the-set's-shared-secret";
+    for secret in [None, Some(SECRET)] {
+        let mut extra = vec!["--set", "slaveTimeout=500", "--set", "haMaxSlaves=16"];
+        if let Some(s) = secret {
+            extra.extend(["--set", s]);
+        }
+        let m = master("SYNC_MASTER", &extra);
+        let mut c = m.broker();
+        let rogue = forge_acks(m.ha_port, 50);
+        let r = c.call(send_v2("Forged", 0, "T", 0, b"acknowledged by whom?"));
+        if secret.is_none() {
+            assert!(rogue.is_some(), "the rogue reached the HA port\n{}", m.log());
+            assert_eq!(
+                r.code,
+                resp::SUCCESS,
+                "unprotected: the rogue's report counts as a slave's ack\n{}",
+                m.log()
+            );
+            continue;
+        }
+        assert_ne!(r.code, resp::SUCCESS, "a rogue acknowledged a send");
+        let rogues: Vec<_> = (0..16).filter_map(|_| forge_acks(m.ha_port, 1)).collect();
+        let s = slave_of(&m, &["--set", SECRET]);
+        wait_in_sync(&mut c, "Forged");
+        let log = m.log();
+        assert!(log.contains("refused an HA peer that did not prove it holds haSecret"), "{log}");
+        // A slave with another secret is refused as well, and does not follow that master.
+        let wrong = slave_of(&m, &["--set", "haSecret=not-the-set's-secret"]);
+        wait_for("the wrong slave's refusal", Duration::from_secs(10), || {
+            wrong.log().contains("the master's proof is wrong")
+        });
+        drop((rogues, s, wrong));
+    }
+}

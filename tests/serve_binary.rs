@@ -779,3 +779,258 @@ fn transactions_survive_kill_9_and_commit_once() {
     assert_eq!(bad.code, resp::SYSTEM_ERROR);
     assert!(bad.remark.unwrap_or_default().contains("state table offset wrong"));
 }
+
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// 2,000 connections each send the start of a frame whose length word claims 8 MiB — 256 KiB of
+/// it, then nothing. A buffer grows only with what arrives, and all connections' unfinished
+/// frames share one budget (16 MiB here): the oldest are closed, the broker's memory stays
+/// near the budget instead of the 500 MiB offered, and a well-behaved client is served.
+#[test]
+fn two_thousand_connections_trickling_large_frames_stay_within_the_frame_budget() {
+    const BUDGET: u64 = 16 << 20;
+    const CLAIMED: usize = 8 << 20;
+    let petrel = Petrel::start(&[
+        "--set",
+        &format!("frameMaxLength={CLAIMED}"),
+        "--set",
+        &format!("partialFrameBudgetBytes={BUDGET}"),
+    ]);
+    let mut c = petrel.broker();
+    assert_eq!(c.call(send_v2("TrickleTopic", 0, "T", 0, b"before")).code, resp::SUCCESS);
+    let base = rss_bytes(petrel.pid());
+    let mut start = Vec::with_capacity(256 << 10);
+    start.extend_from_slice(&(CLAIMED as i32 - 4).to_be_bytes());
+    start.extend_from_slice(&16u32.to_be_bytes());
+    start.resize(256 << 10, b'x');
+    let (mut open, mut peak) = (Vec::new(), base);
+    for i in 0..2000 {
+        let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", petrel.broker_port)) else {
+            continue;
+        };
+        s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+        // A connection the broker already closed refuses the rest: that is the point.
+        let _ = s.write_all(&start);
+        open.push(s);
+        if i % 100 == 99 {
+            peak = peak.max(rss_bytes(petrel.pid()));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    peak = peak.max(rss_bytes(petrel.pid()));
+    let grown = peak.saturating_sub(base);
+    assert!(
+        grown < BUDGET + (96 << 20),
+        "the broker grew by {} MiB holding unfinished frames (budget {} MiB, 500 MiB offered)",
+        grown >> 20,
+        BUDGET >> 20
+    );
+    assert!(
+        petrel.log().contains("unfinished frames over the budget"),
+        "no connection was closed for the budget"
+    );
+    let r = c.call(send_v2("TrickleTopic", 0, "T", 1, b"after"));
+    assert_eq!(r.code, resp::SUCCESS, "a well-behaved client is served beside them");
+    drop(open);
+}
+
+/// A heartbeat of one consumer per group in `groups`, subscribed to all of `topic`.
+fn heartbeat_of_groups(client_id: &str, groups: &[String], topic: &str) -> RemotingCommand {
+    let consumers: Vec<String> = groups
+        .iter()
+        .map(|g| {
+            format!(
+                r#"{{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"{g}","messageModel":"CLUSTERING","subscriptionDataSet":[{{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"{topic}"}}],"unitMode":false}}"#
+            )
+        })
+        .collect();
+    let body = format!(
+        r#"{{"clientID":"{client_id}","consumerDataSet":[{}],"heartbeatFingerprint":0,"producerDataSet":[],"withoutSub":false}}"#,
+        consumers.join(",")
+    );
+    RemotingCommand::request(rc::HEART_BEAT, 0).with_body(body.into_bytes())
+}
+
+/// What the well-behaved clients saw over one window.
+#[derive(Debug, Default)]
+struct Window {
+    sent_ok: usize,
+    consumed: usize,
+    busy: usize,
+}
+
+/// A producer sending to `Good` queue 0 at 100 messages a second (open loop: it never bursts to
+/// catch up) and a consumer of `group` long-polling the same queue, for `secs` seconds.
+fn well_behaved(port: u16, group: &str, secs: u64) -> Window {
+    let mut consumer = Client::connect(port);
+    assert_eq!(heartbeat(&mut consumer, "good-consumer", group, "Good").code, resp::SUCCESS);
+    let from = {
+        let mut r = RemotingCommand::request(rc::GET_MAX_OFFSET, 0);
+        r.put_ext("topic", "Good");
+        r.put_ext("queueId", "0");
+        consumer.call(r).ext("offset").unwrap().parse::<i64>().unwrap()
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let (busy, consumed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let reader = {
+        let (stop, busy, consumed, group) = (stop.clone(), busy.clone(), consumed.clone(), group.to_owned());
+        std::thread::spawn(move || {
+            let mut offset = from;
+            while !stop.load(Ordering::Acquire) {
+                let r = consumer.call(pull(&group, "Good", 0, offset, 500));
+                match r.code {
+                    resp::SUCCESS => {
+                        consumed.fetch_add(decode_messages(&r.body).unwrap().len(), Ordering::Relaxed);
+                        offset = r.ext("nextBeginOffset").unwrap().parse().unwrap();
+                    }
+                    resp::SYSTEM_BUSY => {
+                        busy.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(50));
+                    }
+                    _ => {}
+                }
+            }
+        })
+    };
+    let mut producer = Client::connect(port);
+    let mut w = Window::default();
+    let started = Instant::now();
+    for i in 0..(secs as usize * 100) {
+        let due = started + Duration::from_millis(i as u64 * 10);
+        if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            std::thread::sleep(wait);
+        }
+        match producer.call(send_v2("Good", 0, "T", i, b"good")).code {
+            resp::SUCCESS => w.sent_ok += 1,
+            resp::SYSTEM_BUSY => w.busy += 1,
+            other => panic!("the good producer got code {other}"),
+        }
+    }
+    // The last messages' long poll answers within its hold.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while consumed.load(Ordering::Relaxed) < w.sent_ok && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Release);
+    reader.join().unwrap();
+    w.consumed = consumed.load(Ordering::Relaxed);
+    w.busy += busy.load(Ordering::Relaxed);
+    w
+}
+
+/// One abusive client (from 127.0.0.2) creates groups by the hundred, commits offsets for queues
+/// that do not exist, holds every pull it can and keeps hundreds of SYNC_FLUSH sends in flight;
+/// a well-behaved producer and consumer (from 127.0.0.1) keep their rate within 10% and never
+/// see SYSTEM_BUSY, and their new group is created. The pools are small here so that the abuser
+/// can fill them without its share.
+#[test]
+fn an_abusive_client_gets_its_share_and_well_behaved_clients_keep_their_rate() {
+    let petrel = Petrel::start(&[
+        "--set",
+        "flushDiskType=SYNC_FLUSH",
+        "--set",
+        "maxLongPollWaiters=2048",
+        "--set",
+        "maxLongPollWaitersPerClient=512",
+        "--set",
+        "maxDurabilityWaiters=256",
+        "--set",
+        "maxDurabilityWaitersPerClient=64",
+        "--set",
+        "maxGroups=256",
+        "--set",
+        "maxGroupsCreatedPerClient=32",
+    ]);
+    let port = petrel.broker_port;
+    let mut admin = petrel.broker();
+    assert_eq!(admin.call(send_v2("Good", 0, "T", 0, b"creates the topic")).code, resp::SUCCESS);
+    assert_eq!(admin.call(send_v2("Idle", 0, "T", 0, b"creates the topic")).code, resp::SUCCESS);
+    let alone = well_behaved(port, "good-a", 4);
+
+    // Groups: one heartbeat naming 300 new ones.
+    let mut abuser = Client::connect_from([127, 0, 0, 2], port);
+    let groups: Vec<String> = (0..300).map(|i| format!("abuse-{i}")).collect();
+    let r = abuser.call(heartbeat_of_groups("abuser", &groups, "Idle"));
+    assert_ne!(r.code, resp::SUCCESS, "300 new groups from one client");
+    assert!(
+        r.remark.clone().unwrap_or_default().contains("already created 32"),
+        "{:?}",
+        r.remark
+    );
+    // Offsets: a queue the topic lacks.
+    let mut commit = RemotingCommand::request(rc::UPDATE_CONSUMER_OFFSET, 0);
+    commit.put_ext("consumerGroup", "abuse-0");
+    commit.put_ext("topic", "Good");
+    commit.put_ext("queueId", "1000000");
+    commit.put_ext("commitOffset", "1");
+    assert_eq!(abuser.call(commit).code, resp::INVALID_PARAMETER);
+    // Pulls: 4 connections, 512 held pulls each, on a topic that stays empty.
+    let mut holders = Vec::new();
+    let mut refused = 0;
+    for _ in 0..4 {
+        let mut c = Client::connect_from([127, 0, 0, 2], port);
+        let opaques: Vec<i32> = (0..512).map(|_| c.write(pull("abuse-0", "Idle", 0, 1, 20_000))).collect();
+        std::thread::sleep(Duration::from_millis(200));
+        c.stream.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        while let Some(r) = c.read() {
+            refused += usize::from(r.code == resp::SYSTEM_BUSY);
+        }
+        holders.push((c, opaques));
+    }
+    assert!(
+        refused >= 3 * 512 - 8,
+        "the abuser held more than its share: {refused} of 2048 refused"
+    );
+    // Sends: 4 connections with 128 SYNC_FLUSH sends in flight each, for the whole window.
+    let stop = Arc::new(AtomicBool::new(false));
+    let abuse_busy = Arc::new(AtomicUsize::new(0));
+    let blasters: Vec<_> = (0..4)
+        .map(|k| {
+            let (stop, abuse_busy) = (stop.clone(), abuse_busy.clone());
+            std::thread::spawn(move || {
+                let mut c = Client::connect_from([127, 0, 0, 2], port);
+                let body = vec![b'a'; 512];
+                for i in 0..128 {
+                    c.write(send_v2("Abuse", k, "T", i, &body));
+                }
+                let mut i = 128;
+                while !stop.load(Ordering::Acquire) {
+                    let Some(r) = c.read() else { break };
+                    abuse_busy.fetch_add(usize::from(r.code == resp::SYSTEM_BUSY), Ordering::Relaxed);
+                    c.write(send_v2("Abuse", k, "T", i, &body));
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let beside = well_behaved(port, "good-b", 4);
+    stop.store(true, Ordering::Release);
+    for b in blasters {
+        b.join().unwrap();
+    }
+    println!(
+        "alone {alone:?}, beside the abuser {beside:?}; abuser's sends refused {}",
+        abuse_busy.load(Ordering::Relaxed)
+    );
+    assert!(
+        abuse_busy.load(Ordering::Relaxed) > 0,
+        "the abuser's sends were never held to its share"
+    );
+    assert_eq!((alone.busy, beside.busy), (0, 0), "a well-behaved client saw SYSTEM_BUSY");
+    assert!(
+        beside.sent_ok * 10 >= alone.sent_ok * 9 && beside.consumed * 10 >= alone.consumed * 9,
+        "the well-behaved clients lost more than 10%: alone {alone:?}, beside {beside:?}"
+    );
+    assert_eq!(beside.consumed, beside.sent_ok, "every message sent beside the abuser consumed");
+    drop(holders);
+}

@@ -67,9 +67,19 @@ pub struct Petrel {
     pub fast_channel: bool,
     child: Option<Child>,
     pub extra_args: Vec<String>,
+    /// The process's open-file limit (soft and hard), if a test sets one.
+    pub open_files: Option<u64>,
 }
 
 impl Petrel {
+    /// [`Petrel::start`] with the process's open-file limit at `limit`.
+    pub fn start_with_open_files(extra_args: &[&str], limit: u64) -> Petrel {
+        let mut p = Self::unstarted(extra_args, false);
+        p.open_files = Some(limit);
+        p.spawn();
+        p
+    }
+
     pub fn start(extra_args: &[&str]) -> Petrel {
         Self::start_as(extra_args, false)
     }
@@ -81,7 +91,13 @@ impl Petrel {
     }
 
     fn start_as(extra_args: &[&str], fast_channel: bool) -> Petrel {
-        let mut p = Petrel {
+        let mut p = Self::unstarted(extra_args, fast_channel);
+        p.spawn();
+        p
+    }
+
+    fn unstarted(extra_args: &[&str], fast_channel: bool) -> Petrel {
+        Petrel {
             dir: tempfile::tempdir().unwrap(),
             ns_port: free_port(),
             // With the fast channel the broker also takes `broker_port - 2`: claimed as a block.
@@ -90,9 +106,8 @@ impl Petrel {
             fast_channel,
             child: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
-        };
-        p.spawn();
-        p
+            open_files: None,
+        }
     }
 
     /// The broker process's id.
@@ -115,7 +130,25 @@ impl Petrel {
     pub fn spawn(&mut self) {
         let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
         let boots_before = self.log().matches("boot success").count();
-        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_petrel"));
+        if let Some(limit) = self.open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit(2) only, between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    let l = libc::rlimit {
+                        rlim_cur: limit,
+                        rlim_max: limit,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        let child = command
             .arg("serve")
             .args(["--store-dir", self.data_dir().to_str().unwrap()])
             .args(["--namesrv-listen", &format!("127.0.0.1:{}", self.ns_port)])
@@ -191,6 +224,26 @@ pub struct Client {
 impl Client {
     pub fn connect(port: u16) -> Client {
         Self::try_connect(port).unwrap_or_else(|| panic!("nothing listens on 127.0.0.1:{port}"))
+    }
+
+    /// [`Client::connect`] from another loopback address (`127.0.0.2`, say): a second client
+    /// host, as far as the broker can tell.
+    pub fn connect_from(source: [u8; 4], port: u16) -> Client {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_io().build().unwrap();
+        let stream = runtime.block_on(async {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind((source, 0).into()).unwrap();
+            let stream = socket.connect(([127, 0, 0, 1], port).into()).await.unwrap();
+            stream.into_std().unwrap()
+        });
+        stream.set_nonblocking(false).unwrap();
+        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        Client {
+            stream,
+            buf: Vec::new(),
+            next_opaque: 1,
+            pushed: Vec::new(),
+        }
     }
 
     /// [`Client::connect`] to a peer that may be down: `None` when nothing listens.

@@ -4,6 +4,9 @@
 //! clusters, by action and source address). Users and policies live in memory and are written
 //! to two JSON files on every change.
 //!
+//! Also the proof two of Petrel's own processes give each other of a shared secret (`peer.rs`:
+//! a master and its slaves on the HA port, controllers on their Raft port).
+//!
 //! Owns: the signature, the user and policy tables, their files and the decision. Must never:
 //! log a password or a signature, accept a signature it did not compute itself (compared in
 //! constant time), or let a policy change reach the files half-written. Which resource and action
@@ -12,11 +15,13 @@
 mod decide;
 mod error;
 mod model;
+mod peer;
 mod sign;
 mod store;
 
 pub use decide::{AuthSettings, Check, Principal};
 pub use error::AuthError;
 pub use model::{AclInfo, Action, EntryInfo, Pattern, PolicyInfo, RETRY_PREFIX, Resource, ResourceType, SourceIp, UserInfo};
+pub use peer::{NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
 pub use sign::{ACCESS_KEY, MAX_SIGNED_FIELDS, SIGNATURE, sign, signature, verify};
 pub use store::{AuthStore, Credentials, MAX_ACL_ENTRIES, MAX_USERS};

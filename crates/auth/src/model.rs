@@ -269,8 +269,9 @@ impl fmt::Display for SourceIp {
     }
 }
 
-/// A user as `UserInfo` carries it (the admin requests' body and the stored form).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A user as `UserInfo` carries it (the admin requests' body and the stored form). Its `Debug`
+/// leaves the password out.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -283,6 +284,25 @@ pub struct UserInfo {
     /// `enable` or `disable`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_status: Option<String>,
+}
+
+impl std::fmt::Debug for UserInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserInfo")
+            .field("username", &self.username)
+            .field("user_type", &self.user_type)
+            .field("user_status", &self.user_status)
+            .finish_non_exhaustive()
+    }
+}
+
+impl UserInfo {
+    /// The same user without its password: what anyone but a super user is shown.
+    #[must_use]
+    pub fn without_password(mut self) -> UserInfo {
+        self.password = None;
+        self
+    }
 }
 
 /// One entry of a policy, as `AclInfo.PolicyEntryInfo` carries it.

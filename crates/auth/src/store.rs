@@ -27,11 +27,21 @@ const MAX_NAME_BYTES: usize = 256;
 const USERS_FILE: &str = "users.json";
 const ACLS_FILE: &str = "acls.json";
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct User {
     pub(crate) password: String,
     pub(crate) superuser: bool,
     pub(crate) enabled: bool,
+}
+
+/// Without the password: a user printed in a log or a panic shows none.
+impl std::fmt::Debug for User {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("User")
+            .field("superuser", &self.superuser)
+            .field("enabled", &self.enabled)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -57,11 +67,20 @@ pub(crate) struct Tables {
 }
 
 /// `{"accessKey": ..., "secretKey": ...}`: RocketMQ's `innerClientAuthenticationCredentials`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Credentials {
     pub access_key: String,
     pub secret_key: String,
+}
+
+/// Without the secret key.
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("access_key", &self.access_key)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Users and policies, shared by the broker and an embedded name server.

@@ -58,6 +58,26 @@ pub struct Broker {
     pub role: Arc<crate::role::Role>,
     /// ACL 2.0: users, policies and the gate in front of every handler.
     pub access: Arc<crate::access::Access>,
+    /// Each client's share of the pools of held pulls and of sends awaiting durability.
+    pub quotas: Quotas,
+}
+
+/// Per-client shares of the broker's pools (see [`crate::quota`]).
+pub struct Quotas {
+    /// Pulls and pops that may wait for messages (`maxLongPollWaitersPerClient`).
+    pub long_polls: Arc<crate::quota::Quota>,
+    /// Sends being stored and awaiting their durability or replicas
+    /// (`maxDurabilityWaitersPerClient`).
+    pub sends: Arc<crate::quota::Quota>,
+}
+
+impl Quotas {
+    fn new(config: &BrokerConfig) -> Quotas {
+        Quotas {
+            long_polls: crate::quota::Quota::new("held pulls", config.max_long_poll_waiters_per_client),
+            sends: crate::quota::Quota::new("sends in progress", config.max_durability_waiters_per_client),
+        }
+    }
 }
 
 impl Broker {
@@ -109,8 +129,11 @@ impl Broker {
                 table.persist().map_err(io)?;
             }
         }
-        let groups =
-            Arc::new(GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups()).map_err(io)?);
+        let groups = Arc::new(
+            GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups())
+                .map_err(io)?
+                .with_created_per_client(config.max_groups_created_per_client),
+        );
         let offsets = Arc::new(OffsetService::new(table, groups.clone(), store.clone(), pool.clone()));
         let long_poll = Arc::new(LongPoll::new(config.max_long_poll_waiters));
         let notifier = long_poll.clone();
@@ -120,6 +143,7 @@ impl Broker {
         let replication = Replication::start(&config, &store)?;
         let ha_port = replication.listen_port().unwrap_or_else(|| crate::replication::ha_port(&config));
         let access = Arc::new(crate::access::Access::open(&config)?);
+        let quotas = Quotas::new(&config);
         let registrar = Registrar::new(
             Identity {
                 cluster: config.broker_cluster_name.clone(),
@@ -240,6 +264,7 @@ impl Broker {
             store_host,
             role,
             access,
+            quotas,
         }))
     }
 

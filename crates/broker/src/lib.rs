@@ -14,6 +14,7 @@ mod front;
 mod long_poll;
 pub mod metrics;
 mod persist;
+pub mod quota;
 pub mod replication;
 pub mod role;
 pub mod services;

@@ -118,6 +118,21 @@ pub fn render(sources: &Sources) -> String {
         "Appended but not yet in the consume queues.",
         &[("", max - broker.store.dispatched_offset() as f64)],
     );
+    let stall = broker.store.dispatch_stall();
+    metric(
+        &mut out,
+        "petrel_dispatch_stuck_seconds",
+        "gauge",
+        "How long the dispatcher has been stuck at a record it cannot read (0: it is not); while it is, consumers see nothing past it and sends are refused.",
+        &[("", stall.as_ref().map_or(0.0, |s| s.since.elapsed().as_secs_f64()))],
+    );
+    metric(
+        &mut out,
+        "petrel_dispatch_stuck_offset_bytes",
+        "gauge",
+        "The commit-log offset of the record the dispatcher is stuck at (-1: it is not stuck).",
+        &[("", stall.as_ref().map_or(-1.0, |s| s.offset as f64))],
+    );
     let pending = broker.schedule.pending(&broker.store);
     let labels: Vec<String> = (1..=pending.len()).map(|level| format!("{{level=\"{level}\"}}")).collect();
     let samples: Vec<(&str, f64)> = labels.iter().map(String::as_str).zip(pending.iter().map(|&n| n as f64)).collect();

@@ -24,7 +24,8 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
+    // A new config folder's own entry is synced too, not only the file in it.
+    petrel_store::create_dir_durably(dir)?;
     // A name of its own per write: two writers of one file never share a temporary.
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let tmp = path.with_extension(format!("tmp{}", NEXT.fetch_add(1, Ordering::Relaxed)));

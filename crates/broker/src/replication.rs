@@ -47,6 +47,14 @@ pub struct Controlled {
     slave_config: SlaveConfig,
     /// The controllers announced a new role (NOTIFY_BROKER_ROLE_CHANGED): ask them now.
     pub role_changed: tokio::sync::Notify,
+    /// Until then this broker sends the controllers no heartbeat: it declined to lead (its log
+    /// lost what the set had confirmed), and they must take it for dead to elect another.
+    silent_until: Mutex<Option<std::time::Instant>>,
+    /// It declined once already in this process's life: a second time it leads anyway (no
+    /// other replica was elected meanwhile, so none holds more).
+    declined: std::sync::atomic::AtomicBool,
+    /// How long the controllers take to give up on a silent broker (`controllerHeartBeatTimeoutMills`).
+    heartbeat_timeout: Duration,
 }
 
 impl Controlled {
@@ -60,6 +68,7 @@ impl Controlled {
         if let Some(slave) = self.slave.lock().take() {
             slave.stop();
         }
+        self.check_nothing_confirmed_lost(epoch, own_id, sync_state_set)?;
         let log = self.store.commit_log();
         log.cut_partial_record().map_err(BrokerError::from)?;
         match self.epochs.entries().last() {
@@ -90,6 +99,54 @@ impl Controlled {
         Ok(())
     }
 
+    /// Refuses the master's role, once in this process's life, when this log recovered to less
+    /// than readers could read before the restart (a power loss, or a damaged tail recovery
+    /// cut): the other members of the SyncStateSet hold what it lost, and as master it would
+    /// make them cut it. It then stays silent to the controllers past their heartbeat timeout so
+    /// that they elect one of those members, and follows it.
+    fn check_nothing_confirmed_lost(&self, epoch: i32, own_id: u64, members: &std::collections::BTreeSet<u64>) -> Result<(), BrokerError> {
+        let end = self.store.commit_log().max_offset();
+        let before = self.store.readable_before_restart();
+        if end >= before {
+            return Ok(());
+        }
+        let declined = || {
+            BrokerError::Unavailable(format!(
+                "this broker's log ends at {end}, below the {before} readers could reach before its restart; another replica must lead"
+            ))
+        };
+        if self.silent() {
+            return Err(declined());
+        }
+        let others = members.iter().any(|m| *m != own_id);
+        if !others || self.declined.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            tracing::error!(
+                epoch,
+                recovered_end = end,
+                readable_before = before,
+                "leading although this log lost records consumers could read: no other replica was elected"
+            );
+            return Ok(());
+        }
+        let quiet = self.heartbeat_timeout * 2;
+        *self.silent_until.lock() = Some(std::time::Instant::now() + quiet);
+        tracing::error!(
+            epoch,
+            recovered_end = end,
+            readable_before = before,
+            quiet_ms = quiet.as_millis() as u64,
+            "declining to lead: this log recovered to less than the SyncStateSet confirmed; silent to the controllers so that they elect a member that holds it"
+        );
+        Err(declined())
+    }
+
+    /// Whether heartbeats to the controllers are held back now (see
+    /// [`Controlled::check_nothing_confirmed_lost`]).
+    #[must_use]
+    pub fn silent(&self) -> bool {
+        self.silent_until.lock().is_some_and(|until| std::time::Instant::now() < until)
+    }
+
     /// The SyncStateSet the controllers confirmed (or the union while a change is pending).
     pub fn set_sync_state_set(&self, own_id: u64, members: &std::collections::BTreeSet<u64>) {
         let mut members = members.clone();
@@ -106,6 +163,8 @@ impl Controlled {
     /// # Errors
     /// The HA client cannot start.
     pub fn become_slave(&self, own_id: u64, master_ha: Option<String>) -> Result<(), BrokerError> {
+        // Another replica leads: nothing more to be silent about.
+        *self.silent_until.lock() = None;
         self.ha.set_accepting(false);
         self.ha.gate().deactivate();
         let mut slave = self.slave.lock();
@@ -143,7 +202,7 @@ impl Controlled {
 #[must_use]
 pub fn ack_policy(config: &BrokerConfig) -> AckPolicy {
     let mode = match config.broker_role {
-        BrokerRole::SyncMaster if config.all_ack_in_sync_state_set => AckMode::AllInSync,
+        BrokerRole::SyncMaster if config.all_ack_in_sync_state_set == Some(true) => AckMode::AllInSync,
         // Stricter than RocketMQ 5, whose default inSyncReplicas of 1 waits for no slave.
         BrokerRole::SyncMaster => AckMode::Count(config.in_sync_replicas.max(2)),
         BrokerRole::AsyncMaster | BrokerRole::Slave => AckMode::None,
@@ -152,6 +211,21 @@ pub fn ack_policy(config: &BrokerConfig) -> AckPolicy {
         mode,
         min_in_sync_replicas: config.min_in_sync_replicas,
         max_gap_bytes: config.ha_max_gap_not_in_sync,
+    }
+}
+
+/// How long a controller-mode master's sends wait: every SyncStateSet member unless told
+/// otherwise (`inSyncReplicas` of 2 or more, or `allAckInSyncStateSet=false` for RocketMQ's
+/// own default of waiting for no slave). The elected master comes from the SyncStateSet, so
+/// only the first keeps every acknowledged message through a failover; consumers read only what
+/// every member holds whichever mode sends use.
+#[must_use]
+pub fn controlled_ack_mode(config: &BrokerConfig) -> AckMode {
+    match (config.all_ack_in_sync_state_set, config.in_sync_replicas) {
+        (Some(true), _) => AckMode::AllInSync,
+        (_, n) if n >= 2 => AckMode::Count(n),
+        (None, _) => AckMode::AllInSync,
+        (Some(false), _) => AckMode::None,
     }
 }
 
@@ -191,7 +265,16 @@ fn slave_config(config: &BrokerConfig) -> SlaveConfig {
         max_frame_bytes: 64 << 20,
         reconnect_interval: RECONNECT_INTERVAL,
         autoswitch: None,
+        secret: ha_secret(config),
     }
+}
+
+/// `haSecret`, checked by the configuration already.
+fn ha_secret(config: &BrokerConfig) -> Option<petrel_auth::PeerSecret> {
+    config
+        .ha_secret
+        .as_ref()
+        .and_then(|s| petrel_auth::PeerSecret::new(s.expose()).ok())
 }
 
 fn master_config(config: &BrokerConfig, listen: SocketAddr, autoswitch: Option<AutoSwitchMaster>) -> MasterConfig {
@@ -208,6 +291,7 @@ fn master_config(config: &BrokerConfig, listen: SocketAddr, autoswitch: Option<A
             Duration::ZERO
         },
         autoswitch,
+        secret: ha_secret(config),
     }
 }
 
@@ -285,7 +369,7 @@ impl Replication {
             // a message they saw survives the loss of the master.
             store.commit_log().gate_readers_on(gate.replicated().clone());
             let readers = store.clone();
-            gate.set_on_advance(Box::new(move || readers.commit_log().wake_readers()));
+            gate.set_on_advance(Box::new(move |_| readers.commit_log().wake_readers()));
         }
         let listen = SocketAddr::new(config.bind_address, ha_port(config));
         let ha = HaMaster::start(store.clone(), gate, master_config(config, listen, None))
@@ -302,13 +386,7 @@ impl Replication {
         let confirmed = store.commit_log().reader_gate_mark().ok_or_else(|| {
             BrokerError::Internal("controller mode needs the store's confirm gate (MessageStoreConfig::confirm_gate)".into())
         })?;
-        let mode = if config.all_ack_in_sync_state_set {
-            AckMode::AllInSync
-        } else if config.in_sync_replicas >= 2 {
-            AckMode::Count(config.in_sync_replicas)
-        } else {
-            AckMode::None
-        };
+        let mode = controlled_ack_mode(config);
         let log = store.clone();
         let gate = AckGate::new(
             AckPolicy {
@@ -322,12 +400,12 @@ impl Replication {
         );
         // Not the master until the controllers say so.
         gate.deactivate();
+        // Consumers read what every SyncStateSet member holds, whatever the ack mode: the gate
+        // moves the store's confirm offset to the slowest member's ack.
+        gate.set_confirm_mark(confirmed.clone());
         {
-            let (readers, confirmed, mark) = (store.clone(), confirmed.clone(), gate.replicated().clone());
-            gate.set_on_advance(Box::new(move || {
-                confirmed.advance(mark.get());
-                readers.commit_log().wake_readers();
-            }));
+            let readers = store.clone();
+            gate.set_on_advance(Box::new(move |_| readers.commit_log().wake_readers()));
         }
         let listen = SocketAddr::new(config.bind_address, ha_port(config));
         let auto = AutoSwitchMaster {
@@ -355,6 +433,9 @@ impl Replication {
             store: store.clone(),
             slave_config,
             role_changed: tokio::sync::Notify::new(),
+            silent_until: Mutex::new(None),
+            declined: std::sync::atomic::AtomicBool::new(false),
+            heartbeat_timeout: Duration::from_millis(config.controller_heart_beat_timeout_ms),
         })
     }
 
@@ -400,5 +481,35 @@ impl Replication {
             Replication::Slave { ha } => ha.stop(),
             Replication::Controlled(c) => c.stop(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+        let mut c = BrokerConfig::default();
+        for (k, v) in pairs {
+            c.set(k, v).expect("a valid key");
+        }
+        c
+    }
+
+    #[test]
+    fn controller_mode_waits_for_the_whole_sync_state_set_unless_told_otherwise() {
+        assert_eq!(controlled_ack_mode(&config(&[])), AckMode::AllInSync, "Petrel's default");
+        assert_eq!(
+            controlled_ack_mode(&config(&[("allAckInSyncStateSet", "false")])),
+            AckMode::None,
+            "RocketMQ's own default, asked for"
+        );
+        assert_eq!(controlled_ack_mode(&config(&[("inSyncReplicas", "2")])), AckMode::Count(2));
+        assert_eq!(
+            controlled_ack_mode(&config(&[("inSyncReplicas", "2"), ("allAckInSyncStateSet", "true")])),
+            AckMode::AllInSync
+        );
+        // Classic mode keeps its meaning: unset is false.
+        assert_eq!(ack_policy(&config(&[("brokerRole", "SYNC_MASTER")])).mode, AckMode::Count(2));
     }
 }

@@ -27,6 +27,12 @@ pub struct Verdict {
     pub lost_unreadable: u64,
     /// Of `lost`: in the queues, never given to the consumer group.
     pub undelivered: u64,
+    /// Given to the consumer group (acknowledged or not), then missing from its queue at the end
+    /// (its queue was read): a broker served a message it later lost — a consumer acted on
+    /// something that no longer exists. Must be 0. Counted apart from `lost`, which it overlaps
+    /// for acknowledged messages.
+    pub consumed_lost: u64,
+    pub consumed_lost_examples: Vec<String>,
     /// Never acknowledged and never delivered (allowed).
     pub unacked_lost: u64,
     /// Never acknowledged but delivered: stored before the send's answer was lost (allowed).
@@ -63,7 +69,7 @@ impl Window {
 
 impl Verdict {
     pub fn passed(&self) -> bool {
-        self.lost == 0 && self.reordered == 0 && self.reordered_in_log == 0
+        self.lost == 0 && self.consumed_lost == 0 && self.reordered == 0 && self.reordered_in_log == 0
     }
 }
 
@@ -113,6 +119,7 @@ pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &Stored, ordered: &H
             v.lost_examples.push(s.id.key());
         }
     }
+    consumed_then_lost(&mut v, delivered, &kept, stored);
     duplicates(&mut v, &given, &kept, &attempts);
     v.foreign = given.keys().filter(|id| !attempts.contains_key(id)).count() as u64;
     v.reordered = reorders(delivered, ordered, &mut v.reorder_examples, "delivered");
@@ -122,6 +129,21 @@ pub fn check(sent: &[Sent], delivered: &[Delivery], stored: &Stored, ordered: &H
     v.unavailable = gaps(&acks, window);
     v.max_unavailable_ms = v.unavailable.iter().map(Window::len_ms).max().unwrap_or(0);
     v
+}
+
+/// Messages the group was given whose queue, read at the end, no longer holds them.
+fn consumed_then_lost(v: &mut Verdict, delivered: &[Delivery], kept: &HashMap<MsgId, u64>, stored: &Stored) {
+    let mut counted: HashSet<MsgId> = HashSet::new();
+    for d in delivered {
+        if kept.contains_key(&d.id) || stored.unreadable.contains(&(d.topic, d.queue)) || !counted.insert(d.id) {
+            continue;
+        }
+        v.consumed_lost += 1;
+        if v.consumed_lost_examples.len() < EXAMPLES {
+            v.consumed_lost_examples
+                .push(format!("{} (queue {} offset {})", d.id.key(), d.queue, d.offset));
+        }
+    }
 }
 
 fn duplicates(v: &mut Verdict, given: &HashMap<MsgId, u64>, kept: &HashMap<MsgId, u64>, attempts: &HashMap<MsgId, u32>) {
@@ -233,6 +255,26 @@ mod tests {
         assert_eq!((v.lost, v.lost_from_log, v.undelivered), (1, 0, 1));
         let v = check(&sent[..1], &log[..1], &read(&log[..1]), &HashSet::new(), (0, 30));
         assert!(v.passed());
+    }
+
+    /// The failover that deletes what consumers read: counted whether or not the message was
+    /// acknowledged, and never for a queue nobody could read at the end.
+    #[test]
+    fn a_consumed_message_missing_at_the_end_is_consumed_then_lost_acknowledged_or_not() {
+        let sent = [sent(0, 0, 1, Some(10)), sent(0, 1, 1, None), sent(0, 2, 1, Some(30))];
+        let consumed = [at(0, 0, 0), at(0, 1, 1), at(0, 1, 1), at(0, 2, 2)];
+        let v = check(&sent, &consumed, &read(&consumed[3..]), &HashSet::new(), (0, 40));
+        assert_eq!(v.consumed_lost, 2, "seq 0 (acknowledged) and seq 1 (not), each once");
+        assert_eq!((v.lost, v.lost_from_log), (1, 1), "only the acknowledged one is also lost");
+        assert_eq!(v.consumed_lost_examples, ["c0-0 (queue 0 offset 0)", "c0-1 (queue 0 offset 1)"]);
+        assert!(!v.passed());
+        let mut stored = read(&consumed[3..]);
+        stored.unreadable.insert(("T", 0));
+        let v = check(&sent[1..2], &consumed[1..2], &stored, &HashSet::new(), (0, 40));
+        assert_eq!(v.consumed_lost, 0, "its queue could not be read: fate unknown");
+        assert!(v.passed(), "an unacknowledged message whose queue is unread fails nothing");
+        let v = check(&sent, &consumed, &read(&consumed), &HashSet::new(), (0, 40));
+        assert_eq!(v.consumed_lost, 0);
     }
 
     #[test]

@@ -129,6 +129,18 @@ pub struct ChaosArgs {
     /// How long the consumers get to catch up at the end before what they lack counts as lost.
     #[arg(long, default_value_t = 120)]
     pub drain_timeout_s: u64,
+    /// A broker.conf key for every Petrel broker of the cluster, e.g.
+    /// `--broker-set allAckInSyncStateSet=false` for RocketMQ's own ack default in controller
+    /// mode; may repeat. Applied after the run's own keys.
+    #[arg(long = "broker-set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    pub broker_set: Vec<(String, String)>,
+}
+
+fn parse_key_value(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
+        _ => Err(format!("{text:?} is not KEY=VALUE")),
+    }
 }
 
 impl ChaosArgs {

@@ -205,6 +205,7 @@ impl Cluster {
         dir: &Path,
         network: Network,
         disk_mib: Option<u64>,
+        broker_keys: &[(String, String)],
     ) -> Result<Cluster> {
         assert!(network != Network::Auto, "the caller resolves auto");
         let count = match (mode, implementation) {
@@ -237,7 +238,7 @@ impl Cluster {
             _ => None,
         };
         let (specs, namesrv) = match implementation {
-            Implementation::Petrel => petrel_specs(mode, dir, &layout)?,
+            Implementation::Petrel => petrel_specs(mode, dir, &layout, broker_keys)?,
             Implementation::RocketMq(lib) => crate::rocketmq::specs(mode, dir, &layout, lib)?,
         };
         assert_eq!(specs.len(), count, "one process per address");
@@ -426,15 +427,23 @@ fn ports(netns: bool, implementation: &Implementation, count: usize) -> Result<V
 }
 
 /// Petrel's processes for `mode`, and the name server's address.
-fn petrel_specs(mode: Mode, dir: &Path, layout: &Layout) -> Result<(Vec<Spec>, String)> {
+/// `broker_keys` go to every broker, after the mode's own.
+fn petrel_specs(mode: Mode, dir: &Path, layout: &Layout, broker_keys: &[(String, String)]) -> Result<(Vec<Spec>, String)> {
     let exe = std::env::current_exe()?;
     let (procs, namesrv) = match mode {
         Mode::Single => (single(dir, layout), format!("{}:{}", layout.ips[0], layout.ports[0].1)),
         Mode::Replicated => (replicated(dir, layout), layout.addr(0)),
         Mode::Controller => (controlled(dir, layout), layout.addr(3)),
     };
+    let extra: Vec<(&str, String)> = broker_keys.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let specs = procs
         .into_iter()
+        .map(|(name, port, mut args)| {
+            if name.starts_with("broker-") {
+                set(&mut args, &extra);
+            }
+            (name, port, args)
+        })
         .map(|(name, port, args)| Spec {
             store: name.starts_with("broker-").then(|| dir.join(&name)),
             name,
@@ -546,7 +555,7 @@ fn controlled(dir: &Path, layout: &Layout) -> Vec<Proc> {
         let keys = [
             ("enableControllerMode", "true".into()),
             ("controllerAddr", controllers.join(";")),
-            ("allAckInSyncStateSet", "true".into()),
+            // The ack keys (allAckInSyncStateSet, inSyncReplicas) stay at their defaults.
             ("syncBrokerMetadataPeriod", "300".into()),
             ("checkSyncStateSetPeriod", "300".into()),
             ("brokerHeartbeatInterval", HEARTBEAT_INTERVAL_MS.to_string()),

@@ -168,10 +168,11 @@ impl Report {
     pub fn summary_line(&self) -> String {
         let v = &self.verdict;
         format!(
-            "chaos: injections={} acked={} lost={} duplicated={} reordered={} max_unavailable_ms={}",
+            "chaos: injections={} acked={} lost={} consumed_then_lost={} duplicated={} reordered={} max_unavailable_ms={}",
             self.injections,
             v.acked,
             v.lost,
+            v.consumed_lost,
             v.duplicated,
             v.reordered + v.reordered_in_log,
             v.max_unavailable_ms
@@ -214,6 +215,10 @@ impl Report {
                 v.lost_unreadable.to_string(),
             ),
             ("… in the queues, never delivered", v.undelivered.to_string()),
+            (
+                "consumed, then missing from the queues (acknowledged or not)",
+                format!("**{}**", v.consumed_lost),
+            ),
             ("not acknowledged, not delivered (allowed)", v.unacked_lost.to_string()),
             ("not acknowledged, delivered (allowed)", v.unacked_delivered.to_string()),
             (
@@ -258,6 +263,13 @@ impl Report {
         }
         if !v.lost_examples.is_empty() {
             md += &format!("\nLost (first {}): {}\n", v.lost_examples.len(), v.lost_examples.join(", "));
+        }
+        if !v.consumed_lost_examples.is_empty() {
+            md += &format!(
+                "\nConsumed, then lost (first {}): {}\n",
+                v.consumed_lost_examples.len(),
+                v.consumed_lost_examples.join(", ")
+            );
         }
         if !v.reorder_examples.is_empty() {
             md += &format!("\nReordered: {}\n", v.reorder_examples.join("; "));

@@ -47,7 +47,7 @@ pub async fn run(args: ChaosArgs, command: String) -> Result<Report> {
     let disk_mib = (args.faults.contains(&FaultKind::DiskFull) && crate::disk::available()).then_some(args.disk_mib);
     let mut cluster = match &args.target {
         Some(_) => None,
-        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, network, disk_mib).await?),
+        None => Some(Cluster::start(args.mode, &args.implementation(), &dir, network, disk_mib, &args.broker_set).await?),
     };
     let (faults, skipped) = usable_faults(&args, cluster.as_ref())?;
     let namesrv = args
@@ -116,6 +116,9 @@ fn validate(args: &ChaosArgs) -> Result<()> {
     }
     if args.target.is_some() && args.rocketmq_lib.is_some() {
         return bad("--target and --rocketmq-lib: a run either starts a cluster or uses one");
+    }
+    if !args.broker_set.is_empty() && (args.target.is_some() || args.rocketmq_lib.is_some()) {
+        return bad("--broker-set: only for a cluster of Petrel's brokers this run starts");
     }
     Ok(())
 }

@@ -55,6 +55,11 @@ pub const CONTROLLER_KEYS: &[(&str, &str, &str)] = &[
         "Petrel: a controller that hears no leader for this long (to twice it) stands for election.",
     ),
     (
+        "controllerRaftSecret",
+        "",
+        "Petrel: a secret (16 bytes or more) the controllers of a group share. With it, a connection must prove it (HMAC-SHA256 over fresh nonces, both ways) before any Raft message on it is served; a forged VoteRequest or AppendEntries from anyone else is refused and logged. Unset: Raft messages are served to whoever sends them (keep the port on a trusted network). Brokers' and mqadmin's requests need no secret either way. Shown masked.",
+    ),
+    (
         "raftSnapshotEveryEntries",
         "1000",
         "Petrel: applied entries between two snapshots; the log before a snapshot is purged.",
@@ -79,6 +84,8 @@ pub struct ControllerConfig {
     pub metrics_prom: bool,
     pub metrics_prom_exporter_host: std::net::IpAddr,
     pub metrics_prom_exporter_port: u16,
+    /// `controllerRaftSecret`: proved on every Raft connection, both ways.
+    pub raft_secret: Option<petrel_auth::PeerSecret>,
 }
 
 impl Default for ControllerConfig {
@@ -97,6 +104,7 @@ impl Default for ControllerConfig {
             // This host only unless configured: metrics are not for everyone who can reach the port.
             metrics_prom_exporter_host: std::net::IpAddr::from([127, 0, 0, 1]),
             metrics_prom_exporter_port: 0,
+            raft_secret: None,
         };
         for (key, default, _) in CONTROLLER_KEYS {
             assert!(config.set(key, default).is_ok(), "the default of {key} parses");
@@ -179,6 +187,11 @@ impl ControllerConfig {
                 self.timing.election_timeout_max_ms = ms * 2;
             }
             "raftSnapshotEveryEntries" => self.timing.snapshot_every_entries = positive(key, value)?,
+            "controllerRaftSecret" if value.is_empty() => self.raft_secret = None,
+            // The value never reaches an error message: it is a secret.
+            "controllerRaftSecret" => {
+                self.raft_secret = Some(petrel_auth::PeerSecret::new(value).map_err(|why| bad(key, "******", &why))?);
+            }
             _ => return Ok(false),
         }
         Ok(true)

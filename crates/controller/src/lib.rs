@@ -23,6 +23,38 @@ pub use raft::{
 pub use service::{
     Controller, ControllerCounters, ControllerHandler, Heartbeat, MAX_LIVE_BROKERS, render_metrics, scan_for_dead_masters, served_codes,
 };
+/// Reads what a request to a controller carries, as serving it would (for the fuzzer): the
+/// header of a RocketMQ controller code, the JSON of a Raft message, the SyncStateSet body, a
+/// Raft log entry's command. Returns whether it read.
+#[doc(hidden)]
+#[must_use]
+pub fn decode_request_for_fuzzing(request: &petrel_protocol::RemotingCommand) -> bool {
+    use petrel_protocol::codes::request_code as rc;
+    use petrel_protocol::header::{
+        AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CleanControllerBrokerDataRequestHeader,
+        CommandHeader, ElectMasterRequestHeader, GetNextBrokerIdHeader, GetReplicaInfoRequestHeader,
+        RegisterBrokerToControllerRequestHeader,
+    };
+    let body = &request.body;
+    match request.code {
+        rc::PETREL_RAFT_VOTE => serde_json::from_slice::<openraft::raft::VoteRequest<u64>>(body).is_ok(),
+        rc::PETREL_RAFT_APPEND_ENTRIES => serde_json::from_slice::<openraft::raft::AppendEntriesRequest<TypeConfig>>(body).is_ok(),
+        rc::PETREL_RAFT_INSTALL_SNAPSHOT => serde_json::from_slice::<openraft::raft::InstallSnapshotRequest<TypeConfig>>(body).is_ok(),
+        rc::CONTROLLER_ALTER_SYNC_STATE_SET => {
+            AlterSyncStateSetRequestHeader::from_command(request).is_ok()
+                && serde_json::from_slice::<petrel_protocol::body::SyncStateSetBody>(body).is_ok()
+        }
+        rc::CONTROLLER_ELECT_MASTER => ElectMasterRequestHeader::from_command(request).is_ok(),
+        rc::BROKER_HEARTBEAT => BrokerHeartbeatRequestHeader::from_command(request).is_ok(),
+        rc::CONTROLLER_REGISTER_BROKER => RegisterBrokerToControllerRequestHeader::from_command(request).is_ok(),
+        rc::CONTROLLER_GET_NEXT_BROKER_ID => GetNextBrokerIdHeader::from_command(request).is_ok(),
+        rc::CONTROLLER_APPLY_BROKER_ID => ApplyBrokerIdRequestHeader::from_command(request).is_ok(),
+        rc::CONTROLLER_GET_REPLICA_INFO => GetReplicaInfoRequestHeader::from_command(request).is_ok(),
+        rc::CLEAN_BROKER_DATA => CleanControllerBrokerDataRequestHeader::from_command(request).is_ok(),
+        _ => serde_json::from_slice::<Command>(body).is_ok(),
+    }
+}
+
 pub use state::{
     BrokerSet, Candidate, Command, ControllerState, FIRST_BROKER_ID, MAX_BROKER_SETS, MAX_REPLICAS_PER_SET, Outcome, Refused, Replica,
 };

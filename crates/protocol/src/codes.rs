@@ -185,6 +185,9 @@ code_table! {
         PETREL_RAFT_APPEND_ENTRIES = 300_001,
         PETREL_RAFT_VOTE = 300_002,
         PETREL_RAFT_INSTALL_SNAPSHOT = 300_003,
+        // A controller proves its Raft secret on a new connection (nonce, then proof).
+        PETREL_RAFT_HELLO = 300_004,
+        PETREL_RAFT_AUTH = 300_005,
     }
 }
 

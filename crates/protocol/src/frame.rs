@@ -2,7 +2,8 @@
 //!
 //! Owns: splitting a byte stream into commands and writing commands back as frames, for tokio
 //! (`FrameCodec` as `Decoder`/`Encoder`) and for plain slices. Must never: allocate what a length
-//! field claims before checking it against `max_frame_bytes` and the bytes present.
+//! field claims — a buffer grows with the bytes that arrive, so a peer that declares 16 MiB and
+//! sends 8 bytes costs 8 bytes, not 16 MiB.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder};
@@ -79,7 +80,6 @@ pub fn split_frame(buf: &mut BytesMut, max_frame_bytes: usize) -> Result<Option<
         return Ok(None);
     };
     if buf.len() < 4 + frame_len {
-        buf.reserve(4 + frame_len - buf.len());
         return Ok(None);
     }
     let mut frame = buf.split_to(4 + frame_len);
@@ -250,6 +250,16 @@ mod tests {
             decode_frame(&bad_type, 1 << 20),
             Err(ProtocolError::UnknownSerializeType(7))
         ));
+    }
+
+    #[test]
+    fn a_frame_claimed_large_reserves_nothing_for_what_has_not_arrived() {
+        let mut buf = BytesMut::new();
+        buf.put_i32(DEFAULT_MAX_FRAME_BYTES as i32 - 4);
+        buf.put_u32(0x0000_0010);
+        buf.put_slice(&[0u8; 100]);
+        assert!(split_frame(&mut buf, DEFAULT_MAX_FRAME_BYTES).unwrap().is_none());
+        assert!(buf.capacity() < 4096, "{} bytes reserved for 108 received", buf.capacity());
     }
 
     #[test]

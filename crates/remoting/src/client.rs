@@ -40,7 +40,7 @@ pub async fn connect(
     let conn = Arc::new(Connection::new(peer, limits.max_queued_bytes, limits.max_in_flight));
     let task_conn = conn.clone();
     tokio::spawn(async move {
-        let reason = run(socket, task_conn, handler, limits, None).await;
+        let reason = run(socket, task_conn, handler, limits, None, None).await;
         tracing::debug!(%peer, ?reason, "outbound connection closed");
     });
     Ok(conn)

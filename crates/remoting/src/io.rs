@@ -4,6 +4,9 @@
 //! system call per batch. A deferred answer runs on a task of its own, so that one busy
 //! connection's requests use every worker; the connection counts them in flight.
 //!
+//! A server's connections report the unfinished input they hold to the server's
+//! [`FrameBudget`], which closes the slowest of them when all of them together hold too much.
+//!
 //! Owns: the socket, the read buffer (only the unfinished frame) and the write buffer. Must never: read a new request while the connection is at its bound on
 //! requests in flight or on queued bytes (the peer then feels TCP back-pressure instead of the
 //! broker growing), keep buffers on an idle connection (an idle connection holds no buffer at
@@ -22,6 +25,7 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::budget::FrameBudget;
 use crate::connection::Connection;
 use crate::handler::{Handler, Reply};
 use crate::limits::ConnectionLimits;
@@ -59,6 +63,10 @@ struct State {
     frames_waiting: bool,
     last_activity: Instant,
     drain_deadline: Option<Instant>,
+    /// When the first byte of the oldest unfinished frame in `rbuf` arrived.
+    front_since: Option<std::time::Instant>,
+    /// The budget was told this connection holds bytes (so it must be told when it holds none).
+    holding: bool,
 }
 
 fn encode(cmd: &RemotingCommand, wbuf: &mut BytesMut) {
@@ -193,6 +201,8 @@ impl State {
                 Ok(None) => return Ok(()),
                 Err(e) => return Err(CloseReason::BadFrame(e.to_string())),
             };
+            // The frame that is now at the front began arriving with the bytes after this one.
+            self.front_since = None;
             let command = raw.into_command().map_err(|e| CloseReason::BadFrame(e.to_string()))?;
             if command.is_response() {
                 conn.complete(command);
@@ -213,6 +223,22 @@ impl State {
                 }
             }
         }
+    }
+
+    /// Tells the budget what unfinished input this connection holds; a connection whose frames
+    /// arrive whole never takes the budget's lock.
+    fn report_held(&mut self, conn: &Arc<Connection>, budget: Option<&FrameBudget>) {
+        let Some(budget) = budget else { return };
+        if self.rbuf.is_empty() {
+            self.front_since = None;
+            if std::mem::take(&mut self.holding) {
+                budget.hold(conn, 0, std::time::Instant::now());
+            }
+            return;
+        }
+        let since = *self.front_since.get_or_insert_with(std::time::Instant::now);
+        budget.hold(conn, self.rbuf.len(), since);
+        self.holding = true;
     }
 
     fn take_queued(&mut self, conn: &Connection, limits: &ConnectionLimits) {
@@ -241,12 +267,14 @@ impl State {
 }
 
 /// Serves one connection until it closes; then fails its waiting calls and tells the handler.
+/// A server's connections hold their unfinished frames within `budget`.
 pub(crate) async fn run<S: Socket>(
     mut stream: S,
     conn: Arc<Connection>,
     handler: Arc<dyn Handler>,
     limits: ConnectionLimits,
     mut drain: Option<watch::Receiver<bool>>,
+    budget: Option<Arc<FrameBudget>>,
 ) -> CloseReason {
     let mut st = State {
         rbuf: BytesMut::new(),
@@ -256,6 +284,8 @@ pub(crate) async fn run<S: Socket>(
         frames_waiting: false,
         last_activity: Instant::now(),
         drain_deadline: None,
+        front_since: None,
+        holding: false,
     };
     let idle = tokio::time::sleep(limits.idle_timeout);
     tokio::pin!(idle);
@@ -268,6 +298,7 @@ pub(crate) async fn run<S: Socket>(
         if let Err(reason) = st.process_frames(&conn, handler.as_ref(), &limits) {
             break reason;
         }
+        st.report_held(&conn, budget.as_deref());
         if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
             st.rbuf = BytesMut::new();
         }
@@ -327,6 +358,11 @@ pub(crate) async fn run<S: Socket>(
             () = sleep_until_some(st.drain_deadline) => break CloseReason::Drained,
         }
     };
+    if st.holding
+        && let Some(budget) = &budget
+    {
+        budget.hold(&conn, 0, std::time::Instant::now());
+    }
     conn.close();
     handler.on_close(&conn);
     reason

@@ -6,8 +6,10 @@
 //! code — handlers (the name server, the broker) do that — or let one connection's input or
 //! slowness cost another connection anything but its share of CPU.
 
+mod budget;
 mod client;
 mod connection;
+mod descriptors;
 mod error;
 mod handler;
 mod io;
@@ -15,8 +17,10 @@ mod limits;
 mod server;
 mod tls;
 
+pub use budget::{DEFAULT_PARTIAL_FRAME_BUDGET_BYTES, FrameBudget};
 pub use client::connect;
 pub use connection::Connection;
+pub use descriptors::{PLAIN_CONNECTION_DESCRIPTORS, TLS_BRIDGE_DESCRIPTORS, descriptors_held, set_descriptor_budget};
 pub use error::CallError;
 pub use handler::{Deferred, Handler, IgnoreRequests, Reply, answer, error};
 pub use io::CloseReason;

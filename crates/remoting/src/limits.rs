@@ -3,7 +3,10 @@
 //! Owns: the numbers. Must never: offer an unbounded default — every field here has a finite
 //! value, and `validate` refuses the ones that would make a connection unable to work.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use crate::budget::{DEFAULT_PARTIAL_FRAME_BUDGET_BYTES, FrameBudget};
 
 /// RocketMQ closes a connection that carried nothing for this long
 /// (`serverChannelMaxIdleTimeSeconds`, 120 s).
@@ -47,11 +50,13 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Bounds of a server: its connections, and each connection's.
+/// Bounds of a server: its connections, each connection's, and the unfinished frames of all
+/// of them (a budget servers share when given clones of one `ServerLimits`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLimits {
     pub max_connections: usize,
     pub connection: ConnectionLimits,
+    pub partial_frames: Arc<FrameBudget>,
 }
 
 impl Default for ServerLimits {
@@ -59,7 +64,26 @@ impl Default for ServerLimits {
         ServerLimits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             connection: ConnectionLimits::default(),
+            partial_frames: FrameBudget::new(DEFAULT_PARTIAL_FRAME_BUDGET_BYTES),
         }
+    }
+}
+
+impl ServerLimits {
+    /// Why these limits cannot work, if they cannot.
+    ///
+    /// # Errors
+    /// A connection bound that cannot work, or a budget that cannot hold one largest frame.
+    pub fn validate(&self) -> Result<(), String> {
+        self.connection.validate()?;
+        if self.partial_frames.max_bytes() < self.connection.max_frame_bytes {
+            return Err(format!(
+                "the unfinished-frame budget ({} bytes) cannot hold one largest frame ({} bytes)",
+                self.partial_frames.max_bytes(),
+                self.connection.max_frame_bytes
+            ));
+        }
+        Ok(())
     }
 }
 

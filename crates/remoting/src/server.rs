@@ -34,6 +34,8 @@ pub struct ServerStats {
     pub refused: AtomicU64,
     pub closed_idle: AtomicU64,
     pub closed_bad_frame: AtomicU64,
+    /// Closed on arrival or after their TLS handshake: the process's descriptors were spent.
+    pub refused_descriptors: AtomicU64,
 }
 
 /// Logs at most once per interval, counting what it held back.
@@ -96,7 +98,6 @@ impl Server {
         tls: Option<Arc<ServerTls>>,
     ) -> std::io::Result<Server> {
         limits
-            .connection
             .validate()
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
         let local_addr = listener.local_addr()?;
@@ -187,6 +188,20 @@ async fn accept_loop(
             drop(socket);
             continue;
         }
+        let Some(socket_share) = crate::descriptors::take(crate::descriptors::PLAIN_CONNECTION_DESCRIPTORS) else {
+            stats.refused_descriptors.fetch_add(1, Ordering::Relaxed);
+            if let Some(held_back) = refusals.allow() {
+                tracing::warn!(
+                    server = name,
+                    %peer,
+                    held = crate::descriptors::descriptors_held(),
+                    held_back,
+                    "connection refused: the process's descriptors for connections are spent (the store keeps its reserve)"
+                );
+            }
+            drop(socket);
+            continue;
+        };
         stats.open.fetch_add(1, Ordering::AcqRel);
         stats.accepted.fetch_add(1, Ordering::Relaxed);
         let _ = socket.set_nodelay(true);
@@ -195,16 +210,24 @@ async fn accept_loop(
             limits.connection.max_queued_bytes,
             limits.connection.max_in_flight,
         ));
-        let (handler, limits, stats, drain) = (handler.clone(), limits.connection.clone(), stats.clone(), drain.subscribe());
+        let (handler, limits, stats, drain) = (handler.clone(), limits.clone(), stats.clone(), drain.subscribe());
         let tls = tls.clone();
         tracker.spawn(async move {
+            let _socket_share = socket_share;
+            let budget = Some(limits.partial_frames.clone());
+            let limits = limits.connection;
             let reason = match tls {
-                None => run(socket, conn, handler, limits, Some(drain)).await,
+                None => run(socket, conn, handler, limits, Some(drain), budget).await,
                 Some(tls) => match tls.accept(socket).await {
-                    Ok(Accepted::Plain(socket)) => run(socket, conn, handler, limits, Some(drain)).await,
-                    Ok(Accepted::Tls(pair)) => run(pair, conn, handler, limits, Some(drain)).await,
+                    Ok(Accepted::Plain(socket)) => run(socket, conn, handler, limits, Some(drain), budget).await,
+                    Ok(Accepted::Tls(pair)) => run(pair, conn, handler, limits, Some(drain), budget).await,
                     Err(e) => {
-                        tracing::debug!(server = name, %peer, error = %e, "TLS handshake failed");
+                        if e.kind() == std::io::ErrorKind::OutOfMemory {
+                            stats.refused_descriptors.fetch_add(1, Ordering::Relaxed);
+                            tracing::warn!(server = name, %peer, error = %e, "TLS connection closed");
+                        } else {
+                            tracing::debug!(server = name, %peer, error = %e, "TLS handshake failed");
+                        }
                         CloseReason::Io(e)
                     }
                 },

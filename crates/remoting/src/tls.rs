@@ -105,8 +105,16 @@ impl ServerTls {
         let mut tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(socket))
             .await
             .map_err(|_| timed_out())??;
+        // The bridge's socket pair: two more descriptors, counted like the socket's.
+        let Some(share) = crate::descriptors::take(crate::descriptors::TLS_BRIDGE_DESCRIPTORS) else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "the process's descriptors for connections are spent; no TLS bridge",
+            ));
+        };
         let (ours, mut theirs) = UnixStream::pair()?;
         tokio::spawn(async move {
+            let _share = share;
             // Ends when either side closes; dropping both ends closes the other side too.
             let _ = tokio::io::copy_bidirectional(&mut tls, &mut theirs).await;
         });

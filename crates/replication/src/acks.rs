@@ -9,9 +9,17 @@
 //! back what was acknowledged before it came) and while it is connected and behind the
 //! master by at most `haMaxGapNotInSync` bytes.
 //!
-//! Owns: each connected slave's ack offset and in-sync state, and the `replicated` watermark.
-//! Must never: move the watermark past the master's own end, count a slave that is not in sync,
-//! or let a send wait when the policy cannot be met (it is told so before it appends).
+//! In controller mode the gate also computes the *confirm offset*, what consumers may read: the
+//! lowest ack of the SyncStateSet's members, whatever the ack mode (RocketMQ's
+//! `computeConfirmOffset`). The controllers elect a new master only from that set, so a message a
+//! consumer saw is on every replica that can become master. The ack mode only decides how long a
+//! *send* waits; it never lets a consumer past a member that lacks the bytes.
+//!
+//! Owns: each connected slave's ack offset and in-sync state, the `replicated` watermark and the
+//! confirm offset. Must never: move either past the master's own end, count a slave that is not
+//! in sync, move the confirm offset past any SyncStateSet member's ack (or at all while a member
+//! is not heard from), or let a send wait when the policy cannot be met (it is told so before it
+//! appends).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -113,14 +121,31 @@ pub fn agreed_offset(mode: AckMode, master_end: u64, in_sync_acks: &mut [u64]) -
     }
 }
 
-/// The gate: slaves' acks in, the `replicated` watermark out.
+/// The lowest ack of the SyncStateSet's members (the master's end bounds it), or `None` while a
+/// member has not been heard from: then nothing is known to be on every member. `member_acks`
+/// holds each member's lowest ack over its connections (a member connected twice counts by
+/// the connection that holds less).
+#[must_use]
+pub fn confirm_offset(master_end: u64, members: &BTreeSet<u64>, member_acks: &BTreeMap<u64, u64>) -> Option<u64> {
+    let mut confirm = master_end;
+    for member in members {
+        confirm = confirm.min(*member_acks.get(member)?);
+    }
+    Some(confirm)
+}
+
+/// The gate: slaves' acks in, the `replicated` watermark and the confirm offset out.
 pub struct AckGate {
     policy: AckPolicy,
     mark: Arc<Watermark>,
     slaves: Mutex<BTreeMap<u64, SlaveAck>>,
     master_end: Box<dyn Fn() -> u64 + Send + Sync>,
-    /// Runs after the watermark moved (the store's readers follow it in all-ack mode).
-    on_advance: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
+    /// Runs after what readers may read moved, with its new end: the `replicated` watermark in
+    /// classic all-ack mode, the confirm offset in controller mode.
+    on_advance: std::sync::OnceLock<Box<dyn Fn(u64) + Send + Sync>>,
+    /// Controller mode: the confirm offset, which readers on this broker stop at (the store's
+    /// confirm gate; on a slave it follows the master's frames, here the members' acks).
+    confirm: std::sync::OnceLock<Arc<Watermark>>,
     /// Controller mode: the broker ids whose acks count, the master's own included. `None`:
     /// classic mode, where the gate decides who is in sync from the gap alone.
     sync_state_set: Mutex<Option<BTreeSet<u64>>>,
@@ -155,14 +180,27 @@ impl AckGate {
             slaves: Mutex::new(BTreeMap::new()),
             master_end,
             on_advance: std::sync::OnceLock::new(),
+            confirm: std::sync::OnceLock::new(),
             sync_state_set: Mutex::new(None),
             inactive: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
-    /// Registers what runs each time the watermark moves (set once).
-    pub fn set_on_advance(&self, f: Box<dyn Fn() + Send + Sync>) {
+    /// Registers what runs each time what readers may read moves, with its new end (set once).
+    pub fn set_on_advance(&self, f: Box<dyn Fn(u64) + Send + Sync>) {
         let _ = self.on_advance.set(f);
+    }
+
+    /// Controller mode: the confirm offset this gate moves (set once, before the gate is
+    /// given a SyncStateSet).
+    pub fn set_confirm_mark(&self, confirm: Arc<Watermark>) {
+        let _ = self.confirm.set(confirm);
+    }
+
+    /// Controller mode: what every SyncStateSet member holds (and consumers may read).
+    #[must_use]
+    pub fn confirmed(&self) -> u64 {
+        self.confirm.get().map_or(0, |c| c.get())
     }
 
     #[must_use]
@@ -254,6 +292,7 @@ impl AckGate {
     /// always does); a member not connected holds the watermark where it is.
     pub fn set_sync_state_set(&self, view: &SyncStateView) {
         assert!(view.members.contains(&view.master_id), "the master is in its own SyncStateSet");
+        assert!(self.confirm.get().is_some(), "controller mode moves a confirm offset");
         let mut members = view.members.clone();
         members.remove(&view.master_id);
         *self.sync_state_set.lock() = Some(members);
@@ -273,50 +312,80 @@ impl AckGate {
         self.inactive.store(true, std::sync::atomic::Ordering::Release);
     }
 
-    /// Re-derives who is in sync and advances the watermark as far as the policy allows.
+    /// Re-derives who is in sync and advances the watermark as far as the policy allows, and in
+    /// controller mode the confirm offset to the slowest member.
     pub fn recompute(&self) {
         if self.inactive.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
         let end = (self.master_end)();
-        let settled = self.mark.get();
         let members = self.sync_state_set.lock().clone();
+        let (mut acks, member_acks) = self.in_sync_acks(end, members.as_ref());
+        if let Some(m) = &members {
+            // Every member must be heard from: one not connected holds both marks.
+            let Some(confirm) = confirm_offset(end, m, &member_acks) else {
+                return;
+            };
+            self.advance_mark(agreed_offset(self.policy.mode, end, &mut acks));
+            let mark = self
+                .confirm
+                .get()
+                .expect("controller mode sets the confirm mark before the SyncStateSet");
+            if confirm > mark.get() {
+                mark.advance(confirm);
+                if let Some(f) = self.on_advance.get() {
+                    f(confirm);
+                }
+            }
+            return;
+        }
+        if self.advance_mark(agreed_offset(self.policy.mode, end, &mut acks))
+            && let Some(f) = self.on_advance.get()
+        {
+            f(self.mark.get());
+        }
+    }
+
+    /// Moves the `replicated` watermark up to `to`; whether it moved.
+    fn advance_mark(&self, to: Option<u64>) -> bool {
+        match to {
+            Some(to) if to > self.mark.get() => {
+                self.mark.advance(to);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Updates each slave's sync state; returns the acks of those in sync and, in controller
+    /// mode, each member's lowest ack.
+    fn in_sync_acks(&self, end: u64, members: Option<&BTreeSet<u64>>) -> (Vec<u64>, BTreeMap<u64, u64>) {
+        let settled = self.mark.get();
         let mut acks = Vec::new();
-        {
-            let mut slaves = self.slaves.lock();
-            for (id, s) in slaves.iter_mut() {
-                let Some(ack) = s.ack_offset else { continue };
-                if ack >= end {
-                    s.caught_up_at = Instant::now();
-                }
-                let was = s.in_sync;
-                s.in_sync = match &members {
-                    Some(m) => s.broker_id.is_some_and(|b| m.contains(&b)),
-                    None => end.saturating_sub(ack) <= self.policy.max_gap_bytes && (was || ack >= settled),
-                };
-                if s.in_sync != was {
-                    tracing::info!(slave = id, addr = %s.addr, ack, end, in_sync = s.in_sync, "slave sync state changed");
-                }
-                if s.in_sync {
-                    acks.push(ack);
-                }
+        let mut member_acks: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut slaves = self.slaves.lock();
+        for (id, s) in slaves.iter_mut() {
+            let Some(ack) = s.ack_offset else { continue };
+            if ack >= end {
+                s.caught_up_at = Instant::now();
             }
-            if let Some(m) = &members {
-                // Every member must be heard from: one not connected holds the mark.
-                let heard: BTreeSet<u64> = slaves.values().filter(|s| s.in_sync).filter_map(|s| s.broker_id).collect();
-                if heard.len() < m.len() {
-                    return;
-                }
+            let was = s.in_sync;
+            s.in_sync = match members {
+                Some(m) => s.broker_id.is_some_and(|b| m.contains(&b)),
+                None => end.saturating_sub(ack) <= self.policy.max_gap_bytes && (was || ack >= settled),
+            };
+            if s.in_sync != was {
+                tracing::info!(slave = id, addr = %s.addr, ack, end, in_sync = s.in_sync, "slave sync state changed");
+            }
+            if !s.in_sync {
+                continue;
+            }
+            acks.push(ack);
+            if let Some(b) = s.broker_id {
+                member_acks.entry(b).and_modify(|a| *a = (*a).min(ack)).or_insert(ack);
             }
         }
-        if let Some(to) = agreed_offset(self.policy.mode, end, &mut acks)
-            && to > self.mark.get()
-        {
-            self.mark.advance(to);
-            if let Some(f) = self.on_advance.get() {
-                f();
-            }
-        }
+        (acks, member_acks)
     }
 
     /// Controller mode: connected slaves outside the SyncStateSet that may join it — not
@@ -325,7 +394,8 @@ impl AckGate {
     #[must_use]
     pub fn expand_candidates(&self, epoch_start: u64) -> Vec<u64> {
         let members = self.sync_state_set.lock().clone().unwrap_or_default();
-        let settled = self.mark.get();
+        // Everything acknowledged and everything a consumer may have read.
+        let settled = self.confirmed().max(self.mark.get());
         self.slaves
             .lock()
             .values()
@@ -460,6 +530,8 @@ mod tests {
     fn in_controller_mode_exactly_the_sync_state_set_counts_and_a_missing_member_holds_the_mark() {
         let end = Arc::new(AtomicU64::new(100));
         let g = gate(AckMode::AllInSync, &end);
+        let confirm = Watermark::new("confirmed", 0, 1);
+        g.set_confirm_mark(confirm.clone());
         g.deactivate();
         g.connected(1, "a".into());
         g.identified(1, 7, false);
@@ -496,11 +568,81 @@ mod tests {
         g.identified(2, 8, false);
         g.acked(2, 180);
         assert_eq!(g.replicated().get(), 180);
+        assert_eq!(confirm.get(), 180, "consumers read what every member holds");
         // A learner never joins.
         g.connected(3, "c".into());
         g.identified(3, 9, true);
         g.acked(3, 200);
         assert!(g.expand_candidates(0).is_empty());
+    }
+
+    /// The failover that lost consumed messages: with sends that wait for no slave (RocketMQ's
+    /// default keys) or for fewer than all of them, consumers still read no further than the
+    /// slowest SyncStateSet member holds.
+    #[test]
+    fn in_controller_mode_consumers_stop_at_the_slowest_member_whatever_the_ack_mode() {
+        for mode in [AckMode::None, AckMode::Count(2), AckMode::AllInSync] {
+            let end = Arc::new(AtomicU64::new(1000));
+            let e = end.clone();
+            let g = AckGate::new(
+                AckPolicy {
+                    mode,
+                    min_in_sync_replicas: 1,
+                    max_gap_bytes: 1 << 30,
+                },
+                0,
+                4,
+                Box::new(move || e.load(Ordering::SeqCst)),
+            );
+            let confirm = Watermark::new("confirmed", 0, 1);
+            g.set_confirm_mark(confirm.clone());
+            let advanced = Arc::new(AtomicU64::new(0));
+            let seen = advanced.clone();
+            g.set_on_advance(Box::new(move |to| seen.store(to, Ordering::SeqCst)));
+            g.connected(1, "fast".into());
+            g.identified(1, 1, false);
+            g.connected(2, "stopped".into());
+            g.identified(2, 2, false);
+            g.acked(1, 1000);
+            g.acked(2, 400);
+            g.set_sync_state_set(&SyncStateView {
+                master_id: 0,
+                members: [0, 1, 2].into_iter().collect(),
+            });
+            assert_eq!(confirm.get(), 400, "{mode:?}: the slowest member bounds what consumers read");
+            assert_eq!(advanced.load(Ordering::SeqCst), 400, "{mode:?}: readers woken with the new end");
+            // The stopped member sends nothing while the master writes on.
+            end.store(5000, Ordering::SeqCst);
+            g.acked(1, 5000);
+            assert_eq!(confirm.get(), 400, "{mode:?}");
+            // It disconnects but stays in the set: nothing is known to be on it, nothing moves.
+            g.disconnected(2);
+            g.acked(1, 5000);
+            assert_eq!(confirm.get(), 400, "{mode:?}: a member not heard from holds the confirm offset");
+            // The set shrinks without it: the rest hold everything.
+            g.set_sync_state_set(&SyncStateView {
+                master_id: 0,
+                members: [0, 1].into_iter().collect(),
+            });
+            assert_eq!(confirm.get(), 5000, "{mode:?}");
+            // A rogue or duplicate connection naming a member cannot lift it past the member.
+            g.connected(3, "second".into());
+            g.identified(3, 1, false);
+            end.store(6000, Ordering::SeqCst);
+            g.acked(3, 6000);
+            assert_eq!(confirm.get(), 5000, "{mode:?}: the member's lower connection counts");
+        }
+    }
+
+    #[test]
+    fn confirm_offset_is_the_lowest_member_ack_or_none_while_one_is_unheard() {
+        let members: BTreeSet<u64> = [1, 2].into_iter().collect();
+        let acks: BTreeMap<u64, u64> = [(1, 70), (2, 40)].into_iter().collect();
+        assert_eq!(confirm_offset(100, &members, &acks), Some(40));
+        assert_eq!(confirm_offset(30, &members, &acks), Some(30), "never past the master's end");
+        let one: BTreeMap<u64, u64> = [(1, 70)].into_iter().collect();
+        assert_eq!(confirm_offset(100, &members, &one), None);
+        assert_eq!(confirm_offset(100, &BTreeSet::new(), &one), Some(100), "the master alone");
     }
 
     #[test]

@@ -4,15 +4,18 @@
 //! it, and the master turns those reports into the `replicated` watermark that SYNC_MASTER
 //! sends wait on.
 //!
+//! With a shared secret (`haSecret`) the HA port authenticates both ends first (`handshake.rs`).
+//!
 //! Owns: the HA wire format, the master's HA server, the slave's HA client and the ack gate.
 //! Must never: know what a request code means (the broker maps the gate's answers to RocketMQ's
 //! codes), or touch the commit log except through the store's replication calls.
 
 mod acks;
+pub mod handshake;
 mod master;
 mod slave;
 pub mod wire;
 
-pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset};
+pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset, confirm_offset};
 pub use master::{AutoSwitchMaster, HaMaster, MasterConfig};
 pub use slave::{AutoSwitchSlave, HaSlave, SlaveConfig, SlaveState};

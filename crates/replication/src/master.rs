@@ -75,7 +75,14 @@ pub struct MasterConfig {
     pub linger: Duration,
     /// `Some`: speak controller mode's protocol instead of the classic one.
     pub autoswitch: Option<AutoSwitchMaster>,
+    /// `Some`: a slave must prove it holds this secret before it is served (see
+    /// [`crate::handshake`]).
+    pub secret: Option<petrel_auth::PeerSecret>,
 }
+
+/// Connections whose handshake is in progress at once; more are closed as they arrive (each
+/// handshake ends within [`crate::handshake::HANDSHAKE_TIMEOUT`]).
+const MAX_PENDING_HANDSHAKES: usize = 8;
 
 struct Slave {
     id: u64,
@@ -112,6 +119,10 @@ struct Inner {
     stop: AtomicBool,
     /// Slaves are taken (a controller-mode broker that is not master takes none).
     accepting: AtomicBool,
+    /// Handshakes in progress.
+    pending: std::sync::atomic::AtomicUsize,
+    /// Peers refused (no or a wrong proof, too many handshakes at once), for metrics.
+    pub(crate) refused: AtomicU64,
 }
 
 /// A running HA server.
@@ -139,6 +150,8 @@ impl HaMaster {
             next_id: AtomicU64::new(1),
             stop: AtomicBool::new(false),
             accepting: AtomicBool::new(true),
+            pending: std::sync::atomic::AtomicUsize::new(0),
+            refused: AtomicU64::new(0),
         });
         let acceptor = {
             let inner = inner.clone();
@@ -169,6 +182,12 @@ impl HaMaster {
     #[must_use]
     pub fn gate(&self) -> &Arc<AckGate> {
         &self.inner.gate
+    }
+
+    /// Peers refused so far: no proof of `haSecret`, a wrong one, or too many at once.
+    #[must_use]
+    pub fn refused_peers(&self) -> u64 {
+        self.inner.refused.load(Ordering::Relaxed)
     }
 
     /// Whether slaves are taken: a controller-mode broker stops taking them (and drops those
@@ -221,10 +240,57 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
                 continue;
             }
         };
-        if let Err(e) = admit(inner, stream) {
+        let result = match &inner.config.secret {
+            None => admit(inner, stream),
+            Some(secret) => authenticate_then_admit(inner, stream, secret.clone()),
+        };
+        if let Err(e) = result {
             tracing::warn!(error = %e, "could not start serving a slave");
         }
     }
+}
+
+/// Runs the peer's handshake on a thread of its own (the acceptor goes on), then admits it.
+fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream, secret: petrel_auth::PeerSecret) -> std::io::Result<()> {
+    let addr = stream.peer_addr()?;
+    if inner.pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_HANDSHAKES {
+        inner.pending.fetch_sub(1, Ordering::AcqRel);
+        inner.refused.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(%addr, max = MAX_PENDING_HANDSHAKES, "refusing an HA peer: too many handshakes in progress");
+        return Ok(());
+    }
+    let worker = inner.clone();
+    let spawned = std::thread::Builder::new().name("ha-handshake".into()).spawn(move || {
+        let checked = handshake(&stream, &secret);
+        worker.pending.fetch_sub(1, Ordering::AcqRel);
+        match checked {
+            Ok(()) => {
+                if let Err(e) = admit(&worker, stream) {
+                    tracing::warn!(%addr, error = %e, "could not start serving a slave");
+                }
+            }
+            Err(why) => {
+                worker.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%addr, why, "refused an HA peer that did not prove it holds haSecret");
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        inner.pending.fetch_sub(1, Ordering::AcqRel);
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// The master's side of [`crate::handshake`], within its time bound.
+fn handshake(stream: &TcpStream, secret: &petrel_auth::PeerSecret) -> Result<(), String> {
+    let bound = Some(crate::handshake::HANDSHAKE_TIMEOUT);
+    stream.set_read_timeout(bound).map_err(|e| e.to_string())?;
+    stream.set_write_timeout(bound).map_err(|e| e.to_string())?;
+    let mut s = stream;
+    let mut first = [0u8; 8];
+    s.read_exact(&mut first).map_err(|e| format!("read: {e}"))?;
+    crate::handshake::accept(&mut s, secret, &first)
 }
 
 fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
@@ -298,6 +364,9 @@ fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) 
         if let Err(e) = stream.read_exact(&mut buf[..4]) {
             break read_error(inner, &e);
         }
+        if buf[..4] == crate::handshake::MAGIC[..4] {
+            break "the slave authenticates with haSecret, and this master has none".to_owned();
+        }
         let state = i32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
         let len = if state == crate::wire::autoswitch::STATE_HANDSHAKE {
             SLAVE_HANDSHAKE_BYTES
@@ -341,6 +410,9 @@ fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
     let why = loop {
         if let Err(e) = stream.read_exact(&mut buf) {
             break read_error(inner, &e);
+        }
+        if crate::handshake::opens_handshake(&buf) {
+            break "the slave authenticates with haSecret, and this master has none".to_owned();
         }
         let offset = match decode_report(buf) {
             Ok(o) => o,

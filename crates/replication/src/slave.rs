@@ -61,6 +61,9 @@ pub struct SlaveConfig {
     pub reconnect_interval: Duration,
     /// `Some`: speak controller mode's protocol instead of the classic one.
     pub autoswitch: Option<AutoSwitchSlave>,
+    /// `Some`: prove this secret to the master, and have it proven, before anything else (see
+    /// [`crate::handshake`]).
+    pub secret: Option<petrel_auth::PeerSecret>,
 }
 
 /// What the slave's client is doing, for metrics and runtime info.
@@ -194,8 +197,14 @@ fn connect(addr: &str, config: &SlaveConfig) -> Result<TcpStream, String> {
         .map_err(|e| format!("cannot resolve {addr}: {e}"))?
         .next()
         .ok_or_else(|| format!("{addr} resolves to nothing"))?;
-    let stream = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
+    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    if let Some(secret) = &config.secret {
+        let bound = Some(crate::handshake::HANDSHAKE_TIMEOUT);
+        stream.set_read_timeout(bound).map_err(|e| e.to_string())?;
+        stream.set_write_timeout(bound).map_err(|e| e.to_string())?;
+        crate::handshake::connect(&mut stream, secret).map_err(|e| format!("authenticating with haSecret: {e}"))?;
+    }
     // Short reads, so that heartbeats go out on time while no frame arrives.
     stream
         .set_read_timeout(Some(config.heartbeat_interval.min(STOP_LATENCY)))
@@ -262,26 +271,40 @@ fn session(
 
 /// Reads what the master sent (waiting at most the read timeout); errors on EOF, a failure, or
 /// silence past `haHousekeepingInterval`.
+///
+/// A read interrupted by a signal (EINTR: a socket with a receive timeout is not restarted
+/// after SIGSTOP and SIGCONT) is no failure: the bytes the kernel buffered meanwhile are still
+/// there. Silence is judged only after a read found nothing, so a process resumed after a long
+/// stop reads what waited for it before deciding that its master went quiet.
 fn read_more(
-    stream: &mut TcpStream,
+    stream: &mut impl Read,
     buf: &mut BytesMut,
     chunk: &mut [u8],
     last_read: &mut Instant,
     config: &SlaveConfig,
 ) -> Result<(), String> {
-    if last_read.elapsed() >= config.housekeeping_interval {
-        return Err(format!("nothing from the master for {:?}", config.housekeeping_interval));
-    }
     match stream.read(chunk) {
-        Ok(0) => Err("the master closed the connection".into()),
+        Ok(0) => return Err("the master closed the connection".into()),
         Ok(n) => {
             buf.extend_from_slice(&chunk[..n]);
             *last_read = Instant::now();
-            Ok(())
+            return Ok(());
         }
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => Ok(()),
-        Err(e) => Err(format!("read: {e}")),
+        Err(e) if is_harmless(&e) => {}
+        Err(e) => return Err(format!("read: {e}")),
     }
+    if last_read.elapsed() >= config.housekeeping_interval {
+        return Err(format!("nothing from the master for {:?}", config.housekeeping_interval));
+    }
+    Ok(())
+}
+
+/// A read that found nothing yet or was interrupted: try again.
+fn is_harmless(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut | std::io::ErrorKind::Interrupted
+    )
 }
 
 /// Controller mode, after the master's handshake: cuts this log back to where it agrees with
@@ -441,4 +464,87 @@ fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> SlaveConfig {
+        SlaveConfig {
+            heartbeat_interval: Duration::from_millis(100),
+            housekeeping_interval: Duration::from_millis(300),
+            max_frame_bytes: 1024,
+            reconnect_interval: Duration::from_millis(100),
+            autoswitch: None,
+            secret: None,
+        }
+    }
+
+    /// Reads that fail as a socket does: first a signal's interruption, then a timeout.
+    struct Interrupted(Vec<std::io::ErrorKind>);
+
+    impl Read for Interrupted {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            match self.0.pop() {
+                Some(kind) => Err(kind.into()),
+                None => Ok(0),
+            }
+        }
+    }
+
+    #[test]
+    fn an_interrupted_read_keeps_the_connection() {
+        let mut stream = Interrupted(vec![std::io::ErrorKind::TimedOut, std::io::ErrorKind::Interrupted]);
+        let (mut buf, mut chunk, mut last) = (BytesMut::new(), [0u8; 16], Instant::now());
+        assert_eq!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()), Ok(()));
+        assert_eq!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()), Ok(()));
+        assert!(
+            read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()).is_err(),
+            "EOF ends it"
+        );
+    }
+
+    /// A real socket with a receive timeout, its reading thread hit by a signal whose handler is
+    /// installed without SA_RESTART (what SIGSTOP and SIGCONT do to a blocked recv).
+    #[test]
+    fn a_signal_during_a_socket_read_is_not_a_failure() {
+        extern "C" fn nothing(_: libc::c_int) {}
+        // SAFETY: installs a handler that does nothing for SIGUSR2, which no other test uses.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = nothing as *const () as usize;
+            action.sa_flags = 0;
+            assert_eq!(libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut()), 0);
+        }
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let client = TcpStream::connect(listener.local_addr().expect("addr")).expect("connect");
+        let (mut server, _) = listener.accept().expect("accept");
+        client.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            // SAFETY: pthread_self has no preconditions.
+            tx.send(unsafe { libc::pthread_self() }).expect("send");
+            let mut stream = client;
+            let (mut buf, mut chunk, mut last) = (BytesMut::new(), [0u8; 16], Instant::now());
+            let cfg = SlaveConfig {
+                housekeeping_interval: Duration::from_secs(30),
+                ..config()
+            };
+            let first = read_more(&mut stream, &mut buf, &mut chunk, &mut last, &cfg);
+            let second = read_more(&mut stream, &mut buf, &mut chunk, &mut last, &cfg);
+            (first, second, buf)
+        });
+        let thread = rx.recv().expect("thread id");
+        // Until the reader is blocked in recv; a signal before that only makes the test weaker.
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: the thread is alive until it has read twice, which needs the bytes below.
+        assert_eq!(unsafe { libc::pthread_kill(thread, libc::SIGUSR2) }, 0);
+        std::thread::sleep(Duration::from_millis(100));
+        server.write_all(b"after").expect("write");
+        let (first, second, buf) = reader.join().expect("reader");
+        assert_eq!(first, Ok(()), "the interrupted read");
+        assert_eq!(second, Ok(()));
+        assert_eq!(&buf[..], b"after", "what was sent after the signal is read on the same connection");
+    }
 }

@@ -118,6 +118,11 @@ pub struct CommitLogConfig {
     /// Recovery cuts the log at a damaged record even when valid records follow it (which
     /// are then lost); by default it refuses to start instead (see `recovery.rs`).
     pub truncate_corruption: bool,
+    /// Every record below this offset is known to have reached the disk (a durable point
+    /// recorded outside the commit log: under SYNC_FLUSH, where readers read only what is
+    /// flushed, the dispatch checkpoint). Recovery never takes a bad record below it for a
+    /// torn tail, whatever zeros it holds: it is damage.
+    pub durable_below: u64,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
     #[doc(hidden)]
     pub inject_flush_failure: Option<Arc<AtomicBool>>,
@@ -148,6 +153,7 @@ impl CommitLogConfig {
             max_flush_waiters: 65_536,
             zero_fill_segments: false,
             truncate_corruption: false,
+            durable_below: 0,
             write_path: WritePath::Auto,
             max_staged_bytes: 64 << 20,
             inject_flush_failure: None,
@@ -565,7 +571,7 @@ impl CommitLog {
             config.segment_size_bytes > 2 * BLANK_BYTES,
             "segments must hold at least a record and a filler"
         );
-        std::fs::create_dir_all(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
+        crate::checkpoint::create_dir_durably(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
         let unclean = mark_running(&config.dir)?;
         crate::mapped_file::remove_partial_segments(&config.dir)?;
         let started = Instant::now();
@@ -841,6 +847,39 @@ impl CommitLog {
             return None;
         }
         Some(f(seg.slice(pos, size as usize)))
+    }
+
+    /// Why the readable bytes at `offset` cannot be a record: neither a record's header nor a
+    /// segment's filler starts there, or the size it claims does not fit its segment. `None`
+    /// when a record or a filler starts there, or when too little is readable to tell — a
+    /// record whose end is not readable yet (a confirm offset inside it) is no fault; the
+    /// reader waits for it.
+    #[must_use]
+    pub fn unreadable_reason(&self, offset: u64) -> Option<String> {
+        if offset + BLANK_BYTES > self.readable_end() {
+            return None;
+        }
+        let seg = self.shared.segment_at(offset)?;
+        let seg_size = self.shared.config.segment_size_bytes;
+        let pos = offset - seg.start_offset();
+        if pos + BLANK_BYTES > seg_size {
+            return None;
+        }
+        let head = seg.slice(pos as usize, 8);
+        let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
+        let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
+        if magic == BLANK_MAGIC_CODE {
+            return None;
+        }
+        if magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2 {
+            return Some(format!("no record starts at offset {offset} (magic code {magic:#010x})"));
+        }
+        if size <= 0 || pos + size as u64 > seg_size {
+            return Some(format!(
+                "the record at offset {offset} claims {size} bytes, which its segment cannot hold"
+            ));
+        }
+        None
     }
 
     /// The record starting at `offset`, if it lies below [`CommitLog::readable_end`].

@@ -37,6 +37,11 @@ pub enum StoreError {
     },
     #[error("queue {topic}:{queue_id} cannot take messages: its consume queue cannot be written ({reason}); other queues can")]
     QueueUnavailable { topic: String, queue_id: i32, reason: String },
+    #[error(
+        "store is not writable: dispatch is stuck at commit-log offset {offset} ({reason}) for {stuck_s} s; consumers see nothing \
+         past it, so nothing more is taken"
+    )]
+    DispatchStuck { offset: u64, reason: String, stuck_s: u64 },
     #[error("replicated bytes at offset {got} do not continue this log, which ends at {expected}")]
     ReplicaGap { expected: u64, got: u64 },
     #[error("store layout problem in {path}: {reason}")]

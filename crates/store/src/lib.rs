@@ -25,13 +25,15 @@ mod wakeup;
 mod watermark;
 mod writer;
 
+pub use checkpoint::create_dir_durably;
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
 pub use error::{Result, StoreError};
 pub use index::{INDEX_DIR, IndexConfig, MAX_WALK, key_hash};
 pub use message_store::{
-    Boundary, DispatchListener, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore, MessageStoreConfig, QueryResult,
+    Boundary, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore, MessageStoreConfig,
+    QueryResult,
 };
 pub use page_cache::{KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};
 pub use recovery::TORN_TAIL_ZERO_RUN_BYTES;

@@ -40,7 +40,14 @@ const DISPATCH_BUSY_POLL: Duration = Duration::from_micros(500);
 /// How long without new records before the dispatcher goes back to sleeping until woken.
 const DISPATCH_BUSY_WINDOW: Duration = Duration::from_millis(50);
 
+/// First and longest pause of a dispatcher stuck at a record it cannot read: it looks again,
+/// doubling the pause, rather than spinning on it.
+const DISPATCH_STALL_BACKOFF_MIN: Duration = Duration::from_millis(10);
+const DISPATCH_STALL_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
 const DISPATCH_CHECKPOINT_FILE: &str = "dispatch_checkpoint";
+/// Where the confirm offset stood at the last dispatch checkpoint (controller mode).
+const CONFIRM_CHECKPOINT_FILE: &str = "confirm_checkpoint";
 
 #[derive(Debug, Clone)]
 pub struct MessageStoreConfig {
@@ -200,6 +207,25 @@ struct Inner {
     cache: crate::page_cache::PageCacheStats,
     /// Written by the dispatcher, read by queries.
     index: Option<Mutex<Indexer>>,
+    /// Where the dispatcher is stuck, if it is: a record below the readable end that it cannot
+    /// read. Consumers see nothing past it, so appends are refused while it lasts.
+    stall: Mutex<Option<DispatchStall>>,
+    /// `stall.is_some()`, read on every append without taking the lock.
+    stalled: AtomicBool,
+    /// Passes of the dispatcher over the log (each looks for new records once).
+    dispatch_passes: AtomicU64,
+    /// The highest offset readers could reach before this start, as the dispatch and confirm
+    /// checkpoints recorded it.
+    readable_before: u64,
+}
+
+/// Where and why the dispatcher stopped.
+#[derive(Debug, Clone)]
+pub struct DispatchStall {
+    /// The commit-log offset of the record it cannot read.
+    pub offset: u64,
+    pub reason: String,
+    pub since: Instant,
 }
 
 struct Indexer {
@@ -228,15 +254,25 @@ pub struct MessageStore {
 }
 
 pub(crate) fn read_dispatch_checkpoint(root: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(root.join(DISPATCH_CHECKPOINT_FILE)).ok()?;
+    read_offset_file(root, DISPATCH_CHECKPOINT_FILE)
+}
+
+/// An offset file: `offset crc`; `None` when missing or damaged.
+fn read_offset_file(root: &Path, name: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(root.join(name)).ok()?;
     let (offset, crc) = text.trim().split_once(' ')?;
     (petrel_protocol::message::body_crc(offset.as_bytes()).to_string() == crc).then(|| offset.parse().ok())?
 }
 
 fn write_dispatch_checkpoint(root: &Path, offset: u64) -> Result<()> {
+    write_offset_file(root, DISPATCH_CHECKPOINT_FILE, offset)
+}
+
+/// Writes an offset file whole (temporary file, fsync, rename, directory fsync).
+fn write_offset_file(root: &Path, name: &str, offset: u64) -> Result<()> {
     let text = format!("{offset} {}\n", petrel_protocol::message::body_crc(offset.to_string().as_bytes()));
-    let tmp = root.join(format!("{DISPATCH_CHECKPOINT_FILE}.tmp"));
-    let path = root.join(DISPATCH_CHECKPOINT_FILE);
+    let tmp = root.join(format!("{name}.tmp"));
+    let path = root.join(name);
     std::fs::write(&tmp, text).map_err(|e| StoreError::io(&tmp, e))?;
     std::fs::File::open(&tmp)
         .and_then(|f| f.sync_data())
@@ -474,6 +510,11 @@ impl Inner {
         for q in queues {
             q.flush()?;
         }
+        // Before the dispatch point: the confirm offset is never below it, so the file never
+        // claims less was confirmed than consumers may have read.
+        if let Some(confirmed) = self.log.reader_gate() {
+            write_offset_file(&self.config.root, CONFIRM_CHECKPOINT_FILE, confirmed.max(at))?;
+        }
         write_dispatch_checkpoint(&self.config.root, at)
     }
 
@@ -497,27 +538,69 @@ impl Inner {
         self.wakeup.register_current();
         let mut last_record = Instant::now();
         let mut last_retry = Instant::now();
+        let mut backoff = DISPATCH_STALL_BACKOFF_MIN;
+        let mut stall_log =
+            crate::repeated::Repeated::new("dispatch is stuck: consumers see nothing past this record and appends are refused");
         while !self.stop.load(Ordering::Acquire) {
             if self.broken_count.load(Ordering::Acquire) > 0 && last_retry.elapsed() >= BROKEN_QUEUE_RETRY {
                 last_retry = Instant::now();
                 self.retry_broken_queues();
             }
-            match self.dispatch_available() {
+            let seen_end = self.log.readable_end();
+            self.dispatch_passes.fetch_add(1, Ordering::Relaxed);
+            let result = self.dispatch_available();
+            let at = self.dispatched.load(Ordering::Acquire);
+            // Readable bytes that are no record (or a record that does not decode): the same
+            // look would fail again at once, so back off instead of spinning on it.
+            let stuck = match &result {
+                Ok(0) if seen_end > at => self.log.unreadable_reason(at),
+                Err(e) => Some(e.to_string()),
+                Ok(_) => None,
+            };
+            if let Some(reason) = stuck {
+                self.set_stall(at, reason, &mut stall_log);
+                std::thread::sleep(backoff);
+                backoff = (backoff * 2).min(DISPATCH_STALL_BACKOFF_MAX);
+                continue;
+            }
+            if self.stalled.load(Ordering::Acquire) && (result.as_ref().is_ok_and(|n| *n > 0) || seen_end <= at) {
+                self.clear_stall(&mut stall_log);
+            }
+            backoff = DISPATCH_STALL_BACKOFF_MIN;
+            match result {
                 Ok(0) if last_record.elapsed() < DISPATCH_BUSY_WINDOW => std::thread::sleep(DISPATCH_BUSY_POLL),
+                // Nothing more, or a record whose end is not readable yet (a confirm offset
+                // inside it): sleep until the readable end moves past what this pass saw.
                 Ok(0) => self.wakeup.sleep_unless(DISPATCH_IDLE_SLEEP, || {
-                    self.stop.load(Ordering::Acquire) || self.log.readable_end() > self.dispatched.load(Ordering::Acquire)
+                    self.stop.load(Ordering::Acquire) || self.log.readable_end() > seen_end
                 }),
                 Ok(_) => {
                     last_record = Instant::now();
                     // Let a busy stream gather a batch rather than chase it record by record.
                     std::thread::sleep(DISPATCH_BUSY_POLL);
                 }
-                Err(e) => {
-                    tracing::error!(error = %e, "dispatch failed; retrying in 100 ms");
-                    std::thread::sleep(Duration::from_millis(100));
-                }
+                Err(_) => unreachable!("an error is a stall, handled above"),
             }
         }
+    }
+
+    fn set_stall(&self, offset: u64, reason: String, log: &mut crate::repeated::Repeated) {
+        log.failed(&format_args!("at commit-log offset {offset}: {reason}"));
+        let mut stall = self.stall.lock();
+        if stall.as_ref().is_none_or(|s| s.offset != offset) {
+            *stall = Some(DispatchStall {
+                offset,
+                reason,
+                since: Instant::now(),
+            });
+        }
+        self.stalled.store(true, Ordering::Release);
+    }
+
+    fn clear_stall(&self, log: &mut crate::repeated::Repeated) {
+        *self.stall.lock() = None;
+        self.stalled.store(false, Ordering::Release);
+        log.succeeded();
     }
 
     /// The maintenance thread: consume-queue flushes with the dispatch checkpoint, and
@@ -553,14 +636,31 @@ impl Inner {
 
 impl MessageStore {
     pub fn open(mut config: MessageStoreConfig) -> Result<MessageStore> {
-        std::fs::create_dir_all(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
+        crate::checkpoint::create_dir_durably(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
         config.commit_log.dir = config.root.join("commitlog");
-        let log = CommitLog::open(config.commit_log.clone())?;
+        let mut log_config = config.commit_log.clone();
+        if log_config.flush_mode == crate::commit_log::FlushMode::Sync {
+            // Readers read only flushed records under SYNC_FLUSH, so everything dispatched was
+            // on disk: recovery takes no bad record there for a torn tail.
+            log_config.durable_below = log_config.durable_below.max(read_dispatch_checkpoint(&config.root).unwrap_or(0));
+        }
+        let log = CommitLog::open(log_config)?;
         let end = log.max_offset();
         // Re-dispatch from the last recorded dispatch point (entries already there are skipped);
         // if recovery cut the log below it, from the new end.
         // Never below the oldest segment still there (retention may have removed the rest).
-        let from = read_dispatch_checkpoint(&config.root).unwrap_or(0).min(end).max(log.min_offset());
+        let recorded = read_dispatch_checkpoint(&config.root).unwrap_or(0);
+        let from = recorded.min(end).max(log.min_offset());
+        // What consumers may have read, and what was confirmed, before this start: a log that
+        // recovered to less lost records other replicas hold.
+        let readable_before = recorded.max(read_offset_file(&config.root, CONFIRM_CHECKPOINT_FILE).unwrap_or(0));
+        if readable_before > end {
+            tracing::warn!(
+                recovered_end = end,
+                readable_before,
+                "the commit log recovered to less than consumers could read before the restart"
+            );
+        }
         let index = match config.index {
             Some(index_config) => {
                 let mut index = KeyIndex::open(&config.root, index_config)?;
@@ -585,6 +685,10 @@ impl MessageStore {
             wakeup: Arc::new(Wakeup::default()),
             broken: Mutex::new(HashMap::new()),
             broken_count: AtomicU64::new(0),
+            stall: Mutex::new(None),
+            stalled: AtomicBool::new(false),
+            readable_before,
+            dispatch_passes: AtomicU64::new(0),
             cache: crate::page_cache::PageCacheStats::default(),
             config,
         });
@@ -659,8 +763,19 @@ impl MessageStore {
         self.inner.log.try_append_owned(records, topic, queue_id)
     }
 
-    /// Refuses a queue whose consume queue cannot be written (see [`MessageStore::queue_failure`]).
+    /// Refuses a queue whose consume queue cannot be written (see [`MessageStore::queue_failure`]),
+    /// and every append while the dispatcher is stuck (see [`MessageStore::dispatch_stall`]):
+    /// what is appended then reaches no consumer.
     fn check_queue(&self, topic: &str, queue_id: i32) -> Result<()> {
+        if self.inner.stalled.load(Ordering::Acquire)
+            && let Some(stall) = self.dispatch_stall()
+        {
+            return Err(StoreError::DispatchStuck {
+                offset: stall.offset,
+                reason: stall.reason,
+                stuck_s: stall.since.elapsed().as_secs(),
+            });
+        }
         match self.inner.queue_failure(topic, queue_id) {
             None => Ok(()),
             Some(reason) => Err(StoreError::QueueUnavailable {
@@ -669,6 +784,26 @@ impl MessageStore {
                 reason,
             }),
         }
+    }
+
+    /// Where the dispatcher is stuck, if it is (for metrics, runtime info and refusals).
+    #[must_use]
+    pub fn dispatch_stall(&self) -> Option<DispatchStall> {
+        self.inner.stall.lock().clone()
+    }
+
+    /// How far readers could read before this start (the last dispatch or confirm checkpoint,
+    /// whichever is higher). A recovered end below it means records that consumers may have
+    /// read, or that every replica of a set had confirmed, are gone from this log.
+    #[must_use]
+    pub fn readable_before_restart(&self) -> u64 {
+        self.inner.readable_before
+    }
+
+    /// Passes the dispatcher made over the log so far.
+    #[must_use]
+    pub fn dispatch_passes(&self) -> u64 {
+        self.inner.dispatch_passes.load(Ordering::Relaxed)
     }
 
     /// The page-cache budget's figures.

@@ -15,6 +15,10 @@
 //! before the sync's caller learns it finished (so before any acknowledgement it allows), and
 //! [`drop_unsynced_journaled`] applies the power failure from that journal after the kill.
 //!
+//! Directories are modelled too: one created while recording keeps its entry in its parent only
+//! once the parent is fsynced (`create_dir_durably` and `sync_dir` report both); a power failure
+//! removes a directory whose entry was never synced, and everything in it.
+//!
 //! Because the record is taken where the system calls are made, a flush that published its
 //! watermark without syncing, or a file written after its last sync, loses data here exactly
 //! as it would on a real machine. The model is conservative: a real sync writes a whole file.
@@ -36,6 +40,9 @@ static RECORDING: AtomicBool = AtomicBool::new(false);
 /// Every file handle's record since [`record_syncs`]; bounded by the files a test opens.
 static TRACKS: Mutex<Vec<(PathBuf, Arc<Marks>)>> = Mutex::new(Vec::new());
 
+/// Directories created since [`record_syncs`], and whether their parent has been fsynced since.
+static DIRS: Mutex<Vec<(PathBuf, bool)>> = Mutex::new(Vec::new());
+
 /// The journal of [`record_syncs_to`]; its lock also orders the changes it records.
 static JOURNAL: Mutex<Option<std::fs::File>> = Mutex::new(None);
 
@@ -55,6 +62,49 @@ pub fn record_syncs_to(journal: &Path) -> std::io::Result<()> {
     *JOURNAL.lock() = Some(file);
     record_syncs();
     Ok(())
+}
+
+/// A directory was created (its entry is in its parent's page cache only).
+pub(crate) fn dir_created(dir: &Path) {
+    if !RECORDING.load(Ordering::Acquire) {
+        return;
+    }
+    journal_line(&format!("D {}", dir.display()));
+    DIRS.lock().push((dir.to_path_buf(), false));
+}
+
+/// `dir` was fsynced: the entries of the directories created in it are durable.
+pub(crate) fn dir_synced(dir: &Path) {
+    if !RECORDING.load(Ordering::Acquire) {
+        return;
+    }
+    journal_line(&format!("S {}", dir.display()));
+    for (d, synced) in DIRS.lock().iter_mut() {
+        if d.parent() == Some(dir) {
+            *synced = true;
+        }
+    }
+}
+
+fn journal_line(line: &str) {
+    if let Some(file) = JOURNAL.lock().as_mut() {
+        file.write_all(format!("{line}\n").as_bytes())
+            .expect("the power-loss journal takes a line");
+    }
+}
+
+/// Removes every directory under `root` whose entry never reached the disk (innermost first,
+/// though removing an outer one takes the inner ones with it).
+fn drop_unsynced_dirs(dirs: Vec<(PathBuf, bool)>, root: &Path) -> std::io::Result<u64> {
+    let mut removed = 0;
+    for (dir, synced) in dirs.into_iter().rev() {
+        if synced || !dir.starts_with(root) || !dir.exists() {
+            continue;
+        }
+        std::fs::remove_dir_all(&dir)?;
+        removed += 1;
+    }
+    Ok(removed)
 }
 
 #[derive(Default)]
@@ -134,6 +184,8 @@ pub struct PowerLoss {
     pub pages_kept: u64,
     /// Pages past the synced point that did not.
     pub pages_lost: u64,
+    /// Directories whose entry in their parent was never synced, removed.
+    pub dirs_lost: u64,
 }
 
 /// A small deterministic generator (splitmix64), so that a failing seed can be replayed.
@@ -166,7 +218,15 @@ pub fn drop_unsynced(root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
         *e = (*e).min(at);
         false
     });
-    apply(first_unsynced, seed)
+    let dirs: Vec<(PathBuf, bool)> = {
+        let mut all = DIRS.lock();
+        let (mine, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|(d, _)| d.starts_with(root));
+        *all = rest;
+        mine
+    };
+    let mut loss = apply(first_unsynced, seed)?;
+    loss.dirs_lost = drop_unsynced_dirs(dirs, root)?;
+    Ok(loss)
 }
 
 /// [`drop_unsynced`] for a process that was killed: the record is read from the journal that
@@ -178,7 +238,20 @@ pub fn drop_unsynced(root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
 pub fn drop_unsynced_journaled(journal: &Path, root: &Path, seed: u64) -> std::io::Result<PowerLoss> {
     let text = std::fs::read_to_string(journal)?;
     let mut first_unsynced: HashMap<PathBuf, u64> = HashMap::new();
+    let mut dirs: Vec<(PathBuf, bool)> = Vec::new();
     for line in text.split_inclusive('\n').filter(|l| l.ends_with('\n')) {
+        if let Some(dir) = line.trim_end_matches('\n').strip_prefix("D ") {
+            dirs.push((PathBuf::from(dir), false));
+            continue;
+        }
+        if let Some(parent) = line.trim_end_matches('\n').strip_prefix("S ") {
+            for (d, synced) in &mut dirs {
+                if d.parent() == Some(Path::new(parent)) {
+                    *synced = true;
+                }
+            }
+            continue;
+        }
         let parsed = line
             .trim_end_matches('\n')
             .split_once(' ')
@@ -190,7 +263,9 @@ pub fn drop_unsynced_journaled(journal: &Path, root: &Path, seed: u64) -> std::i
             first_unsynced.insert(PathBuf::from(path), byte);
         }
     }
-    apply(first_unsynced, seed)
+    let mut loss = apply(first_unsynced, seed)?;
+    loss.dirs_lost = drop_unsynced_dirs(dirs, root)?;
+    Ok(loss)
 }
 
 /// Past each file's first unsynced byte, keeps or zeroes each page at random.

@@ -13,9 +13,12 @@
 //! there would throw away acknowledged messages: recovery stops with an error naming the
 //! segment and offset, unless the operator asked to truncate
 //! ([`CommitLogConfig::truncate_corruption`]). The test can be wrong both ways, rarely: a
-//! damaged record whose own bytes hold such a zero run (a body of zeros) is taken for a tear
-//! and cut; a tear that stopped fewer than 16 bytes before a sector's end, inside a record,
-//! is taken for damage and needs the operator.
+//! damaged record whose own bytes hold such a zero run (a body of zeros) looks like a tear; a
+//! tear that stopped fewer than 16 bytes before a sector's end, inside a record, is taken for
+//! damage and needs the operator. The first is ruled out below a durable point known from
+//! outside the log ([`CommitLogConfig::durable_below`]: what readers saw under SYNC_FLUSH was
+//! flushed, so nothing there can be torn): a bad record there is damage, zeros or not. Past
+//! it, a tear that discards valid records after it is logged as an error, naming them.
 //!
 //! Owns: deciding where the valid log ends. Must never: read before the checkpoint (recovery
 //! time must not grow with the log), keep bytes after a torn tail, or delete records that
@@ -132,8 +135,9 @@ pub(crate) fn recover(
         }
     }
     report.end_offset = offset;
-    if let Some(found) = find_valid_record_after(segments, size, offset)
-        && !tear_between(segments, size, offset, found)
+    let valid_after = find_valid_record_after(segments, size, offset);
+    if let Some(found) = valid_after
+        && (offset < config.durable_below || !tear_between(segments, size, offset, found))
     {
         let seg = seg_for(offset).map_or_else(|| config.dir.clone(), |s| s.path().to_path_buf());
         let reason = report
@@ -150,6 +154,14 @@ pub(crate) fn recover(
         }
         tracing::error!(segment = %seg.display(), offset, next_valid = found, %reason,
             "damaged record followed by valid ones: truncating because truncate_corruption is set");
+    } else if let Some(found) = valid_after {
+        tracing::error!(
+            offset,
+            next_valid = found,
+            durable_below = config.durable_below,
+            reason = ?report.stop_reason,
+            "a torn write past the last durable point: cutting it and the valid records written after it in the same unsynced window"
+        );
     }
     cut_tail(config, segments, offset, &mut report)?;
     Ok((queue_offsets, report))

@@ -337,3 +337,131 @@ fn a_tail_no_reader_saw_is_cut_and_the_queues_continue_from_the_cut() {
     assert_eq!(store.queue_offsets("T", 0), (0, 11));
     store.close().unwrap();
 }
+
+/// Readable bytes that are no record (here a replica's append of what a master never wrote):
+/// the dispatcher stops there and looks again with a growing pause instead of spinning, says
+/// where and why, and every append is refused while it lasts — consumers would see none of it.
+#[test]
+fn a_record_the_dispatcher_cannot_read_stops_it_without_spinning_and_refuses_appends() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+    // A confirm offset holds the dispatcher back while the record is damaged under it.
+    let gate = petrel_store::Watermark::new("confirmed", 0, 1);
+    store.commit_log().gate_readers_on(gate.clone());
+    let mut last = None;
+    for i in 0..3u64 {
+        last = Some(store.append(&mut tagged_record("T", 0, &body(i, 100), None), "T", 0).unwrap());
+    }
+    let bad_at = last.unwrap().physical_offset;
+    gate.advance(bad_at);
+    store.commit_log().wake_readers();
+    wait_until(|| store.dispatched_offset() == bad_at);
+    let segment = std::fs::File::options()
+        .write(true)
+        .open(dir.path().join("commitlog").join(format!("{:020}", 0)))
+        .unwrap();
+    segment.write_all_at(&[0xAB; 8], bad_at + 4).unwrap();
+    gate.advance(u64::MAX);
+    store.commit_log().wake_readers();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.dispatch_stall().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the dispatcher never reported the bad record");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let stall = store.dispatch_stall().unwrap();
+    assert_eq!(stall.offset, bad_at);
+    assert!(stall.reason.contains("no record starts"), "{}", stall.reason);
+    // A spinning dispatcher makes millions of passes a second; one backing off, a handful.
+    let before = store.dispatch_passes();
+    std::thread::sleep(Duration::from_secs(1));
+    let passes = store.dispatch_passes() - before;
+    assert!(passes <= 20, "{passes} passes in a second over the same bad record");
+    let e = store.append(&mut tagged_record("T", 0, b"more", None), "T", 0).unwrap_err();
+    assert!(
+        matches!(&e, petrel_store::StoreError::DispatchStuck { offset, .. } if *offset == bad_at),
+        "{e}"
+    );
+    // The two records before it stay readable.
+    assert_eq!(store.get_messages("T", 0, 0, 8, None).message_count, 2);
+    store.close().unwrap();
+}
+
+/// A confirm offset inside a record (a slave's ack ends mid-record, since frames are cut by
+/// size) is no fault: the dispatcher sleeps until the readable end moves, appends go on.
+#[test]
+fn a_readable_end_inside_a_record_is_waited_for_without_spinning() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+    let gate = petrel_store::Watermark::new("confirmed", 0, 1);
+    store.commit_log().gate_readers_on(gate.clone());
+    let first = store.append(&mut tagged_record("T", 0, &body(0, 300), None), "T", 0).unwrap();
+    store.append(&mut tagged_record("T", 0, &body(1, 300), None), "T", 0).unwrap();
+    gate.advance(first.end_offset() + 100);
+    store.commit_log().wake_readers();
+    wait_until(|| store.dispatched_offset() == first.end_offset());
+    // Past the short window in which a dispatcher that just found records polls for more.
+    std::thread::sleep(Duration::from_millis(200));
+    let before = store.dispatch_passes();
+    std::thread::sleep(Duration::from_secs(1));
+    let passes = store.dispatch_passes() - before;
+    assert!(passes <= 30, "{passes} passes in a second waiting for the rest of a record");
+    assert!(store.dispatch_stall().is_none(), "waiting is not being stuck");
+    store.append(&mut tagged_record("T", 0, b"still taken", None), "T", 0).unwrap();
+    gate.advance(u64::MAX);
+    store.commit_log().wake_readers();
+    wait_dispatched(&store);
+    assert_eq!(store.queue_offsets("T", 0), (0, 3));
+    store.close().unwrap();
+}
+
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// A flipped bit in a record of zeros holds a zero run up to a sector boundary, which alone
+/// looks like a torn write. Under SYNC_FLUSH every record the dispatcher had read was on disk,
+/// so a bad record below the dispatch point is damage: the store refuses to open (naming it)
+/// rather than cut it and every valid record after it.
+#[test]
+fn a_flipped_bit_in_a_record_of_zeros_below_the_dispatched_point_is_damage_not_a_tear() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), FlushMode::Sync)).unwrap();
+    let mut placed = Vec::new();
+    for i in 0..12u64 {
+        let a = store.append(&mut tagged_record("T", 0, &[0u8; 1500], None), "T", 0).unwrap();
+        placed.push((a.physical_offset, a.end_offset(), i));
+    }
+    wait_dispatched(&store);
+    store.close().unwrap();
+    // Recovery scans from its own checkpoint: without one it reads every record again.
+    std::fs::remove_file(dir.path().join("commitlog").join("checkpoint")).unwrap();
+    // A record in the middle, whose body of zeros spans a sector boundary: flip one bit.
+    let (start, end, _) = placed[5];
+    let boundary = (start / 512 + 2) * 512;
+    assert!(boundary + 64 < end, "the sector boundary lies inside the record's body");
+    let segment = std::fs::File::options()
+        .read(true)
+        .write(true)
+        .open(dir.path().join("commitlog").join(format!("{:020}", start - start % 8192)))
+        .unwrap();
+    segment.write_all_at(&[0x01], (boundary - 200) % 8192).unwrap();
+    let e = MessageStore::open(config(dir.path(), FlushMode::Sync))
+        .err()
+        .expect("damage refuses to open");
+    assert!(
+        matches!(&e, petrel_store::StoreError::Corrupt { offset, next_valid, .. } if *offset == start && *next_valid == placed[6].0),
+        "{e}"
+    );
+    // Nothing was cut: the operator can still restore the segment.
+    let mut c = config(dir.path(), FlushMode::Sync);
+    c.commit_log.truncate_corruption = true;
+    let store = MessageStore::open(c).unwrap();
+    assert_eq!(store.commit_log().max_offset(), start, "cut only because the operator asked");
+    store.close().unwrap();
+}

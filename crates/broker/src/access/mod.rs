@@ -8,10 +8,12 @@
 
 mod checks;
 
+pub(crate) use checks::{GET, PUB, SUB};
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use petrel_auth::{AuthError, AuthSettings, AuthStore, Credentials, Principal};
+use petrel_auth::{Action, AuthError, AuthSettings, AuthStore, Check, Credentials, Principal, Resource};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_remoting::{Connection, error};
@@ -19,6 +21,7 @@ use serde::Deserialize;
 
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
+use crate::services::TopicCheck;
 
 /// The broker's access control.
 pub struct Access {
@@ -34,6 +37,16 @@ pub struct Access {
 struct InitUser {
     username: String,
     password: String,
+}
+
+/// The resources and actions `request` names, by the access map (for the fuzzer: any request,
+/// any code, must get a rule's answer or a refusal, never a panic).
+///
+/// # Errors
+/// As the gate refuses: no rule, or a body that cannot be read.
+#[doc(hidden)]
+pub fn checks_for_fuzzing(request: &RemotingCommand, cluster: &str) -> Result<Vec<Check>, String> {
+    checks::checks_for(request, cluster)
 }
 
 /// Parses a comma-separated list of request codes (a whitelist).
@@ -101,16 +114,18 @@ impl Access {
             .auth_config_path
             .clone()
             .unwrap_or_else(|| PathBuf::from(&config.store_path_root_dir).join("config").join("auth"));
+        // Its entry in the config folder is durable before any user is written into it.
+        petrel_store::create_dir_durably(&dir).map_err(|e| BrokerError::Internal(format!("access control: {}: {e}", dir.display())))?;
         let store = AuthStore::open(&dir).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
         if let Some(json) = &config.init_authentication_user {
-            let (name, password) = parse_init_user(json).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+            let (name, password) = parse_init_user(json.expose()).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
             store
                 .ensure_super_user(&name, &password)
                 .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
         }
         let inner = match &config.inner_client_authentication_credentials {
             Some(json) => {
-                let c = parse_credentials(json).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+                let c = parse_credentials(json.expose()).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
                 store
                     .ensure_super_user(&c.access_key, &c.secret_key)
                     .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
@@ -207,6 +222,41 @@ impl Access {
                 Box::new(error(request, resp::NO_PERMISSION, e.to_string()))
             })?;
         Ok(principal)
+    }
+
+    /// Who sent a request the gate already let through: the user its `AccessKey` names (the
+    /// gate verified the signature), or nobody checked.
+    fn principal_of_admitted(&self, request: &RemotingCommand) -> Principal {
+        let name = request.ext(petrel_auth::ACCESS_KEY).map(str::to_owned);
+        match name {
+            Some(name) if self.settings.authentication_enabled && !self.settings.authentication_whitelist.contains(&request.code) => {
+                Principal::User(name)
+            }
+            other => Principal::Unchecked(other),
+        }
+    }
+
+    /// A check of a topic a handler finds while serving `request` (the topic of the record at
+    /// a commit-log offset, which the request's fields need not name truthfully), for the
+    /// sender of `request`, which the gate has let through. Everyone passes with authorization
+    /// off. A retry topic stands for its group.
+    #[must_use]
+    pub fn topic_check(self: &Arc<Self>, conn: &Connection, request: &RemotingCommand, actions: &'static [Action]) -> TopicCheck {
+        let principal = self.principal_of_admitted(request);
+        let (access, code, source) = (self.clone(), request.code, conn.peer().ip());
+        Arc::new(move |topic: &str| {
+            let checks = [Check {
+                resource: Resource::topic(topic),
+                actions,
+            }];
+            access
+                .store
+                .authorize(&access.settings, code, &principal, &checks, source)
+                .map_err(|e| {
+                    tracing::debug!(code, user = principal.name().unwrap_or("-"), %source, reason = %e, "found record refused");
+                    BrokerError::NoPermission(e.to_string())
+                })
+        })
     }
 
     fn refuse_authentication(&self, conn: &Arc<Connection>, request: &RemotingCommand, e: &AuthError) -> RemotingCommand {

@@ -230,6 +230,9 @@ async fn heartbeats(broker: Arc<Broker>, controllers: Arc<Controllers>, own_id: 
     let epochs = broker.replication.controlled().map(|c| c.epochs.clone());
     loop {
         tick.tick().await;
+        if broker.replication.controlled().is_some_and(|c| c.silent()) {
+            continue;
+        }
         let c = &broker.config;
         let header = BrokerHeartbeatRequestHeader {
             cluster_name: c.broker_cluster_name.clone(),

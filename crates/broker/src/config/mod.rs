@@ -19,7 +19,7 @@ use petrel_lock::LockKind;
 use petrel_remoting::{ConnectionLimits, ServerLimits};
 use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
 
-pub use value::{BrokerRole, ConfigValue, MetricsExporter, TlsMode, at_least, at_least_if_set, within};
+pub use value::{BrokerRole, ConfigValue, MetricsExporter, REDACTED, Secret, TlsMode, at_least, at_least_if_set, within};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -90,8 +90,10 @@ macro_rules! config_table {
             fn set_from_table(&mut self, key: &str, raw: &str) -> Result<bool, ConfigError> {
                 match key {
                     $($( $key => {
-                        let v: $ty = ConfigValue::parse(raw).ok_or_else(|| bad(key, raw, <$ty as ConfigValue>::EXPECTED))?;
-                        $( ($check)(&v).map_err(|why| bad(key, raw, why))?; )?
+                        // A secret's text never reaches an error message (which is logged).
+                        let shown = if <$ty as ConfigValue>::SECRET { value::REDACTED } else { raw };
+                        let v: $ty = ConfigValue::parse(raw).ok_or_else(|| bad(key, shown, <$ty as ConfigValue>::EXPECTED))?;
+                        $( ($check)(&v).map_err(|why| bad(key, shown, why))?; )?
                         self.$field = v;
                     } )*)*
                     _ => return Ok(false),
@@ -171,6 +173,8 @@ config_table! {
             "Petrel: what recovery does with a damaged commit-log record that has valid records after it (a flipped bit or a bad sector, not a torn tail). `false`: refuse to start, naming the segment and offset, so that an operator can restore the file; `true`: cut the log there, losing every record after it. A torn tail (a crash before the sync) is always cut."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
             "Petrel: SYNC_FLUSH sends waiting for the disk at once; a send beyond it is answered `SYSTEM_BUSY` (2) before anything is written."
+        "maxDurabilityWaitersPerClient" => max_durability_waiters_per_client: usize = 16_384, check at_least(1);
+            "Petrel: sends one client address may have in progress at once (stored and awaiting their flush or replicas), over all its connections; beyond it that client's send is answered `SYSTEM_BUSY` (2) and other clients keep their share of `maxDurabilityWaiters`."
         "storePoolThreads" => store_pool_threads: usize = 4, check within(1, 256);
             "Petrel: threads that run store work which may block (an append that must wait for a segment or a page fault, reads of cold data), so that it never runs on the network threads."
         "storePoolQueueCapacity" => store_pool_queue_capacity: usize = 10_000, check at_least(1);
@@ -183,6 +187,8 @@ config_table! {
             "A connection with no traffic either way and nothing in flight for this many seconds is closed (RocketMQ's key and default). Clients heartbeat every 30 s."
         "maxRequestsInFlightPerConnection" => max_requests_in_flight_per_connection: usize = 4096, check at_least(1);
             "Petrel: requests of one connection whose answers are pending (long polls, SYNC_FLUSH waits); at the bound the broker stops reading that connection until one completes, and other connections are unaffected."
+        "partialFrameBudgetBytes" => partial_frame_budget_bytes: usize = petrel_remoting::DEFAULT_PARTIAL_FRAME_BUDGET_BYTES, check at_least(1024);
+            "Petrel: bytes of unfinished request frames (sent in part, or not yet served) that all connections of the broker's ports and its embedded name server may hold together. A frame's buffer grows only with the bytes that arrive, whatever its length word claims; past this budget the connections whose unfinished frame has waited longest are closed until the rest fit. At least `frameMaxLength`."
         "maxQueuedBytesPerConnection" => max_queued_bytes_per_connection: usize = 16 << 20, check at_least(4096);
             "Petrel: bytes of answers waiting for one connection's socket; at the bound the broker stops reading that connection until the client reads."
         "shutdownDrainTimeoutMillis" => shutdown_drain_timeout_ms: u64 = 5000;
@@ -209,14 +215,16 @@ config_table! {
             "Replicas, the master included, that must hold a SYNC_MASTER send before it is answered. Petrel is stricter than RocketMQ 5 here: RocketMQ's default of 1 makes a SYNC_MASTER wait for no slave; Petrel's SYNC_MASTER always waits for at least one (`max(inSyncReplicas, 2)`), as RocketMQ 4 did and as its `2m-2s-sync` sample expects."
         "minInSyncReplicas" => min_in_sync_replicas: usize = 1, check at_least(1);
             "While fewer replicas than this (the master included) are in sync, a master refuses sends before writing them (`SYSTEM_ERROR`, \"in-sync replicas not enough\")."
-        "allAckInSyncStateSet" => all_ack_in_sync_state_set: bool = false;
-            "SYNC_MASTER sends wait for every slave in sync rather than for `inSyncReplicas`; with no slave in sync they wait for none (raise `minInSyncReplicas` to refuse instead)."
+        "allAckInSyncStateSet" => all_ack_in_sync_state_set: Option<bool> = None;
+            "`true`: sends wait for every slave in sync (in controller mode: every SyncStateSet member) rather than for `inSyncReplicas`; with no slave in sync they wait for none (raise `minInSyncReplicas` to refuse instead). Unset, in controller mode: as `true` unless `inSyncReplicas` is 2 or more — Petrel's default, stricter than RocketMQ 5's (whose controller-mode master waits for no slave unless told), so that a failover loses no acknowledged message; set `false` explicitly for RocketMQ's behaviour. Unset in classic mode: `false`. Whatever this says, in controller mode consumers read only what every SyncStateSet member holds."
         "totalReplicas" => total_replicas: usize = 1, check at_least(1);
             "Replicas in the broker set, the master included (informational; RocketMQ uses it with acting-master mode)."
         "syncFromLastFile" => sync_from_last_file: bool = false;
             "An empty slave receives only the master's newest segment (what RocketMQ's classic master always sends) instead of the master's whole log."
         "slaveReadEnable" => slave_read_enable: bool = false;
             "A slave serves pulls and tells consumers to stay (`suggestWhichBrokerId` = its id); otherwise it still answers but suggests the master."
+        "haSecret" => ha_secret: Option<Secret> = None, check |v: &Option<Secret>| v.as_ref().map_or(Ok(()), |s| petrel_auth::PeerSecret::new(s.expose()).map(drop));
+            "Petrel: a secret (16 bytes or more) every broker of the set shares. With it, master and slave prove to each other that they hold it (HMAC-SHA256 over fresh nonces) before a byte of RocketMQ's HA protocol: a peer that cannot is refused and logged, so it can neither ack for a SyncStateSet member nor take one of `haMaxSlaves` places, and a slave follows no impostor. Unset: the HA port speaks RocketMQ's protocol to anyone who connects (RocketMQ brokers can join; the port is unprotected — keep it on a trusted network, `bindAddress`). Shown masked."
         "haMaxSlaves" => ha_max_slaves: usize = 16, check within(1, 256);
             "Petrel: slaves a master serves at once; a further connection is closed as it arrives."
     }
@@ -251,6 +259,8 @@ config_table! {
             "A consumer group is created by its first heartbeat. `false`: only groups that exist already (from earlier heartbeats, persisted) may pull and commit offsets; others get `SUBSCRIPTION_GROUP_NOT_EXIST` (26)."
         "maxGroups" => max_groups: usize = 65_536, check at_least(16);
             "Petrel: consumer groups the broker remembers, and likewise producer groups; a heartbeat that would add one more group is answered with an error saying so."
+        "maxGroupsCreatedPerClient" => max_groups_created_per_client: usize = 1024, check at_least(1);
+            "Petrel: consumer groups the heartbeats from one client address may create (with `autoCreateSubscriptionGroup`), counted until the broker restarts; a heartbeat naming one more new group is answered with an error saying so, and the groups that exist are served as before. Keeps one client from filling `maxGroups` (and as many retry topics)."
         "longPollingEnable" => long_polling_enable: bool = true;
             "A pull that finds nothing waits for new messages up to its `suspendTimeoutMillis` (at most 25 s). `false`: it waits `shortPollingTimeMills`."
         "shortPollingTimeMills" => short_polling_time_ms: u64 = 1000;
@@ -261,6 +271,8 @@ config_table! {
             "SQL92 subscriptions (`MessageSelector.bySql`): checked by CHECK_CLIENT_CONFIG (an expression that does not compile gets `SUBSCRIPTION_PARSE_FAILED` (23) with the reason) and evaluated on each message's properties in the broker. `false`, RocketMQ's default: SQL92 subscriptions get `SYSTEM_ERROR` (1)."
         "maxLongPollWaiters" => max_long_poll_waiters: usize = 65_536, check at_least(1);
             "Petrel: pulls held waiting for messages at once; a pull beyond it is answered `SYSTEM_BUSY` (2) at once (the client pulls again after its back-off)."
+        "maxLongPollWaitersPerClient" => max_long_poll_waiters_per_client: usize = 16_384, check at_least(1);
+            "Petrel: pulls and pops that may wait for messages which one client address may have in progress at once, over all its connections; beyond it that client's pull is answered `SYSTEM_BUSY` (2) and other clients are served as before."
         "flushConsumerOffsetInterval" => flush_consumer_offset_interval_ms: u64 = 5000, check at_least(100);
             "Milliseconds between writes of `config/consumerOffset.json` (also written on shutdown)."
         "rebalanceLockMaxLiveTime" => rebalance_lock_max_live_time_ms: u64 = 60_000, check at_least(1000);
@@ -299,9 +311,9 @@ config_table! {
             "Request codes served without a signature, comma-separated (RocketMQ's key)."
         "authorizationWhitelist" => authorization_whitelist: String = String::new(), check |v: &String| crate::access::parse_codes(v).map(drop);
             "Request codes served without a policy check, comma-separated."
-        "initAuthenticationUser" => init_authentication_user: Option<String> = None, check |v: &Option<String>| v.as_deref().map_or(Ok(()), |j| crate::access::parse_init_user(j).map(drop));
+        "initAuthenticationUser" => init_authentication_user: Option<Secret> = None, check |v: &Option<Secret>| v.as_ref().map_or(Ok(()), |j| crate::access::parse_init_user(j.expose()).map(drop));
             "A super user created at start if no user of that name exists: `{\"username\":\"rocketmq\",\"password\":\"12345678\"}`."
-        "innerClientAuthenticationCredentials" => inner_client_authentication_credentials: Option<String> = None, check |v: &Option<String>| v.as_deref().map_or(Ok(()), |j| crate::access::parse_credentials(j).map(drop));
+        "innerClientAuthenticationCredentials" => inner_client_authentication_credentials: Option<Secret> = None, check |v: &Option<Secret>| v.as_ref().map_or(Ok(()), |j| crate::access::parse_credentials(j.expose()).map(drop));
             "The credentials this broker signs its own requests with (registration with external name servers, a slave's copying of its master's metadata), `{\"accessKey\":\"...\",\"secretKey\":\"...\"}`; created as a super user at start if missing, as in RocketMQ."
         "authConfigPath" => auth_config_path: Option<PathBuf> = None;
             "Directory of `users.json` and `acls.json` (written on every change, mode 0600). Default: `storePathRootDir/config/auth`."
@@ -425,10 +437,12 @@ impl BrokerConfig {
         store
     }
 
-    /// The broker's server bounds.
+    /// The broker's server bounds, with a new unfinished-frame budget: give clones of one
+    /// value to every server that shares it.
     #[must_use]
     pub fn server_limits(&self) -> ServerLimits {
         ServerLimits {
+            partial_frames: petrel_remoting::FrameBudget::new(self.partial_frame_budget_bytes.max(1)),
             max_connections: self.max_connections,
             connection: ConnectionLimits {
                 max_frame_bytes: self.max_frame_bytes,

@@ -14,6 +14,9 @@ use petrel_store::FlushMode;
 pub trait ConfigValue: Sized {
     /// What a valid value looks like, for the error message.
     const EXPECTED: &'static str;
+    /// The value is a secret: rendered (in GET_BROKER_CONFIG's answer, errors and logs) as
+    /// [`REDACTED`], never as itself.
+    const SECRET: bool = false;
     fn parse(raw: &str) -> Option<Self>;
     fn render(&self) -> String;
 }
@@ -83,9 +86,49 @@ impl ConfigValue for IpAddr {
     }
 }
 
+/// What a secret is shown as.
+pub const REDACTED: &str = "******";
+
+/// A password, a key or credentials: kept as given, shown only as [`REDACTED`] — by
+/// GET_BROKER_CONFIG, by `Debug` (so in every log line that prints a configuration) and in the
+/// error a bad value gets. [`Secret::expose`] is the one way to the text.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    #[must_use]
+    pub fn new(text: impl Into<String>) -> Secret {
+        Secret(text.into())
+    }
+
+    /// The secret itself, for the code that uses it (never for display).
+    #[must_use]
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
+impl ConfigValue for Secret {
+    const EXPECTED: &'static str = "a secret";
+    const SECRET: bool = true;
+    fn parse(raw: &str) -> Option<Self> {
+        Some(Secret(raw.to_owned()))
+    }
+    fn render(&self) -> String {
+        REDACTED.to_owned()
+    }
+}
+
 /// Optional values: an empty value means "not set".
 impl<T: ConfigValue> ConfigValue for Option<T> {
     const EXPECTED: &'static str = T::EXPECTED;
+    const SECRET: bool = T::SECRET;
     fn parse(raw: &str) -> Option<Self> {
         if raw.is_empty() { Some(None) } else { T::parse(raw).map(Some) }
     }
@@ -250,5 +293,15 @@ mod tests {
         assert_eq!(LockKind::Adaptive.render(), "abs");
         assert_eq!(within(10u64, 95)(&96).unwrap_err(), "must be between 10 and 95");
         assert!(at_least(1usize)(&1).is_ok());
+    }
+
+    #[test]
+    fn a_secret_is_never_shown() {
+        let s = <Option<Secret>>::parse(r#"{"username":"root","password":"hunter2"}"#).unwrap();
+        assert_eq!(s.render(), REDACTED);
+        assert!(!format!("{s:?}").contains("hunter2"));
+        assert_eq!(s.as_ref().map(Secret::expose), Some(r#"{"username":"root","password":"hunter2"}"#));
+        assert_eq!(<Option<Secret>>::parse("").unwrap().render(), "", "unset shows as unset");
+        const { assert!(<Option<Secret>>::SECRET && !<Option<String>>::SECRET) };
     }
 }

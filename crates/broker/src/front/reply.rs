@@ -32,7 +32,9 @@ pub fn code_of(e: &BrokerError) -> i32 {
         BrokerError::Busy(_) => resp::SYSTEM_BUSY,
         BrokerError::Unavailable(_) => resp::SERVICE_NOT_AVAILABLE,
         BrokerError::Store(s) => match s {
-            StoreError::DiskFull { .. } | StoreError::NotWritable(_) | StoreError::FlushFailed(_) => resp::SERVICE_NOT_AVAILABLE,
+            StoreError::DiskFull { .. } | StoreError::NotWritable(_) | StoreError::FlushFailed(_) | StoreError::DispatchStuck { .. } => {
+                resp::SERVICE_NOT_AVAILABLE
+            }
             StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
             StoreError::ReplicaGap { .. } => resp::SYSTEM_ERROR,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,

@@ -232,9 +232,17 @@ impl AdminService {
         Ok(self.pool.run(move || store.delete_topic(&topic))?.await??)
     }
 
-    pub async fn view_message(&self, offset: i64) -> Result<Vec<u8>, BrokerError> {
+    /// The stored record at `offset`, if the caller may read its topic.
+    ///
+    /// # Errors
+    /// No record starts there, the store pool is full, or `may_read` refuses its topic.
+    pub async fn view_message(&self, offset: i64, may_read: super::TopicCheck) -> Result<Vec<u8>, BrokerError> {
         let found = super::record_at(&self.store, &self.pool, offset).await?;
-        found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))
+        let record = found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))?;
+        let (message, _) = petrel_protocol::message::MessageExt::decode(&record)
+            .map_err(|e| BrokerError::Internal(format!("the record at {offset} does not decode: {e}")))?;
+        may_read(&message.topic)?;
+        Ok(record)
     }
 
     /// The runtime information table (`GET_BROKER_RUNTIME_INFO`): the keys mqadmin reads, and
@@ -312,6 +320,17 @@ impl AdminService {
             "dispatchBehindBytes",
             log.max_offset().saturating_sub(self.store.dispatched_offset()).to_string(),
         );
+        if let Some(stall) = self.store.dispatch_stall() {
+            put(
+                "dispatchStuck",
+                format!(
+                    "at offset {} for {} s: {}",
+                    stall.offset,
+                    stall.since.elapsed().as_secs(),
+                    stall.reason
+                ),
+            );
+        }
         put(
             "remainHowManyDataToFlush",
             format!("{} B", log.max_offset().saturating_sub(log.flushed_offset())),
@@ -400,10 +419,25 @@ mod tests {
         assert_eq!(info["msgPutTotalTodayNow"], "3");
         assert!(info["earliestMessageTimeStamp"].parse::<i64>().unwrap() > 0);
         assert!(info.contains_key("putMessageLockKind"), "{info:?}");
-        let first = admin.view_message(0).await.unwrap();
+        let first = admin.view_message(0, crate::services::any_topic()).await.unwrap();
         let (m, _) = petrel_protocol::MessageExt::decode(&first).unwrap();
         assert_eq!(m.topic, "StatsTopic");
-        assert!(admin.view_message(1).await.is_err(), "no record starts at offset 1");
+        assert!(
+            admin.view_message(1, crate::services::any_topic()).await.is_err(),
+            "no record starts at offset 1"
+        );
+        let only_other: crate::services::TopicCheck = std::sync::Arc::new(|topic: &str| {
+            if topic == "Other" {
+                Ok(())
+            } else {
+                Err(BrokerError::NoPermission(format!("not {topic}")))
+            }
+        });
+        let e = admin.view_message(0, only_other).await.unwrap_err();
+        assert!(
+            matches!(&e, BrokerError::NoPermission(why) if why == "not StatsTopic"),
+            "the record's own topic is checked: {e}"
+        );
         t.stop().await;
     }
 
@@ -421,10 +455,13 @@ mod tests {
         // Near the end of the first segment (in the filler, or in the last record), mid-record,
         // past the end, negative: every one an error answer, none a panic.
         for offset in [segment - 1, segment - 4, segment - 8, segment - 100, segment + 17, i64::MAX, -5] {
-            let err = admin.view_message(offset).await.unwrap_err();
+            let err = admin.view_message(offset, crate::services::any_topic()).await.unwrap_err();
             assert!(err.to_string().contains("can not find message"), "offset {offset}: {err}");
         }
-        assert!(admin.view_message(segment).await.is_ok(), "the second segment's first record");
+        assert!(
+            admin.view_message(segment, crate::services::any_topic()).await.is_ok(),
+            "the second segment's first record"
+        );
         t.stop().await;
     }
 }

@@ -110,7 +110,11 @@ impl GroupConfig {
         }
     }
 
-    fn validate(&self) -> Result<(), BrokerError> {
+    /// Checks the settings: the name, the retry queues and the retry count.
+    ///
+    /// # Errors
+    /// `InvalidParameter` naming the setting.
+    pub fn validate(&self) -> Result<(), BrokerError> {
         validate_group_name(&self.group_name)?;
         if !(1..=MAX_RETRY_QUEUE_NUMS).contains(&self.retry_queue_nums) {
             return Err(BrokerError::InvalidParameter(format!(
@@ -166,6 +170,8 @@ pub struct GroupService {
     persist: Arc<Coalesced>,
     max_groups: usize,
     auto_create: bool,
+    /// Groups each client's heartbeats created (`maxGroupsCreatedPerClient`).
+    created: crate::quota::Allowance,
 }
 
 /// Tells each channel that `group`'s membership changed.
@@ -221,7 +227,15 @@ impl GroupService {
             persist: Coalesced::new("subscriptionGroup.json"),
             max_groups,
             auto_create,
+            created: crate::quota::Allowance::new("consumer groups", usize::MAX),
         })
+    }
+
+    /// Bounds the groups one client's heartbeats may create.
+    #[must_use]
+    pub fn with_created_per_client(mut self, per_client: usize) -> GroupService {
+        self.created = crate::quota::Allowance::new("consumer groups", per_client);
+        self
     }
 
     /// The background writer and its job.
@@ -361,8 +375,8 @@ impl GroupService {
         }
     }
 
-    /// Makes `group` known (its first heartbeat).
-    fn learn(&self, group: &str) -> Result<(), BrokerError> {
+    /// Makes `group` known (its first heartbeat, from `client`).
+    fn learn(&self, group: &str, client: std::net::IpAddr) -> Result<(), BrokerError> {
         if self.is_known(group) {
             return Ok(());
         }
@@ -381,6 +395,7 @@ impl GroupService {
                 self.max_groups
             )));
         }
+        self.created.spend(Some(client))?;
         known.insert(group.to_owned(), GroupConfig::new(group));
         drop(known);
         self.persist.request();
@@ -396,7 +411,7 @@ impl GroupService {
     pub fn register_consumer(&self, channel: ClientChannel, data: &ConsumerData) -> Result<bool, BrokerError> {
         validate_group_name(&data.group_name)?;
         check_subscriptions(data)?;
-        self.learn(&data.group_name)?;
+        self.learn(&data.group_name, channel.handle.peer().ip())?;
         let group = data.group_name.clone();
         let notifies = self.notifies(&group);
         let (changed, notify) = {

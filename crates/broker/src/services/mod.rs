@@ -26,6 +26,17 @@ pub(crate) mod testing;
 
 pub use crate::error::BrokerError;
 
+/// Whether the caller may act on a topic a service finds while serving it (the topic of the
+/// record at a commit-log offset, which the request's own fields need not name truthfully):
+/// the front end's access control decides; `Err` is the refusal.
+pub type TopicCheck = std::sync::Arc<dyn Fn(&str) -> Result<(), BrokerError> + Send + Sync>;
+
+/// A [`TopicCheck`] that lets everything through (the broker's own work, tests).
+#[must_use]
+pub fn any_topic() -> TopicCheck {
+    std::sync::Arc::new(|_: &str| Ok(()))
+}
+
 /// A connected client as the services see it: something to tell that its group changed.
 pub trait ClientHandle: Send + Sync {
     /// Unique per connection within this process.

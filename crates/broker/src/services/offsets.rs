@@ -21,7 +21,7 @@ use super::groups::GroupService;
 use crate::persist::{read_if_exists, write_atomically};
 use crate::store_pool::StorePool;
 
-#[derive(Default, Serialize, Deserialize)]
+#[derive(Default, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct OffsetFile {
     /// "topic@group" -> queue id -> offset
@@ -107,7 +107,9 @@ impl OffsetTable {
     /// The table as `config/consumerOffset.json` holds it (GET_ALL_CONSUMER_OFFSET's answer).
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
-        serde_json::to_vec(&*self.committed.read()).unwrap_or_default()
+        // Copied under the lock, written out after: commits wait for a copy, not for JSON.
+        let snapshot = self.committed.read().clone();
+        serde_json::to_vec(&snapshot).unwrap_or_default()
     }
 
     /// A slave takes its master's committed offsets, entry by entry over its own (RocketMQ's

@@ -6,6 +6,10 @@
 //! - `raft-vote`, `raft-meta` (purged and committed log ids): JSON written to a temporary file,
 //!   synced, renamed over the old one, and the directory synced.
 //!
+//! Every write and sync runs on tokio's blocking pool: openraft's core awaits them, but no
+//! runtime worker waits for the disk (a slow fsync would otherwise stall every task on that
+//! worker — the brokers' heartbeats and Raft's own timers among them).
+//!
 //! A crash can tear only the last record of `raft-log` (appends are the only in-place writes);
 //! opening drops a torn tail, which Raft allows because an entry counts as stored only after
 //! the sync that covered it. Truncation and purging rewrite the file through a rename: the
@@ -177,6 +181,18 @@ fn write_err(e: io::Error) -> StorageError<u64> {
     StorageIOError::write_logs(&e).into()
 }
 
+/// Runs `work` on the inner state on tokio's blocking pool (see the module's header).
+async fn off_runtime<T: Send + 'static>(inner: &Arc<Mutex<Inner>>, work: impl FnOnce(&mut Inner) -> T + Send + 'static) -> io::Result<T> {
+    let inner = Arc::clone(inner);
+    tokio::task::spawn_blocking(move || {
+        #[cfg(test)]
+        tests::note_disk_thread();
+        work(&mut inner.lock())
+    })
+    .await
+    .map_err(|e| io::Error::other(format!("the raft log's disk task failed: {e}")))
+}
+
 impl RaftLogReader<TypeConfig> for LogStore {
     async fn try_get_log_entries<RB: RangeBounds<u64> + Clone + Debug + OptionalSend>(
         &mut self,
@@ -204,11 +220,16 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
-        let mut inner = self.inner.lock();
         let bytes = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
-        replace_file(&inner.dir.join(VOTE_FILE), &bytes).map_err(|e| StorageIOError::write_vote(&e))?;
-        inner.vote = Some(*vote);
-        Ok(())
+        let vote = *vote;
+        off_runtime(&self.inner, move |inner| {
+            replace_file(&inner.dir.join(VOTE_FILE), &bytes)?;
+            inner.vote = Some(vote);
+            Ok(())
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(|e| StorageIOError::write_vote(&e).into())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError<u64>> {
@@ -216,9 +237,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError<u64>> {
-        let mut inner = self.inner.lock();
-        inner.meta.committed = committed;
-        inner.save_meta().map_err(write_err)
+        off_runtime(&self.inner, move |inner| {
+            inner.meta.committed = committed;
+            inner.save_meta()
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
@@ -230,42 +255,94 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + OptionalSend,
         I::IntoIter: OptionalSend,
     {
-        let mut inner = self.inner.lock();
         let mut bytes = Vec::new();
         let mut added = Vec::new();
         for entry in entries {
             encode_record(&entry, &mut bytes).map_err(write_err)?;
             added.push(entry);
         }
-        let written = inner.log.write_all(&bytes).and_then(|()| inner.log.sync_data());
+        let written = off_runtime(&self.inner, move |inner| {
+            inner.log.write_all(&bytes).and_then(|()| inner.log.sync_data())?;
+            for entry in added {
+                if let Some(last) = inner.entries.keys().next_back() {
+                    assert_eq!(*last + 1, entry.log_id.index, "raft log appends are contiguous");
+                }
+                inner.entries.insert(entry.log_id.index, entry);
+            }
+            Ok(())
+        })
+        .await
+        .and_then(|r| r);
         if let Err(e) = &written {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(write_err(io::Error::new(e.kind(), e.to_string())));
-        }
-        for entry in added {
-            if let Some(last) = inner.entries.keys().next_back() {
-                assert_eq!(*last + 1, entry.log_id.index, "raft log appends are contiguous");
-            }
-            inner.entries.insert(entry.log_id.index, entry);
         }
         callback.log_io_completed(Ok(()));
         Ok(())
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
-        let mut inner = self.inner.lock();
-        let _ = inner.entries.split_off(&log_id.index);
-        inner.rewrite_log().map_err(write_err)
+        off_runtime(&self.inner, move |inner| {
+            let _ = inner.entries.split_off(&log_id.index);
+            inner.rewrite_log()
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(write_err)
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
-        let mut inner = self.inner.lock();
-        assert!(inner.meta.last_purged.is_none_or(|p| p <= log_id), "purging never goes back");
-        // The purge point is recorded first: a crash between the two writes leaves purged
-        // entries in the file, which opening skips.
-        inner.meta.last_purged = Some(log_id);
-        inner.save_meta().map_err(write_err)?;
-        inner.entries = inner.entries.split_off(&(log_id.index + 1));
-        inner.rewrite_log().map_err(write_err)
+        off_runtime(&self.inner, move |inner| {
+            assert!(inner.meta.last_purged.is_none_or(|p| p <= log_id), "purging never goes back");
+            // The purge point is recorded first: a crash between the two writes leaves purged
+            // entries in the file, which opening skips.
+            inner.meta.last_purged = Some(log_id);
+            inner.save_meta()?;
+            inner.entries = inner.entries.split_off(&(log_id.index + 1));
+            inner.rewrite_log()
+        })
+        .await
+        .and_then(|r| r)
+        .map_err(write_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    thread_local! {
+        static DISK_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    static DISK_THREADS: Mutex<Vec<std::thread::ThreadId>> = Mutex::new(Vec::new());
+
+    /// Called where the disk work runs.
+    pub(super) fn note_disk_thread() {
+        DISK_THREAD.with(|d| d.set(true));
+        DISK_THREADS.lock().push(std::thread::current().id());
+    }
+
+    /// Every write and sync of the log runs off the thread that drives openraft (here the
+    /// current-thread runtime's only thread), so a slow disk stalls no task on it.
+    #[test]
+    fn writes_and_syncs_run_off_the_runtime_thread() {
+        let dir = tempfile::tempdir().expect("dir");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let runtime_thread = std::thread::current().id();
+        runtime.block_on(async {
+            let mut store = LogStore::open(dir.path()).expect("open");
+            let vote = Vote::new(3, 1);
+            store.save_vote(&vote).await.expect("vote");
+            store.save_committed(None).await.expect("committed");
+            assert_eq!(store.read_vote().await.expect("read"), Some(vote));
+        });
+        let threads = DISK_THREADS.lock().clone();
+        assert!(threads.len() >= 2, "the disk work was noted: {threads:?}");
+        assert!(
+            threads.iter().all(|t| *t != runtime_thread),
+            "a write or sync ran on the runtime's thread"
+        );
+        assert!(!DISK_THREAD.with(std::cell::Cell::get), "and never on this one");
     }
 }

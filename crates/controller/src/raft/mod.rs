@@ -1,6 +1,7 @@
 //! The controller's Raft, on openraft: the type configuration, the log and state machine
 //! storage, and the networks that carry Raft's messages.
 
+mod auth;
 mod log_store;
 mod network;
 mod state_machine;
@@ -12,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::state::{Command, Outcome, Refused};
 
+pub use auth::{RaftGate, is_raft_message};
 pub use log_store::{LogStore, MAX_RECORD_BYTES};
 pub use network::{Router, RouterNetwork};
 pub use state_machine::{Applied, StateMachine};

@@ -31,6 +31,19 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 #[derive(Clone, Default)]
 pub struct TcpNetwork {
     connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
+    /// Proved on every new connection (`controllerRaftSecret`).
+    secret: Option<petrel_auth::PeerSecret>,
+}
+
+impl TcpNetwork {
+    /// A network whose connections first prove `secret` (none: they prove nothing).
+    #[must_use]
+    pub fn with_secret(secret: Option<petrel_auth::PeerSecret>) -> TcpNetwork {
+        TcpNetwork {
+            connections: Arc::default(),
+            secret,
+        }
+    }
 }
 
 impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
@@ -41,6 +54,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             target,
             addr: node.addr.clone(),
             connections: Arc::clone(&self.connections),
+            secret: self.secret.clone(),
         }
     }
 }
@@ -50,6 +64,7 @@ pub struct TcpPeer {
     target: u64,
     addr: String,
     connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
+    secret: Option<petrel_auth::PeerSecret>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
@@ -92,6 +107,14 @@ impl TcpPeer {
         let opened = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
             .await
             .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        if let Some(secret) = &self.secret
+            && let Err(why) = super::auth::authenticate(&opened, secret).await
+        {
+            opened.shutdown();
+            tracing::warn!(peer = self.target, addr = %self.addr, why, "a peer controller did not prove controllerRaftSecret");
+            let e = std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
+            return Err(RPCError::Unreachable(Unreachable::new(&e)));
+        }
         let mut connections = self.connections.lock();
         if let Some(c) = connections.get(&self.addr).filter(|c| !c.is_closed()) {
             // Another client connected meanwhile: keep one connection per peer.

@@ -65,6 +65,13 @@ pub fn render(controller: &Controller) -> String {
         "Raft id of the leader this controller knows of, -1 for none",
         node.leader().map_or(-1, as_gauge),
     );
+    let refused = AtomicU64::new(controller.raft_gate.refused());
+    counter(
+        &mut registry,
+        "petrel_controller_raft_refused",
+        "Raft messages and authentication exchanges refused because the peer did not prove controllerRaftSecret",
+        &refused,
+    );
     let now = Instant::now();
     let live = controller.live.lock().values().filter(|hb| hb.alive_at(now)).count();
     gauge(

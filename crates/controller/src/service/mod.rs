@@ -28,7 +28,7 @@ use petrel_remoting::{Connection, Handler, Reply, error};
 
 use crate::config::ControllerConfig;
 use crate::node::{ControllerNode, ProposeError};
-use crate::raft::serve_raft;
+use crate::raft::{RaftGate, is_raft_message, serve_raft};
 use crate::state::{Candidate, Command, Outcome, Refused};
 
 pub use heartbeat::{Heartbeat, MAX_LIVE_BROKERS};
@@ -80,17 +80,20 @@ pub struct Controller {
     counters: ControllerCounters,
     /// Wakes the dead-master scan before its next tick (a broker's connection closed).
     wake_scan: tokio::sync::Notify,
+    /// Which connections may send Raft messages (`controllerRaftSecret`).
+    raft_gate: RaftGate,
 }
 
 impl Controller {
     pub fn new(node: ControllerNode, config: ControllerConfig) -> Arc<Controller> {
         Arc::new(Controller {
             node,
-            config,
             live: Mutex::new(BTreeMap::new()),
             leading_since: Mutex::new(None),
             counters: ControllerCounters::default(),
             wake_scan: tokio::sync::Notify::new(),
+            raft_gate: RaftGate::new(config.raft_secret.clone()),
+            config,
         })
     }
 
@@ -195,10 +198,17 @@ pub struct ControllerHandler(pub Arc<Controller>);
 
 impl Handler for ControllerHandler {
     fn on_close(&self, conn: &Arc<Connection>) {
+        self.0.raft_gate.closed(conn);
         heartbeat::connection_closed(&self.0, conn.id());
     }
 
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+        if let Some(answer) = self.0.raft_gate.serve(conn, &request) {
+            return Reply::Now(answer);
+        }
+        if is_raft_message(request.code) && !self.0.raft_gate.admits(conn) {
+            return Reply::Now(self.0.raft_gate.refuse(conn, &request));
+        }
         if let Some(deferred) = serve_raft(self.0.node.raft(), &request) {
             return Reply::Later(deferred);
         }

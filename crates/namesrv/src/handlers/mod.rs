@@ -67,7 +67,7 @@ impl NameServer {
 impl Handler for NameServer {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
         if let Some(access) = self.access.get()
-            && let Err(refusal) = access.admit(conn, &request)
+            && let Err(refusal) = access.admit(conn, &request, &self.routes.read())
         {
             return if request.is_oneway() { Reply::None } else { Reply::Now(*refusal) };
         }

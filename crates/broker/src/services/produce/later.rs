@@ -12,10 +12,13 @@ use crate::services::timer::{ROLLED_QUEUE, TIMER_TOPIC};
 use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
 
 /// CONSUMER_SEND_MSG_BACK, as any front end hands it over.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SendBackRequest {
     /// The consumed message's commit-log offset.
     pub offset: i64,
+    /// Whether the caller may read the topic of the record found at `offset`: an offset is any
+    /// record's, and its copy in the group's retry topic would be the caller's to read.
+    pub may_read: crate::services::TopicCheck,
     pub group: String,
     /// 0: the broker picks (3 + times already retried); negative: straight to the DLQ.
     pub delay_level: i32,
@@ -50,6 +53,7 @@ impl ProduceService {
     pub async fn send_back(&self, req: SendBackRequest, group: RetryPolicy) -> Result<(), BrokerError> {
         self.check_writable()?;
         let mut m = self.record_at(req.offset).await?;
+        (req.may_read)(&m.topic)?;
         let retry_created = self.topics.ensure_retry(&req.group, group.retry_queue_nums)?;
         if !m.properties.contains_key(keys::RETRY_TOPIC) {
             m.properties.insert(keys::RETRY_TOPIC.to_owned(), m.topic.clone());

@@ -222,6 +222,7 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
     let (_, offset) = decode_offset_msg_id(&out.msg_id).unwrap();
     let back = |delay_level, max| SendBackRequest {
         offset,
+        may_read: crate::services::any_topic(),
         group: "G".into(),
         delay_level,
         max_reconsume_times: max,
@@ -264,6 +265,23 @@ async fn a_message_given_back_waits_at_its_retry_level_and_past_its_limit_goes_t
         .await
         .unwrap_err();
     assert!(e.to_string().contains("look message by offset failed"), "{e}");
+
+    // A caller who may not read the record's topic gets nothing copied into its retry topic.
+    let refuse: crate::services::TopicCheck = std::sync::Arc::new(|topic: &str| Err(BrokerError::NoPermission(format!("not {topic}"))));
+    let before = t.broker.store.queue_offsets("SCHEDULE_TOPIC_XXXX", 2).1;
+    let e = produce
+        .send_back(
+            SendBackRequest {
+                may_read: refuse,
+                ..back(0, None)
+            },
+            policy(16),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(&e, BrokerError::NoPermission(why) if why == "not Orig"), "{e}");
+    t.wait_dispatched();
+    assert_eq!(t.broker.store.queue_offsets("SCHEDULE_TOPIC_XXXX", 2).1, before);
     t.stop().await;
 }
 
@@ -280,6 +298,7 @@ fn end(out: &SendOutcome, commit: Option<bool>) -> EndTransaction {
     let (_, offset) = decode_offset_msg_id(&out.msg_id).unwrap();
     EndTransaction {
         producer_group: "PG".into(),
+        may_publish: crate::services::any_topic(),
         tran_state_table_offset: out.queue_offset,
         commit_log_offset: offset,
         commit,
@@ -311,6 +330,13 @@ async fn a_half_message_is_invisible_until_committed_and_committed_once() {
             .to_string()
             .contains("producer group wrong")
     );
+    // A caller who may not publish to the half message's real topic decides nothing.
+    let not_allowed = EndTransaction {
+        may_publish: std::sync::Arc::new(|topic: &str| Err(BrokerError::NoPermission(format!("not {topic}")))),
+        ..end(&out, Some(true))
+    };
+    let e = produce.end_transaction(not_allowed).await.unwrap_err();
+    assert!(matches!(&e, BrokerError::NoPermission(why) if why == "not Tx"), "{e}");
     let wrong_offset = EndTransaction {
         tran_state_table_offset: 5,
         ..end(&out, Some(true))
@@ -393,6 +419,7 @@ async fn an_undecided_half_message_is_checked_with_a_producer_and_given_up_after
     assert_eq!(check.msg_id, stored(&t, &answered.msg_id).properties.get("UNIQ_KEY").cloned());
     let commit = EndTransaction {
         producer_group: "PG".into(),
+        may_publish: crate::services::any_topic(),
         tran_state_table_offset: check.tran_state_table_offset,
         commit_log_offset: check.commit_log_offset,
         commit: Some(true),

@@ -11,9 +11,12 @@ use crate::services::BrokerError;
 use crate::services::transactions::{CHECK_MAX_TOPIC, HALF_TOPIC, OP_TAG, OP_TOPIC, TransactionService};
 
 /// END_TRANSACTION, as any front end hands it over.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EndTransaction {
     pub producer_group: String,
+    /// Whether the caller may publish to the half message's real topic (the request names the
+    /// half message by offset, whatever topic it claims).
+    pub may_publish: crate::services::TopicCheck,
     /// The half message's queue offset in the half topic.
     pub tran_state_table_offset: i64,
     /// The half message's commit-log offset.
@@ -53,6 +56,7 @@ impl ProduceService {
         if half.properties.get(keys::PRODUCER_GROUP) != Some(&req.producer_group) {
             return Err(BrokerError::Internal("The producer group wrong".into()));
         }
+        (req.may_publish)(half.properties.get(keys::REAL_TOPIC).map_or("", String::as_str))?;
         if half.queue_offset != req.tran_state_table_offset {
             return Err(BrokerError::Internal("The transaction state table offset wrong".into()));
         }

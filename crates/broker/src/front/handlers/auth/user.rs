@@ -1,7 +1,8 @@
 //! AUTH_CREATE_USER (3001), AUTH_UPDATE_USER (3002), AUTH_DELETE_USER (3003), AUTH_GET_USER
 //! (3004), AUTH_LIST_USER (3005). Only a super user may create, change or delete a super user (a
 //! request without an `AccessKey`, possible only with authentication off, counts as one, as in
-//! RocketMQ).
+//! RocketMQ). Only a super user is shown passwords (RocketMQ shows them to anyone allowed
+//! `Cluster:Get`).
 
 use std::sync::Arc;
 
@@ -87,14 +88,40 @@ pub(crate) fn delete(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     })
 }
 
+/// Whether the answer may carry passwords: only to a super user who signed the request (who may
+/// set any password anyway), or when nothing is authenticated at all. Anyone else with
+/// `Cluster:Get` sees users without their passwords, which are the keys requests are signed
+/// with.
+fn shows_passwords(broker: &Broker, request: &RemotingCommand) -> bool {
+    if !broker.access.settings.authentication_enabled {
+        return true;
+    }
+    signer(request).is_some_and(|name| broker.access.store.is_super_user(name))
+}
+
+fn shown(broker: &Broker, request: &RemotingCommand, user: UserInfo) -> UserInfo {
+    if shows_passwords(broker, request) {
+        user
+    } else {
+        user.without_password()
+    }
+}
+
 pub(crate) fn get(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let Some(name) = field(&request, "username") else {
         return Reply::Now(error(&request, resp::INVALID_PARAMETER, "The username is blank"));
     };
-    found(&request, broker.access.store.get_user(name).as_ref())
+    let user = broker.access.store.get_user(name).map(|u| shown(broker, &request, u));
+    found(&request, user.as_ref())
 }
 
 pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let users = broker.access.store.list_users(field(&request, "filter"));
+    let users: Vec<UserInfo> = broker
+        .access
+        .store
+        .list_users(field(&request, "filter"))
+        .into_iter()
+        .map(|u| shown(broker, &request, u))
+        .collect();
     found(&request, (!users.is_empty()).then_some(&users))
 }

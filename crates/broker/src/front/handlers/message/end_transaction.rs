@@ -1,6 +1,8 @@
 //! END_TRANSACTION (37): a producer's commit, rollback or "unknown" for a half message, after
 //! its local transaction or when the broker asked (CHECK_TRANSACTION_STATE). Clients send it
-//! oneway; a request that wants an answer gets one.
+//! oneway; a request that wants an answer gets one. The caller must be allowed to publish to the
+//! half message's real topic, whatever topic the request names (RocketMQ checks nothing when it
+//! names none).
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use crate::broker::Broker;
 use crate::front::reply::{from_error, header};
 use crate::services::produce::{EndTransaction, Ended};
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(EndTransactionRequestHeader, request);
     let commit = match h.commit_or_rollback {
         sys_flag::TRANSACTION_COMMIT_TYPE => Some(true),
@@ -23,6 +25,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     };
     let end = EndTransaction {
         producer_group: h.producer_group,
+        may_publish: broker.access.topic_check(conn, &request, crate::access::PUB),
         tran_state_table_offset: h.tran_state_table_offset,
         commit_log_offset: h.commit_log_offset,
         commit,

@@ -11,12 +11,21 @@ use petrel_remoting::{Connection, Reply, answer};
 use petrel_store::GetStatus;
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::{from_error, header, later};
 use crate::services::consume::{PullOutcome, PullRequest, PullSubscription, nothing_yet};
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(PullMessageRequestHeader, request);
     let flag = |bit: i32| h.sys_flag & bit != 0;
+    // A pull that may be held counts against its client's share of the held pulls.
+    let place = if flag(pull_sys_flag::SUSPEND) {
+        match broker.quotas.long_polls.take(Some(conn.peer().ip())) {
+            Ok(place) => place,
+            Err(e) => return Reply::Now(from_error(&request, &e)),
+        }
+    } else {
+        None
+    };
     let pull = PullRequest {
         commit_offset: flag(pull_sys_flag::COMMIT_OFFSET).then_some(h.commit_offset),
         suspend: flag(pull_sys_flag::SUSPEND).then(|| Duration::from_millis(u64::try_from(h.suspend_timeout_millis).unwrap_or(0))),
@@ -35,6 +44,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     let offset = pull.queue_offset;
     later(request.clone(), async move {
         let got = broker.consume.pull(pull).await?;
+        drop(place);
         Ok(answer_pull(&request, offset, got, Role::of(&broker)))
     })
 }

@@ -19,9 +19,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(h) => h,
         Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
     };
+    // Held until the send is answered: a client's share of the sends in progress.
+    let place = match broker.quotas.sends.take(Some(conn.peer().ip())) {
+        Ok(place) => place,
+        Err(e) => return Reply::Now(refused(&request, &e, &region)),
+    };
     let send = send_request(broker, h, request.body.clone(), conn.peer());
     let broker = broker.clone();
     Reply::Later(Box::pin(async move {
+        let _place = place;
         Some(match broker.produce.send(send).await {
             Ok(outcome) => stored(&request, outcome, &broker),
             Err(e) => {

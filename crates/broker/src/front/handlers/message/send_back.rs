@@ -1,6 +1,7 @@
 //! CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back (RECONSUME_LATER, or a listener
 //! that threw); the broker stores it again for the group's retry topic at its delay level, or in
-//! the group's dead-letter queue once it was retried enough.
+//! the group's dead-letter queue once it was retried enough. The caller must be allowed to read
+//! the topic of the record at the offset it names (RocketMQ checks only the group).
 
 use std::sync::Arc;
 
@@ -13,13 +14,15 @@ use crate::broker::Broker;
 use crate::front::reply::{header, later};
 use crate::services::produce::{RetryPolicy, SendBackRequest};
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(ConsumerSendMsgBackRequestHeader, request);
+    let may_read = broker.access.topic_check(conn, &request, crate::access::SUB);
     let broker = broker.clone();
     later(request.clone(), async move {
         broker.groups.require_known(&h.group)?;
         let back = SendBackRequest {
             offset: h.offset,
+            may_read,
             group: h.group,
             delay_level: h.delay_level,
             max_reconsume_times: h.max_reconsume_times,

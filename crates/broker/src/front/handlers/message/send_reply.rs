@@ -46,9 +46,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         },
         body: request.body.clone(),
     };
+    let place = match broker.quotas.sends.take(Some(conn.peer().ip())) {
+        Ok(place) => place,
+        Err(e) => return Reply::Now(refused(&request, &e, &region)),
+    };
     let send = send_request(broker, h, request.body.clone(), conn.peer());
     let broker = broker.clone();
     Reply::Later(Box::pin(async move {
+        let _place = place;
         let pushed = push_to_requester(&broker, push, send.properties.as_deref()).await;
         let kept = if broker.config.store_reply_message_enable {
             broker

@@ -1,4 +1,5 @@
-//! UPDATE_CONSUMER_OFFSET (15).
+//! UPDATE_CONSUMER_OFFSET (15). The queue must be one of the topic's: RocketMQ takes any queue
+//! id, and each one stays in the offset table for good.
 
 use std::sync::Arc;
 
@@ -11,10 +12,22 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::front::reply::{from_error, header};
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(UpdateConsumerOffsetRequestHeader, request);
-    if broker.topics.get(&h.topic).is_none() {
+    let Some(topic) = broker.topics.get(&h.topic) else {
         let e = BrokerError::TopicNotExist(format!("Topic {} not exist!", h.topic));
+        return Reply::Now(from_error(&request, &e));
+    };
+    // An offset for a queue the topic lacks would sit in the offset table (and its file) forever.
+    let queues = topic.read_queue_nums.max(topic.write_queue_nums);
+    if h.queue_id < 0 || h.queue_id >= queues {
+        let e = BrokerError::InvalidParameter(format!(
+            "queueId[{}] is illegal, topic:[{}] topicConfig.readQueueNums:[{}] consumer:[{}]",
+            h.queue_id,
+            h.topic,
+            topic.read_queue_nums,
+            conn.peer()
+        ));
         return Reply::Now(from_error(&request, &e));
     }
     Reply::Now(

@@ -19,8 +19,18 @@ use crate::services::pop::PopRequest;
 pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let h = header!(PopMessageRequestHeader, request);
     tracing::trace!(peer = %conn.peer(), group = %h.consumer_group, topic = %h.topic, queue = h.queue_id, max = h.max_msg_nums, poll_ms = h.poll_time, "pop");
+    // A pop that may be held counts against its client's share of the held pulls.
+    let place = if h.poll_time > 0 {
+        match broker.quotas.long_polls.take(Some(conn.peer().ip())) {
+            Ok(place) => place,
+            Err(e) => return Reply::Now(crate::front::reply::from_error(&request, &e)),
+        }
+    } else {
+        None
+    };
     let broker = broker.clone();
     later(request.clone(), async move {
+        let _place = place;
         if h.order == Some(true) {
             return Err(BrokerError::NotSupported(
                 "orderly POP (order=true) is not supported; use an orderly push consumer".into(),

@@ -565,6 +565,155 @@ public final class ClientTest {
         Files.write(dir.resolve("result"), summary.getBytes(StandardCharsets.UTF_8));
     }
 
+    static void writeLines(Path file, Iterable<String> lines) throws Exception {
+        Files.write(file, String.join("\n", lines).getBytes(StandardCharsets.UTF_8));
+    }
+
+    static Set<String> readLines(Path file) throws Exception {
+        Set<String> out = new TreeSet<>();
+        for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
+            if (!line.isBlank()) {
+                out.add(line.trim());
+            }
+        }
+        return out;
+    }
+
+    /** At most the first 10 of {@code all}, for a failure message. */
+    static List<String> firstOf(Set<String> all) {
+        return all.stream().limit(10).collect(java.util.stream.Collectors.toList());
+    }
+
+    static void waitForFile(Path file, long ms) throws Exception {
+        long deadline = System.currentTimeMillis() + ms;
+        while (!Files.exists(file)) {
+            if (System.currentTimeMillis() > deadline) {
+                throw new IllegalStateException("no " + file + " within " + ms + " ms");
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    /**
+     * The read half of "consumed, then lost in a failover" (scripts/interop-consumed.sh). Creates
+     * the topic with one acknowledged message, says {@code DIR/ready}, waits for
+     * {@code DIR/stopped} (the driver has SIGSTOPped the slave), then sends 512 messages
+     * asynchronously while a push consumer reads the topic from its first offset for 6 s. Writes
+     * what the consumer was given to {@code DIR/consumed} and what was SEND_OK to
+     * {@code DIR/acked}.
+     */
+    static void consumedRead(String ns, Path dir) throws Exception {
+        String stamp = stamp();
+        String topic = "PetrelConsumed" + stamp;
+        DefaultMQProducer p = producer(ns, "pg_consumed_" + stamp);
+        SendResult first = p.send(message(topic, expect("warm", 0)));
+        check(first.getSendStatus() == SendStatus.SEND_OK, "consumed: the first send: " + first);
+        Files.write(dir.resolve("topic"), topic.getBytes(StandardCharsets.UTF_8));
+        Files.createFile(dir.resolve("ready"));
+        waitForFile(dir.resolve("stopped"), 60_000);
+        Set<String> consumed = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer c = pushConsumer(ns, "cg_consumed_" + stamp, "consumed-read", topic);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(m -> consumed.add(m.getUserProperty("pid")));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        long until = System.currentTimeMillis() + 6_000;
+        Set<String> acked = ConcurrentHashMap.newKeySet();
+        acked.add("warm-0");
+        int count = 512;
+        CountDownLatch answered = new CountDownLatch(count);
+        for (int i = 0; i < count; i++) {
+            Expected e = expect("consumed", i);
+            p.send(message(topic, e), new SendCallback() {
+                @Override
+                public void onSuccess(SendResult r) {
+                    if (r.getSendStatus() == SendStatus.SEND_OK) {
+                        acked.add(e.pid);
+                    }
+                    answered.countDown();
+                }
+
+                @Override
+                public void onException(Throwable t) {
+                    answered.countDown();
+                }
+            });
+        }
+        answered.await(30, TimeUnit.SECONDS);
+        Thread.sleep(Math.max(0, until - System.currentTimeMillis()));
+        // Written before the clients shut down (a push consumer's shutdown waits for its held
+        // pulls): the driver kills the master as soon as they are there.
+        Set<String> given = new TreeSet<>(consumed);
+        writeLines(dir.resolve("consumed"), given);
+        writeLines(dir.resolve("acked"), acked);
+        Files.createFile(dir.resolve("read"));
+        System.out.println("consumed: sent " + (count + 1) + ", SEND_OK " + acked.size() + ", given to the consumer " + given.size());
+        c.shutdown();
+        p.shutdown();
+    }
+
+    /**
+     * The check after the failover: a new group reads the topic from its first offset on
+     * whichever broker is master now, after 20 new messages; every message the first consumer
+     * was given must be there ("consumed, then lost" is 0), and with {@code strict} every SEND_OK
+     * one too. The 20 new ones must arrive: the new master serves.
+     */
+    static void consumedVerify(String ns, Path dir, boolean strict) throws Exception {
+        String topic = new String(Files.readAllBytes(dir.resolve("topic")), StandardCharsets.UTF_8).trim();
+        Set<String> consumed = readLines(dir.resolve("consumed"));
+        Set<String> acked = readLines(dir.resolve("acked"));
+        DefaultMQProducer p = new DefaultMQProducer("pg_consumed_after_" + stamp());
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(5_000);
+        p.start();
+        Set<String> fresh = new TreeSet<>();
+        for (int i = 0; i < 20; i++) {
+            Expected e = expect("after", i);
+            for (int attempt = 0; attempt < 60; attempt++) {
+                try {
+                    if (p.send(message(topic, e)).getSendStatus() == SendStatus.SEND_OK) {
+                        fresh.add(e.pid);
+                        break;
+                    }
+                } catch (Exception ex) {
+                    Thread.sleep(500);
+                }
+            }
+        }
+        check(fresh.size() == 20, "consumed: only " + fresh.size() + " of 20 sends to the new master were SEND_OK");
+        Set<String> stored = ConcurrentHashMap.newKeySet();
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_consumed_check_" + stamp());
+        pull.setNamesrvAddr(ns);
+        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pull.subscribe(topic, "*");
+        pull.start();
+        long deadline = System.currentTimeMillis() + WAIT_MS;
+        long lastNew = System.currentTimeMillis();
+        while (System.currentTimeMillis() < deadline && (!stored.containsAll(fresh) || System.currentTimeMillis() - lastNew < 3_000)) {
+            for (MessageExt m : pull.poll(500)) {
+                if (stored.add(m.getUserProperty("pid"))) {
+                    lastNew = System.currentTimeMillis();
+                }
+            }
+        }
+        pull.shutdown();
+        p.shutdown();
+        Set<String> consumedLost = new TreeSet<>(consumed);
+        consumedLost.removeAll(stored);
+        Set<String> ackedLost = new TreeSet<>(acked);
+        ackedLost.removeAll(stored);
+        check(stored.containsAll(fresh), "consumed: the new master does not serve what it acknowledged after the failover");
+        check(consumedLost.isEmpty(), "consumed: " + consumedLost.size() + " of the " + consumed.size()
+            + " messages the consumer was given are gone after the failover, e.g. " + firstOf(consumedLost));
+        if (strict) {
+            check(ackedLost.isEmpty(), "consumed: " + ackedLost.size() + " acknowledged messages are gone after the failover, e.g. "
+                + firstOf(ackedLost));
+        }
+        System.out.println("consumed: after the failover the new master holds " + stored.size() + "; consumed then lost "
+            + consumedLost.size() + " of " + consumed.size() + "; acknowledged then lost " + ackedLost.size() + " of " + acked.size());
+    }
+
     /** What orderly consumers saw: each order's steps in arrival order, and who consumed which queue. */
     static final class OrderlyLog {
         final Map<Integer, List<Integer>> steps = new ConcurrentHashMap<>();
@@ -1667,6 +1816,12 @@ public final class ClientTest {
             case "failover":
                 failover(args[1], Paths.get(args[2]));
                 break;
+            case "consumed-read":
+                consumedRead(args[1], Paths.get(args[2]));
+                break;
+            case "consumed-verify":
+                consumedVerify(args[1], Paths.get(args[2]), args.length > 3 && args[3].equals("strict"));
+                break;
             default:
                 System.err.println("unknown scenario " + args[0]);
                 System.exit(2);
@@ -1675,7 +1830,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | acl NAMESRV | tls NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR");
+            System.err.println("usage: ClientTest basic NAMESRV | acl NAMESRV | tls NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR | consumed-read NAMESRV DIR | consumed-verify NAMESRV DIR [strict]");
             System.exit(2);
         }
         try {

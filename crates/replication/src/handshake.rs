@@ -1,0 +1,126 @@
+//! The HA port's own authentication, when the set shares a secret (`haSecret`): before a byte of
+//! RocketMQ's HA protocol, master and slave prove to each other that they hold it (see
+//! `petrel_auth::PeerSecret`). The slave opens with [`MAGIC`] and its nonce; the master answers
+//! with [`MAGIC`], its nonce and its proof; the slave checks it and sends its own proof. A peer
+//! that cannot prove it is refused before it is counted as a slave, so it can neither ack for a
+//! SyncStateSet member nor take one of `haMaxSlaves` places; a slave never appends from a
+//! master that cannot prove it.
+//!
+//! Without a secret the port speaks RocketMQ's protocols unchanged (so RocketMQ brokers can
+//! join), and is unprotected. [`MAGIC`] cannot open either of them: a classic slave opens with
+//! its offset (`PTRL` would make it larger than any log), an AutoSwitch slave with its state.
+//!
+//! Owns: the exchange's bytes and its time bound. Must never: read more than the exchange's
+//! fixed sizes, or wait past [`HANDSHAKE_TIMEOUT`].
+
+use std::io::{Read, Write};
+use std::time::Duration;
+
+use petrel_auth::{NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
+
+/// What opens Petrel's HA handshake.
+pub const MAGIC: &[u8; 8] = b"PTRLHA01";
+/// The protocol name proofs are bound to.
+const PROTOCOL: &str = "ha";
+/// The whole exchange must finish within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Whether `first` (the first bytes a peer sent) opens Petrel's handshake.
+#[must_use]
+pub fn opens_handshake(first: &[u8]) -> bool {
+    first.len() >= MAGIC.len() && &first[..MAGIC.len()] == MAGIC
+}
+
+fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), String> {
+    stream.read_exact(buf).map_err(|e| format!("{what}: {e}"))
+}
+
+/// The master's side, after the connection's first 8 bytes (which must be [`MAGIC`]).
+///
+/// # Errors
+/// Anything but a slave that proves it holds `secret`.
+pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8; 8]) -> Result<(), String> {
+    if !opens_handshake(first) {
+        return Err("the peer did not authenticate (a broker without haSecret, or not a broker)".into());
+    }
+    let mut theirs = [0u8; NONCE_BYTES];
+    read_exact(stream, &mut theirs, "the slave's nonce")?;
+    let ours = nonce();
+    let proof = secret.proof(PROTOCOL, PeerRole::Accepting, &ours, &theirs);
+    stream
+        .write_all(&[&MAGIC[..], &ours, &proof].concat())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut answer = [0u8; PROOF_BYTES];
+    read_exact(stream, &mut answer, "the slave's proof")?;
+    if !secret.verify(PROTOCOL, PeerRole::Connecting, &ours, &theirs, &answer) {
+        return Err("the slave's proof is wrong (another haSecret)".into());
+    }
+    Ok(())
+}
+
+/// The slave's side, first thing on a new connection.
+///
+/// # Errors
+/// Anything but a master that proves it holds `secret`.
+pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret) -> Result<(), String> {
+    let ours = nonce();
+    stream.write_all(&[&MAGIC[..], &ours].concat()).map_err(|e| format!("write: {e}"))?;
+    let mut reply = [0u8; 8 + NONCE_BYTES + PROOF_BYTES];
+    read_exact(stream, &mut reply, "the master's answer (a master without haSecret closes instead)")?;
+    if !opens_handshake(&reply) {
+        return Err("the master did not authenticate".into());
+    }
+    let theirs = &reply[8..8 + NONCE_BYTES];
+    if !secret.verify(PROTOCOL, PeerRole::Accepting, theirs, &ours, &reply[8 + NONCE_BYTES..]) {
+        return Err("the master's proof is wrong (another haSecret)".into());
+    }
+    let proof = secret.proof(PROTOCOL, PeerRole::Connecting, theirs, &ours);
+    stream.write_all(&proof).map_err(|e| format!("write: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let c = std::net::TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        for x in [&c, &s] {
+            x.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).expect("timeout");
+        }
+        (c, s)
+    }
+
+    fn master(mut s: std::net::TcpStream, secret: PeerSecret) -> std::thread::JoinHandle<Result<(), String>> {
+        std::thread::spawn(move || {
+            let mut first = [0u8; 8];
+            s.read_exact(&mut first).map_err(|e| e.to_string())?;
+            accept(&mut s, &secret, &first)
+        })
+    }
+
+    #[test]
+    fn the_same_secret_passes_both_ways_and_another_fails_both_ways() {
+        let good = || PeerSecret::new("the-set's-shared-secret").expect("secret");
+        let (mut c, s) = pair();
+        let m = master(s, good());
+        assert_eq!(connect(&mut c, &good()), Ok(()));
+        assert_eq!(m.join().expect("master"), Ok(()));
+
+        let (mut c, s) = pair();
+        let m = master(s, good());
+        let wrong = PeerSecret::new("a-rogue's-guessed-secret").expect("secret");
+        assert!(connect(&mut c, &wrong).unwrap_err().contains("master's proof is wrong"));
+        drop(c);
+        assert!(m.join().expect("master").is_err(), "the master refuses the rogue");
+    }
+
+    #[test]
+    fn a_peer_speaking_rocketmq_at_once_is_refused() {
+        let (mut c, s) = pair();
+        let m = master(s, PeerSecret::new("the-set's-shared-secret").expect("secret"));
+        c.write_all(&0i64.to_be_bytes()).expect("a classic report");
+        assert!(m.join().expect("master").unwrap_err().contains("did not authenticate"));
+    }
+}
