@@ -94,20 +94,22 @@ impl Running {
         let listener = tokio::net::TcpListener::bind(&listen)
             .await
             .with_context(|| format!("listen on {listen}"))?;
+        let (server_tls, client_tls) = config.tls().map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
         let node = ControllerNode::start(
             config.self_id,
             &config.store_path,
             config.timing,
-            TcpNetwork::with_secret(config.raft_secret.clone()),
+            TcpNetwork::new(config.raft_secret.clone(), client_tls),
         )
         .await
         .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
         let controller = Controller::new(node.clone(), config.clone());
-        let server = Server::start(
+        let server = Server::start_with_tls(
             "controller",
             listener,
             Arc::new(ControllerHandler(Arc::clone(&controller))),
             ServerLimits::default(),
+            server_tls,
         )?;
         tracing::info!(addr = %server.local_addr(), id = config.self_id, group = %config.group, "controller listening");
         // Every member proposes the same initial membership; Raft keeps one, and a member that

@@ -351,9 +351,27 @@ fn forged_vote(term: u64) -> RemotingCommand {
 /// other (the group forms), and the same message is refused: same leader, same term.
 #[test]
 fn a_forged_vote_deposes_an_unprotected_leader_and_is_refused_with_a_raft_secret() {
-    for secret in [None, Some("controllerRaftSecret=the-group's-raft-secret")] {
+    let certs = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = common::ca_and_leaf(certs.path(), "raft");
+    let secret = "controllerRaftSecret=the-group's-raft-secret".to_owned();
+    // Plain; with the secret; with the secret over TLS (permissive, so the test's plain client
+    // still reaches the port), peers verified against the CA and the proof bound to each session.
+    let variants: [Vec<String>; 3] = [
+        vec![],
+        vec![secret.clone()],
+        vec![
+            secret,
+            "tls.server.mode=permissive".into(),
+            format!("tls.server.certPath={cert}"),
+            format!("tls.server.keyPath={key}"),
+            format!("tls.client.trustCertPath={ca}"),
+        ],
+    ];
+    for variant in &variants {
         let dir = tempfile::tempdir().unwrap();
-        let group = start_group_with(dir.path(), secret.as_slice());
+        let extra: Vec<&str> = variant.iter().map(String::as_str).collect();
+        let secret = variant.first();
+        let group = start_group_with(dir.path(), &extra);
         let l = leader(&group, &[0, 1, 2]);
         let before = raft_term(&group[l]);
         // Repeated for 3 s: openraft's leader lease turns away a vote that arrives while the

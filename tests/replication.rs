@@ -305,7 +305,10 @@ fn only_a_peer_holding_the_ha_secret_is_served_as_a_slave() {
         let s = slave_of(&m, &["--set", SECRET]);
         wait_in_sync(&mut c, "Forged");
         let log = m.log();
-        assert!(log.contains("refused an HA peer that did not prove it holds haSecret"), "{log}");
+        assert!(
+            log.contains("refused an HA peer: it did not open TLS, or did not prove it holds haSecret"),
+            "{log}"
+        );
         // A slave with another secret is refused as well, and does not follow that master.
         let wrong = slave_of(&m, &["--set", "haSecret=not-the-set's-secret"]);
         wait_for("the wrong slave's refusal", Duration::from_secs(10), || {
@@ -313,4 +316,62 @@ fn only_a_peer_holding_the_ha_secret_is_served_as_a_slave() {
         });
         drop((rogues, s, wrong));
     }
+}
+
+/// With `tls.server.mode` on, a master's HA port takes TLS as its other ports do and a slave
+/// reaches it over TLS, verifying its certificate against `tls.client.trustCertPath`; the
+/// `haSecret` proof is bound to the session. A slave trusting another CA never follows; an
+/// enforcing HA port refuses a plain-text peer.
+#[test]
+fn a_slave_follows_its_master_over_tls_and_verifies_it() {
+    const SECRET: &str = "haSecret=the-set's-shared-secret";
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = common::ca_and_leaf(dir.path(), "set");
+    let (other_ca, _, _) = common::ca_and_leaf(dir.path(), "other");
+    let tls = |mode: &str, trust: &str| {
+        vec![
+            format!("tls.server.mode={mode}"),
+            format!("tls.server.certPath={cert}"),
+            format!("tls.server.keyPath={key}"),
+            format!("tls.client.trustCertPath={trust}"),
+        ]
+    };
+    let args = |extra: Vec<String>| -> Vec<String> { extra.into_iter().flat_map(|a| ["--set".to_owned(), a]).collect() };
+    // Permissive: the test's plain client reaches the broker port; the slave uses TLS anyway.
+    let m_args = args([tls("permissive", &ca), vec![SECRET.into(), "slaveTimeout=500".into()]].concat());
+    let m_refs: Vec<&str> = m_args.iter().map(String::as_str).collect();
+    let m = master("SYNC_MASTER", &m_refs);
+    let s_args = args([tls("permissive", &ca), vec![SECRET.into()]].concat());
+    let s_refs: Vec<&str> = s_args.iter().map(String::as_str).collect();
+    let s = slave_of(&m, &s_refs);
+    let mut c = m.broker();
+    wait_in_sync(&mut c, "OverTls");
+    for i in 0..50 {
+        assert_eq!(c.call(send_v2("OverTls", 0, "T", i, body(i).as_bytes())).code, resp::SUCCESS);
+    }
+    let mut sc = s.broker();
+    assert_bodies(&pull_all_queue(&mut sc, "OverTls", 0, 50), 50);
+    assert!(m.log().contains("tls=true"), "the slave's session was not TLS:\n{}", m.log());
+
+    // Trusting another CA, a slave never gets past the TLS handshake.
+    let w_args = args([tls("permissive", &other_ca), vec![SECRET.into()]].concat());
+    let w_refs: Vec<&str> = w_args.iter().map(String::as_str).collect();
+    let wrong = slave_of(&m, &w_refs);
+    wait_for("the distrustful slave's failure", Duration::from_secs(10), || {
+        wrong.log().contains("TLS handshake")
+    });
+
+    // An enforcing HA port refuses a plain-text peer.
+    let e_args = args(tls("enforcing", &ca));
+    let e_refs: Vec<&str> = e_args.iter().map(String::as_str).collect();
+    let mut e_refs = e_refs;
+    e_refs.extend(["--set", "brokerRole=SYNC_MASTER"]);
+    let enforcing = Petrel::start(&e_refs);
+    drop(forge_acks(enforcing.ha_port, 2));
+    wait_for("the plain peer's refusal", Duration::from_secs(10), || {
+        enforcing
+            .log()
+            .contains("a plain-text peer on an HA port with tls.server.mode=enforcing")
+    });
+    drop((s, wrong));
 }

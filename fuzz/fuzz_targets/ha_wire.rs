@@ -49,8 +49,8 @@ fuzz_target!(|data: &[u8]| {
     let _ = decode_epochs(data);
     let secret = PeerSecret::new("the fuzzer never holds this").expect("secret");
     if let Some(first) = data.first_chunk::<8>() {
-        let accepted = handshake::accept(&mut Peer(&data[8..]), &secret, first);
+        let accepted = handshake::accept(&mut Peer(&data[8..]), &secret, first, b"");
         assert!(accepted.is_err(), "bytes without the secret passed the master's handshake");
     }
-    assert!(handshake::connect(&mut Peer(data), &secret).is_err(), "bytes without the secret passed the slave's handshake");
+    assert!(handshake::connect(&mut Peer(data), &secret, b"").is_err(), "bytes without the secret passed the slave's handshake");
 });

@@ -417,3 +417,64 @@ pub fn report_failovers(failovers: &mut [Duration]) {
         "failover median {median:?}, max {max:?}"
     );
 }
+
+/// A CA and a leaf certificate for 127.0.0.1 signed by it, made with the openssl command in
+/// `dir`: (CA certificate, leaf certificate, leaf key) paths.
+pub fn ca_and_leaf(dir: &Path, name: &str) -> (String, String, String) {
+    let p = |f: &str| dir.join(format!("{name}-{f}")).to_str().unwrap().to_owned();
+    let run = |args: &[&str]| {
+        let status = Command::new("openssl")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .expect("openssl is installed");
+        assert!(status.success(), "openssl {args:?}");
+    };
+    run(&[
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        &format!("/CN={name}-ca"),
+        "-keyout",
+        &p("ca.key"),
+        "-out",
+        &p("ca.pem"),
+    ]);
+    run(&[
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        &p("key.pem"),
+        "-out",
+        &p("leaf.csr"),
+    ]);
+    std::fs::write(p("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        &p("leaf.csr"),
+        "-CA",
+        &p("ca.pem"),
+        "-CAkey",
+        &p("ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-out",
+        &p("cert.pem"),
+        "-extfile",
+        &p("ext"),
+    ]);
+    (p("ca.pem"), p("cert.pem"), p("key.pem"))
+}

@@ -22,6 +22,6 @@ mod store;
 pub use decide::{AuthSettings, Check, Principal};
 pub use error::AuthError;
 pub use model::{AclInfo, Action, EntryInfo, Pattern, PolicyInfo, RETRY_PREFIX, Resource, ResourceType, SourceIp, UserInfo};
-pub use peer::{NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
+pub use peer::{Exchange, NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
 pub use sign::{ACCESS_KEY, MAX_SIGNED_FIELDS, SIGNATURE, sign, signature, verify};
 pub use store::{AuthStore, Credentials, MAX_ACL_ENTRIES, MAX_USERS};

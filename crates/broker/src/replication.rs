@@ -257,8 +257,8 @@ pub fn ha_port(config: &BrokerConfig) -> u16 {
     })
 }
 
-fn slave_config(config: &BrokerConfig) -> SlaveConfig {
-    SlaveConfig {
+fn slave_config(config: &BrokerConfig) -> Result<SlaveConfig, BrokerError> {
+    Ok(SlaveConfig {
         heartbeat_interval: Duration::from_millis(config.ha_send_heartbeat_interval_ms),
         housekeeping_interval: Duration::from_millis(config.ha_housekeeping_interval_ms),
         // Room for any master's batch (RocketMQ's slave reads into 4 MiB).
@@ -266,7 +266,29 @@ fn slave_config(config: &BrokerConfig) -> SlaveConfig {
         reconnect_interval: RECONNECT_INTERVAL,
         autoswitch: None,
         secret: ha_secret(config),
+        tls: ha_client_tls(config)?,
+    })
+}
+
+/// A slave reaches its master over TLS when its own `tls.server.mode` is not disabled (a set's
+/// brokers are configured alike), verifying the master against `tls.client.trustCertPath` when
+/// given (checked at start).
+fn ha_client_tls(config: &BrokerConfig) -> Result<Option<Arc<rustls::ClientConfig>>, BrokerError> {
+    if config.tls_server_mode == crate::config::TlsMode::Disabled {
+        return Ok(None);
     }
+    petrel_remoting::ClientTls::load(config.tls_client_trust_cert_path.as_deref())
+        .map(|t| Some(t.config().clone()))
+        .map_err(|e| BrokerError::InvalidParameter(format!("tls.client.trustCertPath: {e}")))
+}
+
+/// A master's HA port takes TLS as `tls.server.mode` says (the certificate checked at start).
+fn ha_server_tls(config: &BrokerConfig) -> Option<petrel_replication::MasterTls> {
+    let tls = config.server_tls().ok().flatten()?;
+    Some(petrel_replication::MasterTls {
+        config: tls.rustls_config(),
+        enforcing: tls.mode() == crate::config::TlsMode::Enforcing,
+    })
 }
 
 /// `haSecret`, checked by the configuration already.
@@ -292,6 +314,7 @@ fn master_config(config: &BrokerConfig, listen: SocketAddr, autoswitch: Option<A
         },
         autoswitch,
         secret: ha_secret(config),
+        tls: ha_server_tls(config),
     }
 }
 
@@ -353,7 +376,7 @@ impl Replication {
             return Self::start_controlled(config, store).map(|c| Replication::Controlled(Arc::new(c)));
         }
         if config.broker_role == BrokerRole::Slave {
-            let ha = HaSlave::start(store.clone(), config.ha_master_address.clone(), slave_config(config))
+            let ha = HaSlave::start(store.clone(), config.ha_master_address.clone(), slave_config(config)?)
                 .map_err(|e| io("start the HA client", e))?;
             return Ok(Replication::Slave { ha });
         }
@@ -423,7 +446,7 @@ impl Replication {
                 async_learner: config.async_learner,
                 sync_from_last_file: config.sync_from_last_file,
             }),
-            ..slave_config(config)
+            ..slave_config(config)?
         };
         Ok(Controlled {
             ha,

@@ -60,6 +60,22 @@ pub const CONTROLLER_KEYS: &[(&str, &str, &str)] = &[
         "Petrel: a secret (16 bytes or more) the controllers of a group share. With it, a connection must prove it (HMAC-SHA256 over fresh nonces, both ways) before any Raft message on it is served; a forged VoteRequest or AppendEntries from anyone else is refused and logged. Unset: Raft messages are served to whoever sends them (keep the port on a trusted network). Brokers' and mqadmin's requests need no secret either way. Shown masked.",
     ),
     (
+        "tls.server.mode",
+        "disabled",
+        "TLS on this controller's port (RocketMQ's key): `disabled`, `permissive` (TLS and plain connections, told apart by their first byte) or `enforcing` (TLS only). Not `disabled`: this controller also connects to its peers over TLS, and a `controllerRaftSecret` proof is bound to each TLS session, so a relay between two sessions cannot pass it. Brokers connect in plain text unless they use TLS themselves: keep `permissive` where they do not.",
+    ),
+    (
+        "tls.server.certPath",
+        "",
+        "PEM certificate chain this controller presents (leaf first).",
+    ),
+    ("tls.server.keyPath", "", "PEM private key of that certificate, unencrypted."),
+    (
+        "tls.client.trustCertPath",
+        "",
+        "PEM CA certificates a peer controller's certificate is verified against. Empty: sessions to peers are encrypted without verifying their certificate; `controllerRaftSecret`, bound to the session, is then what authenticates them.",
+    ),
+    (
         "raftSnapshotEveryEntries",
         "1000",
         "Petrel: applied entries between two snapshots; the log before a snapshot is purged.",
@@ -86,6 +102,12 @@ pub struct ControllerConfig {
     pub metrics_prom_exporter_port: u16,
     /// `controllerRaftSecret`: proved on every Raft connection, both ways.
     pub raft_secret: Option<petrel_auth::PeerSecret>,
+    /// `tls.server.mode`: TLS on the port, and on the connections to peers when not disabled.
+    pub tls_mode: petrel_remoting::TlsMode,
+    pub tls_cert_path: Option<PathBuf>,
+    pub tls_key_path: Option<PathBuf>,
+    /// `tls.client.trustCertPath`: the CAs peers' certificates are verified against.
+    pub tls_trust_cert_path: Option<PathBuf>,
 }
 
 impl Default for ControllerConfig {
@@ -105,6 +127,10 @@ impl Default for ControllerConfig {
             metrics_prom_exporter_host: std::net::IpAddr::from([127, 0, 0, 1]),
             metrics_prom_exporter_port: 0,
             raft_secret: None,
+            tls_mode: petrel_remoting::TlsMode::Disabled,
+            tls_cert_path: None,
+            tls_key_path: None,
+            tls_trust_cert_path: None,
         };
         for (key, default, _) in CONTROLLER_KEYS {
             assert!(config.set(key, default).is_ok(), "the default of {key} parses");
@@ -187,6 +213,17 @@ impl ControllerConfig {
                 self.timing.election_timeout_max_ms = ms * 2;
             }
             "raftSnapshotEveryEntries" => self.timing.snapshot_every_entries = positive(key, value)?,
+            "tls.server.mode" => {
+                self.tls_mode = match value.trim().to_ascii_lowercase().as_str() {
+                    "disabled" => petrel_remoting::TlsMode::Disabled,
+                    "permissive" => petrel_remoting::TlsMode::Permissive,
+                    "enforcing" => petrel_remoting::TlsMode::Enforcing,
+                    _ => return Err(bad(key, value, "disabled, permissive or enforcing")),
+                }
+            }
+            "tls.server.certPath" => self.tls_cert_path = path_or_none(value),
+            "tls.server.keyPath" => self.tls_key_path = path_or_none(value),
+            "tls.client.trustCertPath" => self.tls_trust_cert_path = path_or_none(value),
             "controllerRaftSecret" if value.is_empty() => self.raft_secret = None,
             // The value never reaches an error message: it is a secret.
             "controllerRaftSecret" => {
@@ -237,6 +274,35 @@ impl ControllerConfig {
                 Some(std::net::SocketAddr::new(ip, port).to_string())
             }
         }
+    }
+}
+
+fn path_or_none(value: &str) -> Option<PathBuf> {
+    let v = value.trim();
+    (!v.is_empty()).then(|| PathBuf::from(v))
+}
+
+impl ControllerConfig {
+    /// The port's TLS (`None` when disabled), and the TLS of connections to peers.
+    ///
+    /// # Errors
+    /// A certificate, key or CA file that cannot be loaded.
+    #[allow(clippy::type_complexity, reason = "the two halves of one setting")]
+    pub fn tls(
+        &self,
+    ) -> Result<
+        (
+            Option<std::sync::Arc<petrel_remoting::ServerTls>>,
+            Option<std::sync::Arc<petrel_remoting::ClientTls>>,
+        ),
+        String,
+    > {
+        let server = petrel_remoting::ServerTls::load(self.tls_mode, self.tls_cert_path.as_deref(), self.tls_key_path.as_deref())?;
+        let client = match self.tls_mode {
+            petrel_remoting::TlsMode::Disabled => None,
+            _ => Some(petrel_remoting::ClientTls::load(self.tls_trust_cert_path.as_deref())?),
+        };
+        Ok((server, client))
     }
 }
 

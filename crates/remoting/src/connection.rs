@@ -52,6 +52,9 @@ pub struct Connection {
     /// Who the handler last verified this peer to be, and when (a cache of a check that is
     /// costly to repeat on every request).
     verified: Mutex<Option<(String, std::time::Instant)>>,
+    /// Over TLS: keying material both ends derive from their session (RFC 5705), which a proof
+    /// of a shared secret can bind to this very channel.
+    channel_binding: std::sync::OnceLock<[u8; crate::tls::CHANNEL_BINDING_BYTES]>,
 }
 
 /// One deferred answer in flight; leaving (answered, or the task panicked) counts it out and
@@ -91,7 +94,18 @@ impl Connection {
             answers_in_flight: AtomicUsize::new(0),
             strikes: AtomicU64::new(0),
             verified: Mutex::new(None),
+            channel_binding: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The TLS session's channel binding; `None` on a plain connection.
+    #[must_use]
+    pub fn channel_binding(&self) -> Option<&[u8; crate::tls::CHANNEL_BINDING_BYTES]> {
+        self.channel_binding.get()
+    }
+
+    pub(crate) fn set_channel_binding(&self, binding: [u8; crate::tls::CHANNEL_BINDING_BYTES]) {
+        let _ = self.channel_binding.set(binding);
     }
 
     /// Unique within this process.

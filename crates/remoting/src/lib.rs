@@ -18,7 +18,7 @@ mod server;
 mod tls;
 
 pub use budget::{DEFAULT_PARTIAL_FRAME_BUDGET_BYTES, FrameBudget};
-pub use client::connect;
+pub use client::{connect, connect_with_tls};
 pub use connection::Connection;
 pub use descriptors::{PLAIN_CONNECTION_DESCRIPTORS, TLS_BRIDGE_DESCRIPTORS, descriptors_held, set_descriptor_budget};
 pub use error::CallError;
@@ -29,4 +29,4 @@ pub use limits::{
     DEFAULT_MAX_QUEUED_BYTES, ServerLimits,
 };
 pub use server::{Server, ServerStats};
-pub use tls::{HANDSHAKE_TIMEOUT, ServerTls, TlsMode};
+pub use tls::{CHANNEL_BINDING_BYTES, CHANNEL_BINDING_LABEL, ClientTls, HANDSHAKE_TIMEOUT, ServerTls, TlsMode, channel_binding};

@@ -220,7 +220,10 @@ async fn accept_loop(
                 None => run(socket, conn, handler, limits, Some(drain), budget).await,
                 Some(tls) => match tls.accept(socket).await {
                     Ok(Accepted::Plain(socket)) => run(socket, conn, handler, limits, Some(drain), budget).await,
-                    Ok(Accepted::Tls(pair)) => run(pair, conn, handler, limits, Some(drain), budget).await,
+                    Ok(Accepted::Tls(pair, binding)) => {
+                        conn.set_channel_binding(binding);
+                        run(pair, conn, handler, limits, Some(drain), budget).await
+                    }
                     Err(e) => {
                         if e.kind() == std::io::ErrorKind::OutOfMemory {
                             stats.refused_descriptors.fetch_add(1, Ordering::Relaxed);

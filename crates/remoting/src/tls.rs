@@ -18,6 +18,10 @@ use tokio_rustls::rustls;
 
 /// A client must open its session (its first byte, then the whole handshake) within this.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of a session's channel binding.
+pub const CHANNEL_BINDING_BYTES: usize = 32;
+/// The RFC 5705 exporter label both ends of Petrel's own connections derive the binding with.
+pub const CHANNEL_BINDING_LABEL: &[u8] = b"EXPORTER-petrel-channel-binding";
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
@@ -44,8 +48,151 @@ impl std::fmt::Debug for ServerTls {
 /// What an accepted connection turned out to be.
 pub(crate) enum Accepted {
     Plain(TcpStream),
-    /// The loop's end of the socket pair whose other end the TLS bridge holds.
-    Tls(UnixStream),
+    /// The loop's end of the socket pair whose other end the TLS bridge holds, and the session's
+    /// channel binding.
+    Tls(UnixStream, [u8; CHANNEL_BINDING_BYTES]),
+}
+
+/// The session's channel binding (RFC 5705 keying material under [`CHANNEL_BINDING_LABEL`]).
+///
+/// # Errors
+/// The handshake is not finished.
+pub fn channel_binding<D>(conn: &rustls::ConnectionCommon<D>) -> std::io::Result<[u8; CHANNEL_BINDING_BYTES]> {
+    conn.export_keying_material([0u8; CHANNEL_BINDING_BYTES], CHANNEL_BINDING_LABEL, None)
+        .map_err(std::io::Error::other)
+}
+
+/// How Petrel's own processes connect over TLS (a controller to its peers, a slave to its
+/// master): with a CA file, the server's certificate is verified against it; without, the
+/// session is encrypted but the server is not verified — then a shared secret proven over the
+/// session, bound to it, is what authenticates the server.
+pub struct ClientTls {
+    config: Arc<rustls::ClientConfig>,
+    verifies: bool,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("verifies", &self.verifies)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Takes any certificate: for a session whose peer a bound secret authenticates instead.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _: &rustls::pki_types::CertificateDer<'_>,
+        _: &[rustls::pki_types::CertificateDer<'_>],
+        _: &rustls::pki_types::ServerName<'_>,
+        _: &[u8],
+        _: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+impl ClientTls {
+    /// Trusting the CAs of `trust_cert_path` (PEM), or, without one, encrypting without
+    /// verifying the server.
+    ///
+    /// # Errors
+    /// The file cannot be read or holds no certificate.
+    pub fn load(trust_cert_path: Option<&Path>) -> Result<Arc<ClientTls>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?;
+        let (config, verifies) = match trust_cert_path {
+            Some(path) => {
+                let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+                    roots
+                        .add(cert.map_err(|e| format!("{}: {e}", path.display()))?)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                }
+                if roots.is_empty() {
+                    return Err(format!("{}: no PEM certificate", path.display()));
+                }
+                (builder.with_root_certificates(roots).with_no_client_auth(), true)
+            }
+            None => (
+                builder
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                    .with_no_client_auth(),
+                false,
+            ),
+        };
+        Ok(Arc::new(ClientTls {
+            config: Arc::new(config),
+            verifies,
+        }))
+    }
+
+    /// The rustls configuration (for blocking sessions, as the HA client's).
+    #[must_use]
+    pub fn config(&self) -> &Arc<rustls::ClientConfig> {
+        &self.config
+    }
+
+    /// Whether the server's certificate is verified.
+    #[must_use]
+    pub fn verifies(&self) -> bool {
+        self.verifies
+    }
+
+    /// The name a server at `addr` (`host:port`) is verified under.
+    ///
+    /// # Errors
+    /// A host that is neither an IP address nor a DNS name.
+    pub fn server_name(addr: &str) -> std::io::Result<rustls::pki_types::ServerName<'static>> {
+        let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_matches(['[', ']']);
+        rustls::pki_types::ServerName::try_from(host.to_owned())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{addr}: {e}")))
+    }
+
+    /// Opens a session to `addr` over `socket` and bridges it to a socket pair, as a server's
+    /// accepted TLS connection is: the loop's end, and the session's channel binding.
+    pub(crate) async fn connect(&self, addr: &str, socket: TcpStream) -> std::io::Result<(UnixStream, [u8; CHANNEL_BINDING_BYTES])> {
+        let connector = tokio_rustls::TlsConnector::from(self.config.clone());
+        let mut tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(Self::server_name(addr)?, socket))
+            .await
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound"))??;
+        let binding = channel_binding(tls.get_ref().1)?;
+        let (ours, mut theirs) = UnixStream::pair()?;
+        tokio::spawn(async move {
+            let _ = tokio::io::copy_bidirectional(&mut tls, &mut theirs).await;
+        });
+        Ok((ours, binding))
+    }
 }
 
 impl ServerTls {
@@ -90,6 +237,12 @@ impl ServerTls {
         self.mode
     }
 
+    /// The rustls configuration (for blocking sessions, as the HA server's).
+    #[must_use]
+    pub fn rustls_config(&self) -> Arc<rustls::ServerConfig> {
+        self.acceptor.config().clone()
+    }
+
     /// Tells TLS from plain text (permissive), does the handshake, and starts the bridge.
     pub(crate) async fn accept(&self, socket: TcpStream) -> std::io::Result<Accepted> {
         let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound");
@@ -112,12 +265,13 @@ impl ServerTls {
                 "the process's descriptors for connections are spent; no TLS bridge",
             ));
         };
+        let binding = channel_binding(tls.get_ref().1)?;
         let (ours, mut theirs) = UnixStream::pair()?;
         tokio::spawn(async move {
             let _share = share;
             // Ends when either side closes; dropping both ends closes the other side too.
             let _ = tokio::io::copy_bidirectional(&mut tls, &mut theirs).await;
         });
-        Ok(Accepted::Tls(ours))
+        Ok(Accepted::Tls(ours, binding))
     }
 }

@@ -16,7 +16,7 @@
 use std::io::{Read, Write};
 use std::time::Duration;
 
-use petrel_auth::{NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
+use petrel_auth::{Exchange, NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
 
 /// What opens Petrel's HA handshake.
 pub const MAGIC: &[u8; 8] = b"PTRLHA01";
@@ -35,34 +35,40 @@ fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), 
     stream.read_exact(buf).map_err(|e| format!("{what}: {e}"))
 }
 
-/// The master's side, after the connection's first 8 bytes (which must be [`MAGIC`]).
+/// The master's side, after the connection's first 8 bytes (which must be [`MAGIC`]); `binding`
+/// is the TLS session's channel binding (empty on a plain connection).
 ///
 /// # Errors
 /// Anything but a slave that proves it holds `secret`.
-pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8; 8]) -> Result<(), String> {
+pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8; 8], binding: &[u8]) -> Result<(), String> {
     if !opens_handshake(first) {
         return Err("the peer did not authenticate (a broker without haSecret, or not a broker)".into());
     }
     let mut theirs = [0u8; NONCE_BYTES];
     read_exact(stream, &mut theirs, "the slave's nonce")?;
     let ours = nonce();
-    let proof = secret.proof(PROTOCOL, PeerRole::Accepting, &ours, &theirs);
+    let exchange = Exchange {
+        accepting: &ours,
+        connecting: &theirs,
+        binding,
+    };
+    let proof = secret.proof(PROTOCOL, PeerRole::Accepting, exchange);
     stream
         .write_all(&[&MAGIC[..], &ours, &proof].concat())
         .map_err(|e| format!("write: {e}"))?;
     let mut answer = [0u8; PROOF_BYTES];
     read_exact(stream, &mut answer, "the slave's proof")?;
-    if !secret.verify(PROTOCOL, PeerRole::Connecting, &ours, &theirs, &answer) {
+    if !secret.verify(PROTOCOL, PeerRole::Connecting, exchange, &answer) {
         return Err("the slave's proof is wrong (another haSecret)".into());
     }
     Ok(())
 }
 
-/// The slave's side, first thing on a new connection.
+/// The slave's side, first thing on a new connection; `binding` as for [`accept`].
 ///
 /// # Errors
 /// Anything but a master that proves it holds `secret`.
-pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret) -> Result<(), String> {
+pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret, binding: &[u8]) -> Result<(), String> {
     let ours = nonce();
     stream.write_all(&[&MAGIC[..], &ours].concat()).map_err(|e| format!("write: {e}"))?;
     let mut reply = [0u8; 8 + NONCE_BYTES + PROOF_BYTES];
@@ -70,11 +76,15 @@ pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret) -> Result<
     if !opens_handshake(&reply) {
         return Err("the master did not authenticate".into());
     }
-    let theirs = &reply[8..8 + NONCE_BYTES];
-    if !secret.verify(PROTOCOL, PeerRole::Accepting, theirs, &ours, &reply[8 + NONCE_BYTES..]) {
-        return Err("the master's proof is wrong (another haSecret)".into());
+    let exchange = Exchange {
+        accepting: &reply[8..8 + NONCE_BYTES],
+        connecting: &ours,
+        binding,
+    };
+    if !secret.verify(PROTOCOL, PeerRole::Accepting, exchange, &reply[8 + NONCE_BYTES..]) {
+        return Err("the master's proof is wrong (another haSecret, or a relay between two TLS sessions)".into());
     }
-    let proof = secret.proof(PROTOCOL, PeerRole::Connecting, theirs, &ours);
+    let proof = secret.proof(PROTOCOL, PeerRole::Connecting, exchange);
     stream.write_all(&proof).map_err(|e| format!("write: {e}"))
 }
 
@@ -96,7 +106,7 @@ mod tests {
         std::thread::spawn(move || {
             let mut first = [0u8; 8];
             s.read_exact(&mut first).map_err(|e| e.to_string())?;
-            accept(&mut s, &secret, &first)
+            accept(&mut s, &secret, &first, b"")
         })
     }
 
@@ -105,13 +115,13 @@ mod tests {
         let good = || PeerSecret::new("the-set's-shared-secret").expect("secret");
         let (mut c, s) = pair();
         let m = master(s, good());
-        assert_eq!(connect(&mut c, &good()), Ok(()));
+        assert_eq!(connect(&mut c, &good(), b""), Ok(()));
         assert_eq!(m.join().expect("master"), Ok(()));
 
         let (mut c, s) = pair();
         let m = master(s, good());
         let wrong = PeerSecret::new("a-rogue's-guessed-secret").expect("secret");
-        assert!(connect(&mut c, &wrong).unwrap_err().contains("master's proof is wrong"));
+        assert!(connect(&mut c, &wrong, b"").unwrap_err().contains("master's proof is wrong"));
         drop(c);
         assert!(m.join().expect("master").is_err(), "the master refuses the rogue");
     }

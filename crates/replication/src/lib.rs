@@ -14,8 +14,9 @@ mod acks;
 pub mod handshake;
 mod master;
 mod slave;
+mod stream;
 pub mod wire;
 
 pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset, confirm_offset};
-pub use master::{AutoSwitchMaster, HaMaster, MasterConfig};
+pub use master::{AutoSwitchMaster, HaMaster, MasterConfig, MasterTls};
 pub use slave::{AutoSwitchSlave, HaSlave, SlaveConfig, SlaveState};

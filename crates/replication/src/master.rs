@@ -18,7 +18,7 @@
 //! master has not written.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -28,6 +28,7 @@ use parking_lot::{Condvar, Mutex};
 use petrel_store::{EpochFile, MessageStore, Watermark};
 
 use crate::acks::AckGate;
+use crate::stream::HaStream;
 use crate::wire::autoswitch::{MasterHeader, SLAVE_HANDSHAKE_BYTES, SlaveMessage, encode_epochs};
 use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
 
@@ -78,6 +79,24 @@ pub struct MasterConfig {
     /// `Some`: a slave must prove it holds this secret before it is served (see
     /// [`crate::handshake`]).
     pub secret: Option<petrel_auth::PeerSecret>,
+    /// `Some`: TLS on the port (`tls.server.mode`).
+    pub tls: Option<MasterTls>,
+}
+
+/// TLS on a master's HA port.
+#[derive(Clone)]
+pub struct MasterTls {
+    pub config: Arc<rustls::ServerConfig>,
+    /// Plain connections are refused (`enforcing`); otherwise served too (`permissive`).
+    pub enforcing: bool,
+}
+
+impl std::fmt::Debug for MasterTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterTls")
+            .field("enforcing", &self.enforcing)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Connections whose handshake is in progress at once; more are closed as they arrive (each
@@ -87,7 +106,7 @@ const MAX_PENDING_HANDSHAKES: usize = 8;
 struct Slave {
     id: u64,
     addr: SocketAddr,
-    stream: TcpStream,
+    stream: HaStream,
     /// The latest report (the first tells the transfer where to start; each one is an ack).
     acked: Mutex<Option<u64>>,
     /// Signalled on every report.
@@ -103,7 +122,7 @@ impl Slave {
     fn close(&self, why: &str) {
         if !self.closed.swap(true, Ordering::AcqRel) {
             tracing::info!(slave = self.id, addr = %self.addr, why, "slave connection closed");
-            let _ = self.stream.shutdown(Shutdown::Both);
+            self.stream.shutdown();
             self.reported.notify_all();
         }
     }
@@ -240,9 +259,11 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
                 continue;
             }
         };
-        let result = match &inner.config.secret {
-            None => admit(inner, stream),
-            Some(secret) => authenticate_then_admit(inner, stream, secret.clone()),
+        let _ = stream.set_nodelay(true);
+        let result = if inner.config.secret.is_none() && inner.config.tls.is_none() {
+            admit(inner, HaStream::Tcp(stream))
+        } else {
+            authenticate_then_admit(inner, stream)
         };
         if let Err(e) = result {
             tracing::warn!(error = %e, "could not start serving a slave");
@@ -250,8 +271,9 @@ fn accept_loop(inner: &Arc<Inner>, listener: &TcpListener) {
     }
 }
 
-/// Runs the peer's handshake on a thread of its own (the acceptor goes on), then admits it.
-fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream, secret: petrel_auth::PeerSecret) -> std::io::Result<()> {
+/// Runs the peer's TLS and secret handshakes on a thread of its own (the acceptor goes on),
+/// then admits it.
+fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
     let addr = stream.peer_addr()?;
     if inner.pending.fetch_add(1, Ordering::AcqRel) >= MAX_PENDING_HANDSHAKES {
         inner.pending.fetch_sub(1, Ordering::AcqRel);
@@ -261,17 +283,17 @@ fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream, secret: petrel
     }
     let worker = inner.clone();
     let spawned = std::thread::Builder::new().name("ha-handshake".into()).spawn(move || {
-        let checked = handshake(&stream, &secret);
+        let checked = handshake(&worker.config, stream);
         worker.pending.fetch_sub(1, Ordering::AcqRel);
         match checked {
-            Ok(()) => {
+            Ok(stream) => {
                 if let Err(e) = admit(&worker, stream) {
                     tracing::warn!(%addr, error = %e, "could not start serving a slave");
                 }
             }
             Err(why) => {
                 worker.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%addr, why, "refused an HA peer that did not prove it holds haSecret");
+                tracing::warn!(%addr, why, "refused an HA peer: it did not open TLS, or did not prove it holds haSecret");
             }
         }
     });
@@ -282,18 +304,42 @@ fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream, secret: petrel
     Ok(())
 }
 
-/// The master's side of [`crate::handshake`], within its time bound.
-fn handshake(stream: &TcpStream, secret: &petrel_auth::PeerSecret) -> Result<(), String> {
-    let bound = Some(crate::handshake::HANDSHAKE_TIMEOUT);
-    stream.set_read_timeout(bound).map_err(|e| e.to_string())?;
-    stream.set_write_timeout(bound).map_err(|e| e.to_string())?;
-    let mut s = stream;
-    let mut first = [0u8; 8];
-    s.read_exact(&mut first).map_err(|e| format!("read: {e}"))?;
-    crate::handshake::accept(&mut s, secret, &first)
+/// The first byte of a TLS handshake record.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// The master's side of the TLS session (as the port's mode says) and of
+/// [`crate::handshake`], each within its time bound; the stream to serve the slave on.
+fn handshake(config: &MasterConfig, tcp: TcpStream) -> Result<HaStream, String> {
+    let bound = crate::handshake::HANDSHAKE_TIMEOUT;
+    tcp.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
+    tcp.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+    let (mut stream, binding) = match &config.tls {
+        None => (HaStream::Tcp(tcp), None),
+        Some(tls) => {
+            let mut first = [0u8; 1];
+            let n = tcp.peek(&mut first).map_err(|e| format!("read: {e}"))?;
+            if n == 1 && first[0] == TLS_HANDSHAKE_RECORD {
+                let session = rustls::ServerConnection::new(tls.config.clone()).map_err(|e| e.to_string())?;
+                let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).map_err(|e| format!("TLS handshake: {e}"))?;
+                (stream, Some(binding))
+            } else if tls.enforcing {
+                return Err("a plain-text peer on an HA port with tls.server.mode=enforcing".into());
+            } else {
+                (HaStream::Tcp(tcp), None)
+            }
+        }
+    };
+    if let Some(secret) = &config.secret {
+        stream.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        stream.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        let mut first = [0u8; 8];
+        stream.read_exact(&mut first).map_err(|e| format!("read: {e}"))?;
+        crate::handshake::accept(&mut stream, secret, &first, binding.as_ref().map_or(&[][..], |b| &b[..]))?;
+    }
+    Ok(stream)
 }
 
-fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
+fn admit(inner: &Arc<Inner>, stream: HaStream) -> std::io::Result<()> {
     let addr = stream.peer_addr()?;
     if !inner.accepting.load(Ordering::Acquire) {
         tracing::info!(%addr, "refusing a slave: this broker is not the master");
@@ -305,7 +351,6 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
         tracing::warn!(%addr, max = inner.config.max_slaves, "refusing a slave: the master already serves its maximum");
         return Ok(());
     }
-    stream.set_nodelay(true)?;
     stream.set_read_timeout(Some(inner.config.housekeeping_interval))?;
     stream.set_write_timeout(Some(inner.config.housekeeping_interval))?;
     let slave = Arc::new(Slave {
@@ -318,7 +363,7 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
         next_offset: AtomicU64::new(0),
         handshake: Mutex::new(None),
     });
-    tracing::info!(slave = slave.id, %addr, "slave connected");
+    tracing::info!(slave = slave.id, %addr, tls = matches!(slave.stream, HaStream::Tls(..)), "slave connected");
     inner.gate.connected(slave.id, addr.to_string());
     slaves.push(slave.clone());
     drop(slaves);
@@ -341,7 +386,7 @@ fn admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Result<()> {
 }
 
 /// The reader: every report is an ack. Ends on EOF, an error, or silence past housekeeping.
-fn read_reports(inner: &Inner, slave: &Slave, stream: TcpStream) {
+fn read_reports(inner: &Inner, slave: &Slave, stream: HaStream) {
     if inner.config.autoswitch.is_some() {
         read_autoswitch_reports(inner, slave, stream);
         return;
@@ -358,7 +403,7 @@ fn read_error(inner: &Inner, e: &std::io::Error) -> String {
 }
 
 /// Controller mode: a handshake naming the slave, then reports.
-fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
     let mut buf = [0u8; SLAVE_HANDSHAKE_BYTES];
     let why = loop {
         if let Err(e) = stream.read_exact(&mut buf[..4]) {
@@ -405,7 +450,7 @@ fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) 
     inner.gate.disconnected(slave.id);
 }
 
-fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
     let mut buf = [0u8; REPORT_BYTES];
     let why = loop {
         if let Err(e) = stream.read_exact(&mut buf) {
@@ -455,7 +500,7 @@ fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Resu
 
 /// Controller mode: waits for the slave's handshake and answers it with this master's end,
 /// last epoch and epoch entries. Returns the handshake, or why there is none.
-fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, stream: &mut TcpStream) -> Result<Handshake, String> {
+fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, stream: &mut HaStream) -> Result<Handshake, String> {
     let deadline = Instant::now() + inner.config.housekeeping_interval;
     // Bounded by the deadline; RocketMQ's master polls for the handshake the same way.
     let hs = loop {
@@ -513,7 +558,7 @@ fn frame_header(inner: &Inner, offset: u64, len: &mut usize) -> Vec<u8> {
 }
 
 /// The transfer: frames of the log from the slave's start point, heartbeats when idle.
-fn transfer(inner: &Inner, slave: &Slave, mut stream: TcpStream) {
+fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
     let mut sync_from_last_file = inner.config.sync_from_last_file;
     if let Some(auto) = &inner.config.autoswitch {
         match autoswitch_handshake(inner, auto, slave, &mut stream) {

@@ -22,6 +22,7 @@ use bytes::BytesMut;
 use parking_lot::{Mutex, RwLock};
 use petrel_store::{EpochEntry, EpochFile, MessageStore, StoreError, Watermark};
 
+use crate::stream::HaStream;
 use crate::wire::autoswitch::{MasterHeader, SlaveMessage, decode_epochs};
 use crate::wire::{FRAME_HEADER_BYTES, FrameHeader, encode_report};
 
@@ -64,6 +65,9 @@ pub struct SlaveConfig {
     /// `Some`: prove this secret to the master, and have it proven, before anything else (see
     /// [`crate::handshake`]).
     pub secret: Option<petrel_auth::PeerSecret>,
+    /// `Some`: reach the master over TLS with this configuration (its trust decides whether the
+    /// master's certificate is verified; the secret's proof is bound to the session either way).
+    pub tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 /// What the slave's client is doing, for metrics and runtime info.
@@ -191,19 +195,30 @@ fn pause(total: Duration, stop: &AtomicBool) {
     }
 }
 
-fn connect(addr: &str, config: &SlaveConfig) -> Result<TcpStream, String> {
+fn connect(addr: &str, config: &SlaveConfig) -> Result<HaStream, String> {
     let target: SocketAddr = addr
         .to_socket_addrs()
         .map_err(|e| format!("cannot resolve {addr}: {e}"))?
         .next()
         .ok_or_else(|| format!("{addr} resolves to nothing"))?;
-    let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
-    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let tcp = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
+    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+    let bound = crate::handshake::HANDSHAKE_TIMEOUT;
+    let (mut stream, binding) = match &config.tls {
+        None => (HaStream::Tcp(tcp), None),
+        Some(tls) => {
+            let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_matches(['[', ']']);
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| format!("{addr}: {e}"))?;
+            let session = rustls::ClientConnection::new(tls.clone(), name).map_err(|e| e.to_string())?;
+            let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).map_err(|e| format!("TLS handshake: {e}"))?;
+            (stream, Some(binding))
+        }
+    };
     if let Some(secret) = &config.secret {
-        let bound = Some(crate::handshake::HANDSHAKE_TIMEOUT);
-        stream.set_read_timeout(bound).map_err(|e| e.to_string())?;
-        stream.set_write_timeout(bound).map_err(|e| e.to_string())?;
-        crate::handshake::connect(&mut stream, secret).map_err(|e| format!("authenticating with haSecret: {e}"))?;
+        stream.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        stream.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        let binding = binding.as_ref().map_or(&[][..], |b| &b[..]);
+        crate::handshake::connect(&mut stream, secret, binding).map_err(|e| format!("authenticating with haSecret: {e}"))?;
     }
     // Short reads, so that heartbeats go out on time while no frame arrives.
     stream
@@ -215,14 +230,14 @@ fn connect(addr: &str, config: &SlaveConfig) -> Result<TcpStream, String> {
     Ok(stream)
 }
 
-fn report(stream: &mut TcpStream, offset: u64) -> Result<(), String> {
+fn report(stream: &mut HaStream, offset: u64) -> Result<(), String> {
     stream.write_all(&encode_report(offset)).map_err(|e| format!("report: {e}"))
 }
 
 /// One connection: report, then frames until an error, a stop or a new master address.
 fn session(
     store: &MessageStore,
-    mut stream: TcpStream,
+    mut stream: HaStream,
     addr: &str,
     master: &RwLock<Option<String>>,
     config: &SlaveConfig,
@@ -341,7 +356,7 @@ fn cut_to_consistent_point(
 #[allow(clippy::too_many_arguments, reason = "the session's whole context, passed once")]
 fn autoswitch_session(
     store: &MessageStore,
-    mut stream: TcpStream,
+    mut stream: HaStream,
     addr: &str,
     master: &RwLock<Option<String>>,
     config: &SlaveConfig,
@@ -478,6 +493,7 @@ mod tests {
             reconnect_interval: Duration::from_millis(100),
             autoswitch: None,
             secret: None,
+            tls: None,
         }
     }
 

@@ -329,6 +329,8 @@ config_table! {
             "PEM certificate chain the servers present (leaf first). Required unless `tls.server.mode=disabled`."
         "tls.server.keyPath" => tls_server_key_path: Option<PathBuf> = None;
             "PEM private key of that certificate (PKCS#8, PKCS#1 or SEC1), unencrypted."
+        "tls.client.trustCertPath" => tls_client_trust_cert_path: Option<PathBuf> = None;
+            "PEM CA certificates a slave verifies its master's HA certificate against (with `tls.server.mode` not `disabled`, a master's HA port takes TLS as its other ports do, and a slave reaches its master over TLS). Unset: the session is encrypted without verifying the master; `haSecret`, whose proof is bound to the session, then authenticates it — set one of the two."
     }
     Metrics {
         "metricsExporterType" => metrics_exporter_type: MetricsExporter = MetricsExporter::Disable;

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use petrel_auth::{NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
+use petrel_auth::{Exchange, NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_remoting::{Connection, answer, error};
@@ -37,13 +37,18 @@ pub fn is_raft_message(code: i32) -> bool {
 }
 
 /// Our nonce and the connecting side's, between HELLO and AUTH.
-type Exchange = ([u8; NONCE_BYTES], [u8; NONCE_BYTES]);
+type Nonces = ([u8; NONCE_BYTES], [u8; NONCE_BYTES]);
+
+/// The TLS session's channel binding, empty on a plain connection.
+fn binding_of(conn: &Connection) -> &[u8] {
+    conn.channel_binding().map_or(&[][..], |b| &b[..])
+}
 
 /// The serving side.
 pub struct RaftGate {
     secret: Option<PeerSecret>,
     /// Connection id → the exchange in progress on it.
-    pending: Mutex<HashMap<u64, Exchange>>,
+    pending: Mutex<HashMap<u64, Nonces>>,
     trusted: Mutex<HashSet<u64>>,
     /// Raft messages and exchanges refused, for metrics and logs.
     refused: AtomicU64,
@@ -117,13 +122,23 @@ impl RaftGate {
         }
         let ours = nonce();
         pending.insert(conn.id(), (ours, theirs));
-        let proof = secret.proof(PROTOCOL, PeerRole::Accepting, &ours, &theirs);
+        let exchange = Exchange {
+            accepting: &ours,
+            connecting: &theirs,
+            binding: binding_of(conn),
+        };
+        let proof = secret.proof(PROTOCOL, PeerRole::Accepting, exchange);
         Ok([&ours[..], &proof].concat())
     }
 
     fn auth(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<(), String> {
         let (ours, theirs) = self.pending.lock().remove(&conn.id()).ok_or("no PETREL_RAFT_HELLO before")?;
-        if !secret.verify(PROTOCOL, PeerRole::Connecting, &ours, &theirs, body) {
+        let exchange = Exchange {
+            accepting: &ours,
+            connecting: &theirs,
+            binding: binding_of(conn),
+        };
+        if !secret.verify(PROTOCOL, PeerRole::Connecting, exchange, body) {
             return Err("the proof is wrong (another controllerRaftSecret)".into());
         }
         self.trusted.lock().insert(conn.id());
@@ -153,10 +168,15 @@ pub async fn authenticate(conn: &Connection, secret: &PeerSecret) -> Result<(), 
         return Err("the peer's answer is not a nonce and a proof".into());
     }
     let (theirs, proof) = reply.body.split_at(NONCE_BYTES);
-    if !secret.verify(PROTOCOL, PeerRole::Accepting, theirs, &ours, proof) {
-        return Err("the peer's proof is wrong (another controllerRaftSecret)".into());
+    let exchange = Exchange {
+        accepting: theirs,
+        connecting: &ours,
+        binding: binding_of(conn),
+    };
+    if !secret.verify(PROTOCOL, PeerRole::Accepting, exchange, proof) {
+        return Err("the peer's proof is wrong (another controllerRaftSecret, or a relay between two TLS sessions)".into());
     }
-    let mine = secret.proof(PROTOCOL, PeerRole::Connecting, theirs, &ours);
+    let mine = secret.proof(PROTOCOL, PeerRole::Connecting, exchange);
     let auth = RemotingCommand::request(rc::PETREL_RAFT_AUTH, 0).with_body(mine.to_vec());
     let reply = conn.call(auth, AUTH_TIMEOUT).await.map_err(|e| e.to_string())?;
     if reply.code != resp::SUCCESS {

@@ -33,15 +33,19 @@ pub struct TcpNetwork {
     connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
     /// Proved on every new connection (`controllerRaftSecret`).
     secret: Option<petrel_auth::PeerSecret>,
+    /// Connections to peers over TLS, when the controller's port has it.
+    tls: Option<Arc<petrel_remoting::ClientTls>>,
 }
 
 impl TcpNetwork {
-    /// A network whose connections first prove `secret` (none: they prove nothing).
+    /// A network whose connections first prove `secret` (none: they prove nothing), over TLS
+    /// when `tls` is given.
     #[must_use]
-    pub fn with_secret(secret: Option<petrel_auth::PeerSecret>) -> TcpNetwork {
+    pub fn new(secret: Option<petrel_auth::PeerSecret>, tls: Option<Arc<petrel_remoting::ClientTls>>) -> TcpNetwork {
         TcpNetwork {
             connections: Arc::default(),
             secret,
+            tls,
         }
     }
 }
@@ -55,6 +59,7 @@ impl RaftNetworkFactory<TypeConfig> for TcpNetwork {
             addr: node.addr.clone(),
             connections: Arc::clone(&self.connections),
             secret: self.secret.clone(),
+            tls: self.tls.clone(),
         }
     }
 }
@@ -65,6 +70,7 @@ pub struct TcpPeer {
     addr: String,
     connections: Arc<Mutex<HashMap<String, Arc<Connection>>>>,
     secret: Option<petrel_auth::PeerSecret>,
+    tls: Option<Arc<petrel_remoting::ClientTls>>,
 }
 
 type RpcResult<T, E = openraft::error::Infallible> = Result<T, RPCError<u64, BasicNode, RaftError<u64, E>>>;
@@ -104,9 +110,15 @@ impl TcpPeer {
         if let Some(c) = self.connections.lock().get(&self.addr).filter(|c| !c.is_closed()) {
             return Ok(Arc::clone(c));
         }
-        let opened = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
-            .await
-            .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
+        let opened = petrel_remoting::connect_with_tls(
+            &self.addr,
+            CONNECT_TIMEOUT,
+            ConnectionLimits::default(),
+            Arc::new(IgnoreRequests),
+            self.tls.as_deref(),
+        )
+        .await
+        .map_err(|e| RPCError::Unreachable(Unreachable::new(&e)))?;
         if let Some(secret) = &self.secret
             && let Err(why) = super::auth::authenticate(&opened, secret).await
         {
