@@ -828,7 +828,11 @@ fn two_thousand_connections_trickling_large_frames_stay_within_the_frame_budget(
     std::thread::sleep(Duration::from_millis(500));
     peak = peak.max(rss_bytes(petrel.pid()));
     let grown = peak.saturating_sub(base);
-    println!("2,000 trickling connections: the broker grew by {} MiB (budget {} MiB)", grown >> 20, BUDGET >> 20);
+    println!(
+        "2,000 trickling connections: the broker grew by {} MiB (budget {} MiB)",
+        grown >> 20,
+        BUDGET >> 20
+    );
     assert!(
         grown < BUDGET + (96 << 20),
         "the broker grew by {} MiB holding unfinished frames (budget {} MiB, 500 MiB offered)",

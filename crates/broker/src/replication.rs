@@ -147,6 +147,25 @@ impl Controlled {
         self.silent_until.lock().is_some_and(|until| std::time::Instant::now() < until)
     }
 
+    /// Counts `members` (the current set) and those `joiners` that hold what is confirmed, in one
+    /// step; returns the joiners taken (see `AckGate::admit_joiners`).
+    pub fn admit_joiners(
+        &self,
+        own_id: u64,
+        members: &std::collections::BTreeSet<u64>,
+        joiners: &std::collections::BTreeSet<u64>,
+    ) -> std::collections::BTreeSet<u64> {
+        let mut members = members.clone();
+        members.insert(own_id);
+        self.ha.gate().admit_joiners(
+            &SyncStateView {
+                master_id: own_id,
+                members,
+            },
+            joiners,
+        )
+    }
+
     /// The SyncStateSet the controllers confirmed (or the union while a change is pending).
     pub fn set_sync_state_set(&self, own_id: u64, members: &std::collections::BTreeSet<u64>) {
         let mut members = members.clone();
@@ -390,7 +409,7 @@ impl Replication {
         if gate.policy().mode == AckMode::AllInSync {
             // Consumers read only what every in-sync replica holds (RocketMQ's confirmOffset):
             // a message they saw survives the loss of the master.
-            store.commit_log().gate_readers_on(gate.replicated().clone());
+            store.commit_log().gate_readers_on(gate.replicated());
             let readers = store.clone();
             gate.set_on_advance(Box::new(move |_| readers.commit_log().wake_readers()));
         }

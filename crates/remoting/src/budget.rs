@@ -1,5 +1,7 @@
 //! One memory budget for the bytes of unfinished frames that connections hold: what a peer has
-//! sent of a request that is not complete yet (or not served yet). A frame's length word may
+//! sent of a request that is not complete yet (or not served yet), counted as the buffer's
+//! memory (its reserved room too), so that many connections holding a byte each count what
+//! they cost. A frame's length word may
 //! claim up to `max_frame_bytes`; the buffer only ever holds what actually arrived, and all the
 //! connections sharing a budget (a process's ports) hold at most `max_bytes` together. Past it,
 //! the connections whose unfinished frame has waited longest — the slowest senders, where a

@@ -237,7 +237,8 @@ impl State {
             return;
         }
         let since = *self.front_since.get_or_insert_with(std::time::Instant::now);
-        budget.hold(conn, self.rbuf.len(), since);
+        // What the buffer holds in memory, reserved room included, not only the bytes in it.
+        budget.hold(conn, self.rbuf.capacity().max(self.rbuf.len()), since);
         self.holding = true;
     }
 

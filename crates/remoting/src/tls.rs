@@ -53,6 +53,29 @@ pub(crate) enum Accepted {
     Tls(UnixStream, [u8; CHANNEL_BINDING_BYTES]),
 }
 
+/// Copies between a TLS session and the loop's socket pair. When the loop closes its end, the
+/// bridge ends at once, whatever the peer does: a peer that never closes its side keeps no task
+/// or descriptor past its connection. When the peer closes first, the loop is told (EOF) and the
+/// bridge carries what the loop still owes until the loop closes its end too.
+async fn bridge<T: tokio::io::AsyncRead + tokio::io::AsyncWrite>(tls: T, plain: UnixStream) {
+    let (mut tls_in, mut tls_out) = tokio::io::split(tls);
+    let (mut plain_in, mut plain_out) = plain.into_split();
+    let inbound = async {
+        let _ = tokio::io::copy(&mut tls_in, &mut plain_out).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut plain_out).await;
+    };
+    let outbound = async {
+        let _ = tokio::io::copy(&mut plain_in, &mut tls_out).await;
+        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls_out).await;
+    };
+    tokio::pin!(outbound);
+    tokio::select! {
+        () = &mut outbound => return,
+        () = inbound => {}
+    }
+    outbound.await;
+}
+
 /// The session's channel binding (RFC 5705 keying material under [`CHANNEL_BINDING_LABEL`]).
 ///
 /// # Errors
@@ -183,14 +206,12 @@ impl ClientTls {
     /// accepted TLS connection is: the loop's end, and the session's channel binding.
     pub(crate) async fn connect(&self, addr: &str, socket: TcpStream) -> std::io::Result<(UnixStream, [u8; CHANNEL_BINDING_BYTES])> {
         let connector = tokio_rustls::TlsConnector::from(self.config.clone());
-        let mut tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(Self::server_name(addr)?, socket))
+        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, connector.connect(Self::server_name(addr)?, socket))
             .await
             .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound"))??;
         let binding = channel_binding(tls.get_ref().1)?;
-        let (ours, mut theirs) = UnixStream::pair()?;
-        tokio::spawn(async move {
-            let _ = tokio::io::copy_bidirectional(&mut tls, &mut theirs).await;
-        });
+        let (ours, theirs) = UnixStream::pair()?;
+        tokio::spawn(bridge(tls, theirs));
         Ok((ours, binding))
     }
 }
@@ -255,7 +276,7 @@ impl ServerTls {
                 return Ok(Accepted::Plain(socket));
             }
         }
-        let mut tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(socket))
+        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(socket))
             .await
             .map_err(|_| timed_out())??;
         // The bridge's socket pair: two more descriptors, counted like the socket's.
@@ -266,11 +287,10 @@ impl ServerTls {
             ));
         };
         let binding = channel_binding(tls.get_ref().1)?;
-        let (ours, mut theirs) = UnixStream::pair()?;
+        let (ours, theirs) = UnixStream::pair()?;
         tokio::spawn(async move {
             let _share = share;
-            // Ends when either side closes; dropping both ends closes the other side too.
-            let _ = tokio::io::copy_bidirectional(&mut tls, &mut theirs).await;
+            bridge(tls, theirs).await;
         });
         Ok(Accepted::Tls(ours, binding))
     }

@@ -137,7 +137,14 @@ pub fn confirm_offset(master_end: u64, members: &BTreeSet<u64>, member_acks: &BT
 /// The gate: slaves' acks in, the `replicated` watermark and the confirm offset out.
 pub struct AckGate {
     policy: AckPolicy,
-    mark: Arc<Watermark>,
+    /// Replaced (never lowered in place) when a controller-mode broker becomes master again
+    /// with a log shorter than what it had settled as master before.
+    mark: parking_lot::RwLock<Arc<Watermark>>,
+    /// Room for waiting sends, for a replaced mark.
+    capacity: usize,
+    /// One recompute or SyncStateSet change at a time: the confirm offset is computed and
+    /// advanced against the set it was computed from.
+    serial: Mutex<()>,
     slaves: Mutex<BTreeMap<u64, SlaveAck>>,
     master_end: Box<dyn Fn() -> u64 + Send + Sync>,
     /// Runs after what readers may read moved, with its new end: the `replicated` watermark in
@@ -176,7 +183,9 @@ impl AckGate {
         );
         Arc::new(AckGate {
             policy,
-            mark: Watermark::new("replicated", initial, capacity.max(1)),
+            mark: parking_lot::RwLock::new(Watermark::new("replicated", initial, capacity.max(1))),
+            capacity: capacity.max(1),
+            serial: Mutex::new(()),
             slaves: Mutex::new(BTreeMap::new()),
             master_end,
             on_advance: std::sync::OnceLock::new(),
@@ -210,8 +219,8 @@ impl AckGate {
 
     /// What sends wait on.
     #[must_use]
-    pub fn replicated(&self) -> &Arc<Watermark> {
-        &self.mark
+    pub fn replicated(&self) -> Arc<Watermark> {
+        self.mark.read().clone()
     }
 
     /// Decides, before a send appends, whether it will wait for slaves.
@@ -239,7 +248,7 @@ impl AckGate {
             AckMode::AllInSync if in_sync == 1 => return Ok(ReplicaWait::None),
             _ => {}
         }
-        self.mark.reserve().map(ReplicaWait::Wait).map_err(|e| match e {
+        self.replicated().reserve().map(ReplicaWait::Wait).map_err(|e| match e {
             WaitError::Busy { .. } => Refusal::Busy(format!("[REPLICA_WAITERS_FULL] {e}")),
             other => Refusal::Failed(other.to_string()),
         })
@@ -293,11 +302,50 @@ impl AckGate {
     pub fn set_sync_state_set(&self, view: &SyncStateView) {
         assert!(view.members.contains(&view.master_id), "the master is in its own SyncStateSet");
         assert!(self.confirm.get().is_some(), "controller mode moves a confirm offset");
+        let serial = self.serial.lock();
         let mut members = view.members.clone();
         members.remove(&view.master_id);
         *self.sync_state_set.lock() = Some(members);
-        self.inactive.store(false, std::sync::atomic::Ordering::Release);
-        self.recompute();
+        if self.inactive.swap(false, std::sync::atomic::Ordering::AcqRel) {
+            // Master again: what it settled as master before may lie past its log now (a cut
+            // to a new master's consistent point); a fresh mark starts at its end.
+            let end = (self.master_end)();
+            if self.mark.read().get() > end {
+                *self.mark.write() = Watermark::new("replicated", end, self.capacity);
+            }
+        }
+        self.recompute_serial(&serial);
+    }
+
+    /// Controller mode, while proposing to grow the SyncStateSet: counts `view` and those of
+    /// `joiners` whose ack has reached the confirm offset now, in one step, so that the confirm
+    /// offset cannot pass a joiner between the check and its counting (it would lack what
+    /// consumers read, and could be elected). Returns the joiners taken.
+    pub fn admit_joiners(&self, view: &SyncStateView, joiners: &BTreeSet<u64>) -> BTreeSet<u64> {
+        assert!(view.members.contains(&view.master_id), "the master is in its own SyncStateSet");
+        let serial = self.serial.lock();
+        let (confirmed, acks) = (self.confirmed(), self.member_acks());
+        let taken: BTreeSet<u64> = joiners
+            .iter()
+            .copied()
+            .filter(|j| acks.get(j).is_some_and(|a| *a >= confirmed))
+            .collect();
+        let mut members: BTreeSet<u64> = view.members.union(&taken).copied().collect();
+        members.remove(&view.master_id);
+        *self.sync_state_set.lock() = Some(members);
+        self.recompute_serial(&serial);
+        taken
+    }
+
+    /// Each identified connected slave's lowest ack, by broker id.
+    fn member_acks(&self) -> BTreeMap<u64, u64> {
+        let mut out: BTreeMap<u64, u64> = BTreeMap::new();
+        for s in self.slaves.lock().values() {
+            if let (Some(b), Some(ack)) = (s.broker_id, s.ack_offset) {
+                out.entry(b).and_modify(|a| *a = (*a).min(ack)).or_insert(ack);
+            }
+        }
+        out
     }
 
     /// Whether a SyncStateSet decides who counts (controller mode).
@@ -315,6 +363,12 @@ impl AckGate {
     /// Re-derives who is in sync and advances the watermark as far as the policy allows, and in
     /// controller mode the confirm offset to the slowest member.
     pub fn recompute(&self) {
+        let serial = self.serial.lock();
+        self.recompute_serial(&serial);
+    }
+
+    /// [`AckGate::recompute`], with the serializing lock held.
+    fn recompute_serial(&self, _serial: &parking_lot::MutexGuard<'_, ()>) {
         if self.inactive.load(std::sync::atomic::Ordering::Acquire) {
             return;
         }
@@ -342,15 +396,15 @@ impl AckGate {
         if self.advance_mark(agreed_offset(self.policy.mode, end, &mut acks))
             && let Some(f) = self.on_advance.get()
         {
-            f(self.mark.get());
+            f(self.replicated().get());
         }
     }
 
     /// Moves the `replicated` watermark up to `to`; whether it moved.
     fn advance_mark(&self, to: Option<u64>) -> bool {
         match to {
-            Some(to) if to > self.mark.get() => {
-                self.mark.advance(to);
+            Some(to) if to > self.replicated().get() => {
+                self.replicated().advance(to);
                 true
             }
             _ => false,
@@ -360,7 +414,7 @@ impl AckGate {
     /// Updates each slave's sync state; returns the acks of those in sync and, in controller
     /// mode, each member's lowest ack.
     fn in_sync_acks(&self, end: u64, members: Option<&BTreeSet<u64>>) -> (Vec<u64>, BTreeMap<u64, u64>) {
-        let settled = self.mark.get();
+        let settled = self.replicated().get();
         let mut acks = Vec::new();
         let mut member_acks: BTreeMap<u64, u64> = BTreeMap::new();
         let mut slaves = self.slaves.lock();
@@ -394,8 +448,12 @@ impl AckGate {
     #[must_use]
     pub fn expand_candidates(&self, epoch_start: u64) -> Vec<u64> {
         let members = self.sync_state_set.lock().clone().unwrap_or_default();
-        // Everything acknowledged and everything a consumer may have read.
-        let settled = self.confirmed().max(self.mark.get());
+        // Everything a consumer may have read, and everything a send was told is replicated
+        // (with sends that wait for no slave, the replicated mark is merely the master's end).
+        let settled = match self.policy.mode {
+            AckMode::None => self.confirmed(),
+            _ => self.confirmed().max(self.replicated().get()),
+        };
         self.slaves
             .lock()
             .values()
@@ -632,6 +690,68 @@ mod tests {
             g.acked(3, 6000);
             assert_eq!(confirm.get(), 5000, "{mode:?}: the member's lower connection counts");
         }
+    }
+
+    /// A joiner counts only if it holds what is confirmed when it starts to count; one that fell
+    /// behind between the check and the counting is left out.
+    #[test]
+    fn a_joiner_behind_the_confirm_offset_is_not_counted() {
+        let end = Arc::new(AtomicU64::new(1000));
+        let g = gate(AckMode::None, &end);
+        let confirm = Watermark::new("confirmed", 0, 1);
+        g.set_confirm_mark(confirm.clone());
+        g.connected(1, "member".into());
+        g.identified(1, 1, false);
+        g.acked(1, 1000);
+        let view = |members: &[u64]| SyncStateView {
+            master_id: 0,
+            members: members.iter().copied().collect(),
+        };
+        g.set_sync_state_set(&view(&[0, 1]));
+        assert_eq!(confirm.get(), 1000);
+        g.connected(2, "late".into());
+        g.identified(2, 2, false);
+        g.acked(2, 900);
+        assert!(g.expand_candidates(0).is_empty(), "behind the confirm offset: no candidate");
+        let taken = g.admit_joiners(&view(&[0, 1]), &[2].into_iter().collect());
+        assert!(
+            taken.is_empty(),
+            "a joiner behind the confirm offset is refused at the last moment too"
+        );
+        g.acked(2, 1000);
+        assert_eq!(
+            g.expand_candidates(0),
+            vec![2],
+            "with sends that wait for no slave, the confirm offset is the rule"
+        );
+        let taken = g.admit_joiners(&view(&[0, 1]), &[2].into_iter().collect());
+        assert_eq!(taken, [2].into_iter().collect());
+        end.store(1500, Ordering::SeqCst);
+        g.acked(1, 1500);
+        assert_eq!(confirm.get(), 1000, "the new member holds the confirm offset back");
+    }
+
+    /// A broker that led, lost the role and had its log cut back, then leads again: its
+    /// `replicated` mark starts again at its end rather than acknowledging what it no longer has.
+    #[test]
+    fn a_master_again_with_a_shorter_log_gets_a_fresh_mark() {
+        let end = Arc::new(AtomicU64::new(1000));
+        let g = gate(AckMode::Count(2), &end);
+        g.set_confirm_mark(Watermark::new("confirmed", 0, 1));
+        g.connected(1, "a".into());
+        g.identified(1, 1, false);
+        g.acked(1, 1000);
+        let view = SyncStateView {
+            master_id: 0,
+            members: [0, 1].into_iter().collect(),
+        };
+        g.set_sync_state_set(&view);
+        assert_eq!(g.replicated().get(), 1000);
+        g.deactivate();
+        g.disconnected(1);
+        end.store(600, Ordering::SeqCst);
+        g.set_sync_state_set(&view);
+        assert_eq!(g.replicated().get(), 600, "not the 1000 it held before its log was cut");
     }
 
     #[test]

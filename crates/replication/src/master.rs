@@ -283,8 +283,9 @@ fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Re
     }
     let worker = inner.clone();
     let spawned = std::thread::Builder::new().name("ha-handshake".into()).spawn(move || {
+        // Given back however the handshake ends (a panic included).
+        let _pending = Pending(&worker.pending);
         let checked = handshake(&worker.config, stream);
-        worker.pending.fetch_sub(1, Ordering::AcqRel);
         match checked {
             Ok(stream) => {
                 if let Err(e) = admit(&worker, stream) {
@@ -307,10 +308,21 @@ fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Re
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 
+/// A handshake in progress, counted until dropped.
+struct Pending<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The master's side of the TLS session (as the port's mode says) and of
 /// [`crate::handshake`], each within its time bound; the stream to serve the slave on.
 fn handshake(config: &MasterConfig, tcp: TcpStream) -> Result<HaStream, String> {
     let bound = crate::handshake::HANDSHAKE_TIMEOUT;
+    // The whole exchange, TLS included, within `bound`, however slowly the peer sends.
+    let _deadline = crate::stream::Deadline::start(&tcp, bound).map_err(|e| e.to_string())?;
     tcp.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
     tcp.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
     let (mut stream, binding) = match &config.tls {

@@ -204,6 +204,7 @@ fn connect(addr: &str, config: &SlaveConfig) -> Result<HaStream, String> {
     let tcp = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
     tcp.set_nodelay(true).map_err(|e| e.to_string())?;
     let bound = crate::handshake::HANDSHAKE_TIMEOUT;
+    let deadline = crate::stream::Deadline::start(&tcp, bound).map_err(|e| e.to_string())?;
     let (mut stream, binding) = match &config.tls {
         None => (HaStream::Tcp(tcp), None),
         Some(tls) => {
@@ -220,6 +221,7 @@ fn connect(addr: &str, config: &SlaveConfig) -> Result<HaStream, String> {
         let binding = binding.as_ref().map_or(&[][..], |b| &b[..]);
         crate::handshake::connect(&mut stream, secret, binding).map_err(|e| format!("authenticating with haSecret: {e}"))?;
     }
+    drop(deadline);
     // Short reads, so that heartbeats go out on time while no frame arrives.
     stream
         .set_read_timeout(Some(config.heartbeat_interval.min(STOP_LATENCY)))

@@ -21,6 +21,8 @@ use parking_lot::Mutex;
 
 /// Bytes read from a socket at a time by the bridge.
 const BRIDGE_CHUNK_BYTES: usize = 64 * 1024;
+/// Longest a bridge's write to the peer may block.
+const BRIDGE_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// Bytes of a session's channel binding.
 pub const CHANNEL_BINDING_BYTES: usize = 32;
 /// The RFC 5705 exporter label of the binding (the same as Petrel's remoting connections').
@@ -29,43 +31,49 @@ const CHANNEL_BINDING_LABEL: &[u8] = b"EXPORTER-petrel-channel-binding";
 /// An HA connection's stream.
 pub(crate) enum HaStream {
     Tcp(TcpStream),
-    /// Over TLS: the plaintext end of the bridge, and the peer's address.
-    Tls(UnixStream, SocketAddr),
+    /// Over TLS: the plaintext end of the bridge, the peer's address, and the socket under the
+    /// session (shut down with the stream, so a bridge blocked on a dead peer ends too).
+    Tls(UnixStream, SocketAddr, Arc<TcpStream>),
 }
 
 impl HaStream {
     pub(crate) fn try_clone(&self) -> std::io::Result<HaStream> {
         Ok(match self {
             HaStream::Tcp(s) => HaStream::Tcp(s.try_clone()?),
-            HaStream::Tls(s, peer) => HaStream::Tls(s.try_clone()?, *peer),
+            HaStream::Tls(s, peer, tcp) => HaStream::Tls(s.try_clone()?, *peer, tcp.clone()),
         })
     }
 
     pub(crate) fn set_read_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             HaStream::Tcp(s) => s.set_read_timeout(t),
-            HaStream::Tls(s, _) => s.set_read_timeout(t),
+            HaStream::Tls(s, ..) => s.set_read_timeout(t),
         }
     }
 
     pub(crate) fn set_write_timeout(&self, t: Option<Duration>) -> std::io::Result<()> {
         match self {
             HaStream::Tcp(s) => s.set_write_timeout(t),
-            HaStream::Tls(s, _) => s.set_write_timeout(t),
+            HaStream::Tls(s, ..) => s.set_write_timeout(t),
         }
     }
 
     pub(crate) fn shutdown(&self) {
-        let _ = match self {
-            HaStream::Tcp(s) => s.shutdown(Shutdown::Both),
-            HaStream::Tls(s, _) => s.shutdown(Shutdown::Both),
-        };
+        match self {
+            HaStream::Tcp(s) => {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+            HaStream::Tls(s, _, tcp) => {
+                let _ = s.shutdown(Shutdown::Both);
+                let _ = tcp.shutdown(Shutdown::Both);
+            }
+        }
     }
 
     pub(crate) fn peer_addr(&self) -> std::io::Result<SocketAddr> {
         match self {
             HaStream::Tcp(s) => s.peer_addr(),
-            HaStream::Tls(_, peer) => Ok(*peer),
+            HaStream::Tls(_, peer, _) => Ok(*peer),
         }
     }
 }
@@ -74,7 +82,7 @@ impl Read for HaStream {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             HaStream::Tcp(s) => s.read(buf),
-            HaStream::Tls(s, _) => s.read(buf),
+            HaStream::Tls(s, ..) => s.read(buf),
         }
     }
 }
@@ -83,23 +91,24 @@ impl Write for HaStream {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
             HaStream::Tcp(s) => s.write(buf),
-            HaStream::Tls(s, _) => s.write(buf),
+            HaStream::Tls(s, ..) => s.write(buf),
         }
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
             HaStream::Tcp(s) => s.flush(),
-            HaStream::Tls(s, _) => s.flush(),
+            HaStream::Tls(s, ..) => s.flush(),
         }
     }
 }
 
-/// Finishes the TLS handshake of `conn` over `tcp` (within `bound`), then bridges the session
-/// to a socket pair; returns the plaintext end and the session's channel binding.
+/// Finishes the TLS handshake of `conn` over `tcp` (the caller bounds it: see [`Deadline`]),
+/// then bridges the session to a socket pair; returns the plaintext end and the session's
+/// channel binding.
 ///
 /// # Errors
-/// The handshake fails or times out, or a socket or thread cannot be made.
+/// The handshake fails, or a socket or thread cannot be made.
 pub(crate) fn tls_bridge(
     tcp: TcpStream,
     conn: impl Into<rustls::Connection>,
@@ -110,7 +119,8 @@ pub(crate) fn tls_bridge(
     tcp.set_read_timeout(Some(bound))?;
     tcp.set_write_timeout(Some(bound))?;
     let mut sock = &tcp;
-    // Bounded: each turn moves the handshake on or fails by the socket's timeouts.
+    // Bounded: each turn moves the handshake on or fails (the caller's deadline shuts the
+    // socket down past its time).
     while conn.is_handshaking() {
         conn.complete_io(&mut sock)?;
     }
@@ -123,6 +133,10 @@ pub(crate) fn tls_bridge(
     tcp.set_write_timeout(None)?;
     let (ours, theirs) = UnixStream::pair()?;
     let tcp_in = tcp.try_clone()?;
+    let tcp_shut = Arc::new(tcp.try_clone()?);
+    // A peer that stops reading must not hold the sending thread past the time a slave or
+    // master would give up on it anyway.
+    tcp.set_write_timeout(Some(BRIDGE_WRITE_TIMEOUT))?;
     let bridge = Arc::new(Bridge {
         session: Mutex::new(conn),
         out: Mutex::new(tcp),
@@ -135,7 +149,7 @@ pub(crate) fn tls_bridge(
     std::thread::Builder::new()
         .name("ha-tls-out".into())
         .spawn(move || records_out(&bridge, plain_in))?;
-    Ok((HaStream::Tls(ours, peer), binding))
+    Ok((HaStream::Tls(ours, peer, tcp_shut), binding))
 }
 
 /// The session, and the socket its records are written to. Lock order: `session`, then `out`;
@@ -170,23 +184,28 @@ impl Bridge {
 fn records_in(bridge: &Bridge, mut tcp: TcpStream, mut plain: UnixStream) {
     let mut buf = vec![0u8; BRIDGE_CHUNK_BYTES];
     let mut clear = Vec::with_capacity(BRIDGE_CHUNK_BYTES);
-    loop {
+    'read: loop {
         let n = match tcp.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        clear.clear();
-        let mut conn = bridge.session.lock();
         let mut records = &buf[..n];
-        let mut ok = true;
-        // Bounded by the bytes read: each call takes some of them.
-        while !records.is_empty() && ok {
-            ok = conn.read_tls(&mut records).is_ok() && conn.process_new_packets().is_ok();
-        }
-        let _ = conn.reader().read_to_end(&mut clear);
-        // Alerts and key updates the session owes the peer (rare: nothing waits here otherwise).
-        if !ok || !bridge.flush(conn) || plain.write_all(&clear).is_err() {
-            break;
+        // Bounded by the bytes read: each turn takes some of them, or ends the bridge. The
+        // session takes a few KiB at a time and holds at most 16 KiB of plaintext, so what it
+        // decrypted is handed on each turn, not once at the end.
+        while !records.is_empty() {
+            clear.clear();
+            let mut conn = bridge.session.lock();
+            let taken = conn.read_tls(&mut records);
+            let processed = conn.process_new_packets();
+            let _ = conn.reader().read_to_end(&mut clear);
+            // After the peer's close_notify the session takes nothing more: stop, not spin.
+            let closed = matches!(taken, Ok(0)) || processed.as_ref().is_ok_and(|s| s.peer_has_closed());
+            let ok = taken.is_ok() && processed.is_ok();
+            // Alerts and key updates the session owes the peer (rare: nothing waits here otherwise).
+            if !bridge.flush(conn) || (!clear.is_empty() && plain.write_all(&clear).is_err()) || !ok || closed {
+                break 'read;
+            }
         }
     }
     let _ = plain.shutdown(Shutdown::Both);
@@ -211,4 +230,76 @@ fn records_out(bridge: &Bridge, mut plain: UnixStream) {
     let _ = bridge.flush(conn);
     let _ = bridge.out.lock().shutdown(Shutdown::Both);
     let _ = plain.shutdown(Shutdown::Both);
+}
+
+/// A time by which a peer's handshake must be done, whatever pace it sends at: past it, a
+/// watchdog shuts the socket down, which ends any read or write blocked on it. Dropping the
+/// deadline (the handshake ended) stops the watchdog.
+pub(crate) struct Deadline {
+    done: Arc<(Mutex<bool>, parking_lot::Condvar)>,
+}
+
+impl Deadline {
+    /// Starts the watchdog for `tcp`, `within` from now.
+    ///
+    /// # Errors
+    /// The socket cannot be cloned or the thread cannot start.
+    pub(crate) fn start(tcp: &TcpStream, within: Duration) -> std::io::Result<Deadline> {
+        let done = Arc::new((Mutex::new(false), parking_lot::Condvar::new()));
+        let (d, sock) = (done.clone(), tcp.try_clone()?);
+        std::thread::Builder::new().name("ha-deadline".into()).spawn(move || {
+            let (lock, cv) = &*d;
+            let mut finished = lock.lock();
+            let until = std::time::Instant::now() + within;
+            // Bounded by `within`: wakes at the deadline or when the handshake ends.
+            while !*finished {
+                if cv.wait_until(&mut finished, until).timed_out() {
+                    if !*finished {
+                        let _ = sock.shutdown(Shutdown::Both);
+                    }
+                    return;
+                }
+            }
+        })?;
+        Ok(Deadline { done })
+    }
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.done;
+        *lock.lock() = true;
+        cv.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A peer that sends one byte at a time, each just within the read timeout, still cannot hold
+    /// a handshake past its deadline.
+    #[test]
+    fn a_deadline_ends_a_slow_handshake() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut c = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        let (s, _) = l.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        let started = std::time::Instant::now();
+        let deadline = Deadline::start(&s, Duration::from_millis(300)).expect("deadline");
+        let trickle = std::thread::spawn(move || {
+            for _ in 0..20 {
+                if c.write_all(b"x").is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let mut buf = [0u8; 64];
+        let mut sock = &s;
+        assert!(sock.read_exact(&mut buf).is_err(), "the read ends at the deadline");
+        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        drop(deadline);
+        let _ = trickle.join();
+    }
 }

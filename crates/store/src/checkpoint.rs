@@ -118,7 +118,8 @@ pub fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
     for d in missing.iter().rev() {
         match std::fs::create_dir(d) {
             Ok(()) => crate::power_loss::dir_created(d),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            // Another creator won the race; its entry may not be durable yet, so sync anyway.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(e),
         }
         let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));

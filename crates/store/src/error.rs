@@ -35,6 +35,17 @@ pub enum StoreError {
         next_valid: u64,
         reason: String,
     },
+    #[error(
+        "commit log damaged in {path} at offset {offset} ({reason}), below {durable_below}, which was flushed before the \
+         last stop: refusing to start rather than discard what readers saw; restore the segment, or set \
+         truncateCorruptLog=true to cut the log at {offset}"
+    )]
+    DurableDamaged {
+        path: String,
+        offset: u64,
+        durable_below: u64,
+        reason: String,
+    },
     #[error("queue {topic}:{queue_id} cannot take messages: its consume queue cannot be written ({reason}); other queues can")]
     QueueUnavailable { topic: String, queue_id: i32, reason: String },
     #[error(

@@ -136,24 +136,36 @@ pub(crate) fn recover(
     }
     report.end_offset = offset;
     let valid_after = find_valid_record_after(segments, size, offset);
-    if let Some(found) = valid_after
-        && (offset < config.durable_below || !tear_between(segments, size, offset, found))
-    {
+    // A bad record below the durable point is damage even when nothing valid follows it: it
+    // was flushed whole, so cutting there would drop what readers already saw.
+    let damaged_durable = report.stop_reason.is_some() && offset < config.durable_below;
+    let damaged =
+        damaged_durable || valid_after.is_some_and(|found| offset < config.durable_below || !tear_between(segments, size, offset, found));
+    if damaged {
         let seg = seg_for(offset).map_or_else(|| config.dir.clone(), |s| s.path().to_path_buf());
         let reason = report
             .stop_reason
             .clone()
             .unwrap_or_else(|| "zeros where a record should start".into());
         if !config.truncate_corruption {
-            return Err(StoreError::Corrupt {
-                path: seg.display().to_string(),
-                offset,
-                next_valid: found,
-                reason,
+            let path = seg.display().to_string();
+            return Err(match valid_after {
+                Some(next_valid) => StoreError::Corrupt {
+                    path,
+                    offset,
+                    next_valid,
+                    reason,
+                },
+                None => StoreError::DurableDamaged {
+                    path,
+                    offset,
+                    durable_below: config.durable_below,
+                    reason,
+                },
             });
         }
-        tracing::error!(segment = %seg.display(), offset, next_valid = found, %reason,
-            "damaged record followed by valid ones: truncating because truncate_corruption is set");
+        tracing::error!(segment = %seg.display(), offset, next_valid = ?valid_after, durable_below = config.durable_below, %reason,
+            "damaged record where the log was durable: truncating because truncate_corruption is set");
     } else if let Some(found) = valid_after {
         tracing::error!(
             offset,

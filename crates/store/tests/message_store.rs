@@ -465,3 +465,49 @@ fn a_flipped_bit_in_a_record_of_zeros_below_the_dispatched_point_is_damage_not_a
     assert_eq!(store.commit_log().max_offset(), start, "cut only because the operator asked");
     store.close().unwrap();
 }
+
+/// The last record of a SYNC_FLUSH log was flushed whole before readers saw it, so a bad
+/// record there is damage too, though nothing valid follows it: the store refuses to open
+/// rather than cut what consumers already read. Under ASYNC_FLUSH nothing vouches for the
+/// tail, and the same bytes are a torn tail that is cut.
+#[test]
+fn a_bad_last_record_below_the_dispatched_point_is_damage_under_sync_flush_only() {
+    use std::os::unix::fs::FileExt;
+    for mode in [FlushMode::Sync, FlushMode::Async] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = MessageStore::open(config(dir.path(), mode)).unwrap();
+        let mut placed = Vec::new();
+        for _ in 0..4u64 {
+            let a = store.append(&mut tagged_record("T", 0, b"last one counts", None), "T", 0).unwrap();
+            placed.push((a.physical_offset, a.end_offset()));
+        }
+        wait_dispatched(&store);
+        store.close().unwrap();
+        std::fs::remove_file(dir.path().join("commitlog").join("checkpoint")).unwrap();
+        let (start, end) = placed[3];
+        let segment = std::fs::File::options()
+            .read(true)
+            .write(true)
+            .open(dir.path().join("commitlog").join(format!("{:020}", start - start % 8192)))
+            .unwrap();
+        // A flipped bit inside the body: the CRC no longer matches.
+        segment.write_all_at(&[0xFF], (end - 4) % 8192).unwrap();
+        let opened = MessageStore::open(config(dir.path(), mode));
+        match mode {
+            FlushMode::Sync => {
+                let e = opened.err().expect("damage below the durable point refuses to open");
+                assert!(
+                    matches!(&e, petrel_store::StoreError::DurableDamaged { offset, durable_below, .. }
+                        if *offset == start && *durable_below == end),
+                    "{e}"
+                );
+                assert!(e.to_string().contains("truncateCorruptLog"), "says how to go on: {e}");
+            }
+            FlushMode::Async => {
+                let store = opened.expect("a torn tail is cut");
+                assert_eq!(store.commit_log().max_offset(), start);
+                store.close().unwrap();
+            }
+        }
+    }
+}

@@ -373,7 +373,19 @@ async fn check_sync_state_set(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(),
         .into_iter()
         .collect();
     let mut proposed: BTreeSet<u64> = state.members.iter().copied().filter(|m| !leave.contains(m)).collect();
-    proposed.extend(gate.expand_candidates(epoch_start));
+    let joiners: BTreeSet<u64> = gate
+        .expand_candidates(epoch_start)
+        .into_iter()
+        .filter(|j| !state.members.contains(j))
+        .collect();
+    // The union counts from here on; a joiner is counted only if it holds what is confirmed at
+    // the very moment it starts to count.
+    let joined = if joiners.is_empty() {
+        joiners
+    } else {
+        controlled.admit_joiners(own_id, &state.members, &joiners)
+    };
+    proposed.extend(joined);
     proposed.insert(own_id);
     if proposed == state.members {
         return Ok(());

@@ -39,9 +39,11 @@ pub fn code_of(e: &BrokerError) -> i32 {
             StoreError::ReplicaGap { .. } => resp::SYSTEM_ERROR,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
             StoreError::WouldBlock(_) => resp::SYSTEM_BUSY,
-            StoreError::Io { .. } | StoreError::Layout { .. } | StoreError::Corrupt { .. } | StoreError::QueueUnavailable { .. } => {
-                resp::SYSTEM_ERROR
-            }
+            StoreError::Io { .. }
+            | StoreError::Layout { .. }
+            | StoreError::Corrupt { .. }
+            | StoreError::DurableDamaged { .. }
+            | StoreError::QueueUnavailable { .. } => resp::SYSTEM_ERROR,
         },
     }
 }

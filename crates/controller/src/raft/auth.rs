@@ -26,6 +26,8 @@ const PROTOCOL: &str = "raft";
 pub const MAX_PENDING: usize = 64;
 /// How long a connecting controller waits for each step of the exchange.
 pub const AUTH_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a HELLO waits for its AUTH before it is forgotten.
+pub const PENDING_EXPIRY: Duration = Duration::from_secs(10);
 
 /// The codes that carry Raft's messages.
 #[must_use]
@@ -36,8 +38,8 @@ pub fn is_raft_message(code: i32) -> bool {
     )
 }
 
-/// Our nonce and the connecting side's, between HELLO and AUTH.
-type Nonces = ([u8; NONCE_BYTES], [u8; NONCE_BYTES]);
+/// Our nonce and the connecting side's, between HELLO and AUTH, and when HELLO came.
+type Nonces = ([u8; NONCE_BYTES], [u8; NONCE_BYTES], std::time::Instant);
 
 /// The TLS session's channel binding, empty on a plain connection.
 fn binding_of(conn: &Connection) -> &[u8] {
@@ -117,11 +119,14 @@ impl RaftGate {
     fn hello(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<Vec<u8>, String> {
         let theirs: [u8; NONCE_BYTES] = body.try_into().map_err(|_| format!("a nonce is {NONCE_BYTES} bytes"))?;
         let mut pending = self.pending.lock();
+        // An exchange not finished within its time bound is forgotten: HELLOs left hanging on
+        // idle connections cannot keep a real controller out.
+        pending.retain(|_, (_, _, at)| at.elapsed() < PENDING_EXPIRY);
         if pending.len() >= MAX_PENDING && !pending.contains_key(&conn.id()) {
             return Err(format!("{MAX_PENDING} exchanges are in progress; try again"));
         }
         let ours = nonce();
-        pending.insert(conn.id(), (ours, theirs));
+        pending.insert(conn.id(), (ours, theirs, std::time::Instant::now()));
         let exchange = Exchange {
             accepting: &ours,
             connecting: &theirs,
@@ -132,7 +137,10 @@ impl RaftGate {
     }
 
     fn auth(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<(), String> {
-        let (ours, theirs) = self.pending.lock().remove(&conn.id()).ok_or("no PETREL_RAFT_HELLO before")?;
+        let (ours, theirs, at) = self.pending.lock().remove(&conn.id()).ok_or("no PETREL_RAFT_HELLO before")?;
+        if at.elapsed() >= PENDING_EXPIRY {
+            return Err("the exchange took longer than its time bound".into());
+        }
         let exchange = Exchange {
             accepting: &ours,
             connecting: &theirs,

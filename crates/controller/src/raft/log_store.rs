@@ -8,7 +8,8 @@
 //!
 //! Every write and sync runs on tokio's blocking pool: openraft's core awaits them, but no
 //! runtime worker waits for the disk (a slow fsync would otherwise stall every task on that
-//! worker — the brokers' heartbeats and Raft's own timers among them).
+//! worker — the brokers' heartbeats and Raft's own timers among them). The disk side and the
+//! in-memory side have separate locks, so a read never waits behind a sync either.
 //!
 //! A crash can tear only the last record of `raft-log` (appends are the only in-place writes);
 //! opening drops a torn tail, which Raft allows because an entry counts as stored only after
@@ -42,19 +43,33 @@ struct Meta {
     committed: Option<LogId<u64>>,
 }
 
+/// The disk side: held across every write and sync, so disk work runs one at a time and in
+/// the order openraft asked for it. Only the blocking pool takes it.
 #[derive(Debug)]
-struct Inner {
+struct Files {
     dir: PathBuf,
     log: File,
+}
+
+/// The memory side: what readers see. Held only for short in-memory work, never across I/O,
+/// so a read on a runtime worker never waits for a sync (lock order: files, then state).
+#[derive(Debug)]
+struct State {
     entries: BTreeMap<u64, Entry<TypeConfig>>,
     vote: Option<Vote<u64>>,
     meta: Meta,
 }
 
+#[derive(Debug)]
+struct Shared {
+    files: Mutex<Files>,
+    state: Mutex<State>,
+}
+
 /// The log store openraft writes through; clones share one log.
 #[derive(Debug, Clone)]
 pub struct LogStore {
-    inner: Arc<Mutex<Inner>>,
+    shared: Arc<Shared>,
 }
 
 impl LogStore {
@@ -82,16 +97,11 @@ impl LogStore {
             .filter(|e| e.log_id.index >= first_kept)
             .map(|e| (e.log_id.index, e))
             .collect();
-        let inner = Inner {
-            dir: dir.to_owned(),
-            log,
-            entries,
-            vote,
-            meta,
+        let shared = Shared {
+            files: Mutex::new(Files { dir: dir.to_owned(), log }),
+            state: Mutex::new(State { entries, vote, meta }),
         };
-        Ok(LogStore {
-            inner: Arc::new(Mutex::new(inner)),
-        })
+        Ok(LogStore { shared: Arc::new(shared) })
     }
 }
 
@@ -154,26 +164,32 @@ pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
-impl Inner {
-    fn save_meta(&self) -> io::Result<()> {
-        let bytes = serde_json::to_vec(&self.meta).map_err(io::Error::other)?;
+impl Files {
+    fn save_meta(&self, meta: &Meta) -> io::Result<()> {
+        let bytes = serde_json::to_vec(meta).map_err(io::Error::other)?;
         replace_file(&self.dir.join(META_FILE), &bytes)
     }
 
-    /// Rewrites `raft-log` to hold exactly `self.entries`.
-    fn rewrite_log(&mut self) -> io::Result<()> {
+    /// Rewrites `raft-log` to hold exactly `bytes` (encoded records).
+    fn rewrite_log(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let path = self.dir.join(LOG_FILE);
+        replace_file(&path, bytes)?;
+        self.log = OpenOptions::new().append(true).open(&path)?;
+        Ok(())
+    }
+}
+
+impl State {
+    fn read_range<RB: RangeBounds<u64>>(&self, range: RB) -> Vec<Entry<TypeConfig>> {
+        self.entries.range(range).map(|(_, e)| e.clone()).collect()
+    }
+
+    fn encode_entries(&self) -> io::Result<Vec<u8>> {
         let mut bytes = Vec::new();
         for entry in self.entries.values() {
             encode_record(entry, &mut bytes)?;
         }
-        let path = self.dir.join(LOG_FILE);
-        replace_file(&path, &bytes)?;
-        self.log = OpenOptions::new().append(true).open(&path)?;
-        Ok(())
-    }
-
-    fn read_range<RB: RangeBounds<u64>>(&self, range: RB) -> Vec<Entry<TypeConfig>> {
-        self.entries.range(range).map(|(_, e)| e.clone()).collect()
+        Ok(bytes)
     }
 }
 
@@ -181,16 +197,21 @@ fn write_err(e: io::Error) -> StorageError<u64> {
     StorageIOError::write_logs(&e).into()
 }
 
-/// Runs `work` on the inner state on tokio's blocking pool (see the module's header).
-async fn off_runtime<T: Send + 'static>(inner: &Arc<Mutex<Inner>>, work: impl FnOnce(&mut Inner) -> T + Send + 'static) -> io::Result<T> {
-    let inner = Arc::clone(inner);
+/// Runs `work` on tokio's blocking pool holding the disk side (see the module's header); it
+/// takes the memory side itself, briefly, when it has something to show readers.
+async fn off_runtime<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    work: impl FnOnce(&mut Files, &Mutex<State>) -> io::Result<T> + Send + 'static,
+) -> io::Result<T> {
+    let shared = Arc::clone(shared);
     tokio::task::spawn_blocking(move || {
         #[cfg(test)]
         tests::note_disk_thread();
-        work(&mut inner.lock())
+        work(&mut shared.files.lock(), &shared.state)
     })
     .await
     .map_err(|e| io::Error::other(format!("the raft log's disk task failed: {e}")))
+    .and_then(|r| r)
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
@@ -198,7 +219,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry<TypeConfig>>, StorageError<u64>> {
-        Ok(self.inner.lock().read_range(range))
+        Ok(self.shared.state.lock().read_range(range))
     }
 }
 
@@ -206,9 +227,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError<u64>> {
-        let inner = self.inner.lock();
-        let last_purged_log_id = inner.meta.last_purged;
-        let last_log_id = inner.entries.values().next_back().map(|e| e.log_id).or(last_purged_log_id);
+        let state = self.shared.state.lock();
+        let last_purged_log_id = state.meta.last_purged;
+        let last_log_id = state.entries.values().next_back().map(|e| e.log_id).or(last_purged_log_id);
         Ok(LogState {
             last_purged_log_id,
             last_log_id,
@@ -222,32 +243,34 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_vote(&mut self, vote: &Vote<u64>) -> Result<(), StorageError<u64>> {
         let bytes = serde_json::to_vec(vote).map_err(|e| StorageIOError::write_vote(&e))?;
         let vote = *vote;
-        off_runtime(&self.inner, move |inner| {
-            replace_file(&inner.dir.join(VOTE_FILE), &bytes)?;
-            inner.vote = Some(vote);
+        off_runtime(&self.shared, move |files, state| {
+            replace_file(&files.dir.join(VOTE_FILE), &bytes)?;
+            state.lock().vote = Some(vote);
             Ok(())
         })
         .await
-        .and_then(|r| r)
         .map_err(|e| StorageIOError::write_vote(&e).into())
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote<u64>>, StorageError<u64>> {
-        Ok(self.inner.lock().vote)
+        Ok(self.shared.state.lock().vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId<u64>>) -> Result<(), StorageError<u64>> {
-        off_runtime(&self.inner, move |inner| {
-            inner.meta.committed = committed;
-            inner.save_meta()
+        off_runtime(&self.shared, move |files, state| {
+            let meta = {
+                let mut state = state.lock();
+                state.meta.committed = committed;
+                state.meta.clone()
+            };
+            files.save_meta(&meta)
         })
         .await
-        .and_then(|r| r)
         .map_err(write_err)
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId<u64>>, StorageError<u64>> {
-        Ok(self.inner.lock().meta.committed)
+        Ok(self.shared.state.lock().meta.committed)
     }
 
     async fn append<I>(&mut self, entries: I, callback: LogFlushed<TypeConfig>) -> Result<(), StorageError<u64>>
@@ -261,18 +284,19 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             encode_record(&entry, &mut bytes).map_err(write_err)?;
             added.push(entry);
         }
-        let written = off_runtime(&self.inner, move |inner| {
-            inner.log.write_all(&bytes).and_then(|()| inner.log.sync_data())?;
+        let written = off_runtime(&self.shared, move |files, state| {
+            files.log.write_all(&bytes).and_then(|()| files.log.sync_data())?;
+            // Readers see the entries only once they are durable.
+            let mut state = state.lock();
             for entry in added {
-                if let Some(last) = inner.entries.keys().next_back() {
+                if let Some(last) = state.entries.keys().next_back() {
                     assert_eq!(*last + 1, entry.log_id.index, "raft log appends are contiguous");
                 }
-                inner.entries.insert(entry.log_id.index, entry);
+                state.entries.insert(entry.log_id.index, entry);
             }
             Ok(())
         })
-        .await
-        .and_then(|r| r);
+        .await;
         if let Err(e) = &written {
             callback.log_io_completed(Err(io::Error::new(e.kind(), e.to_string())));
             return Err(write_err(io::Error::new(e.kind(), e.to_string())));
@@ -282,27 +306,40 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
-        off_runtime(&self.inner, move |inner| {
-            let _ = inner.entries.split_off(&log_id.index);
-            inner.rewrite_log()
+        off_runtime(&self.shared, move |files, state| {
+            // Readers stop seeing the removed entries at once; the file follows.
+            let bytes = {
+                let mut state = state.lock();
+                let _ = state.entries.split_off(&log_id.index);
+                state.encode_entries()?
+            };
+            files.rewrite_log(&bytes)
         })
         .await
-        .and_then(|r| r)
         .map_err(write_err)
     }
 
     async fn purge(&mut self, log_id: LogId<u64>) -> Result<(), StorageError<u64>> {
-        off_runtime(&self.inner, move |inner| {
-            assert!(inner.meta.last_purged.is_none_or(|p| p <= log_id), "purging never goes back");
+        off_runtime(&self.shared, move |files, state| {
+            let meta = {
+                let state = state.lock();
+                assert!(state.meta.last_purged.is_none_or(|p| p <= log_id), "purging never goes back");
+                let mut meta = state.meta.clone();
+                meta.last_purged = Some(log_id);
+                meta
+            };
             // The purge point is recorded first: a crash between the two writes leaves purged
             // entries in the file, which opening skips.
-            inner.meta.last_purged = Some(log_id);
-            inner.save_meta()?;
-            inner.entries = inner.entries.split_off(&(log_id.index + 1));
-            inner.rewrite_log()
+            files.save_meta(&meta)?;
+            let bytes = {
+                let mut state = state.lock();
+                state.meta.last_purged = Some(log_id);
+                state.entries = state.entries.split_off(&(log_id.index + 1));
+                state.encode_entries()?
+            };
+            files.rewrite_log(&bytes)
         })
         .await
-        .and_then(|r| r)
         .map_err(write_err)
     }
 }
@@ -344,5 +381,32 @@ mod tests {
             "a write or sync ran on the runtime's thread"
         );
         assert!(!DISK_THREAD.with(std::cell::Cell::get), "and never on this one");
+    }
+
+    /// A read does not wait behind disk work: with the disk side held (a sync that takes
+    /// forever), the vote, the log state and the entries still answer.
+    #[test]
+    fn reads_answer_while_the_disk_side_is_busy() {
+        let dir = tempfile::tempdir().expect("dir");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        runtime.block_on(async {
+            let mut store = LogStore::open(dir.path()).expect("open");
+            store.save_vote(&Vote::new(2, 1)).await.expect("vote");
+            // Another thread holds the disk side, as a sync that never ends would.
+            let shared = Arc::clone(&store.shared);
+            let (held_tx, held_rx) = std::sync::mpsc::channel();
+            let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+            let holder = std::thread::spawn(move || {
+                let _disk = shared.files.lock();
+                held_tx.send(()).expect("send");
+                let _ = release_rx.recv();
+            });
+            held_rx.recv().expect("the disk side is held");
+            assert_eq!(store.read_vote().await.expect("read"), Some(Vote::new(2, 1)));
+            assert!(store.get_log_state().await.expect("state").last_log_id.is_none());
+            assert!(store.try_get_log_entries(0..10).await.expect("entries").is_empty());
+            release_tx.send(()).expect("release");
+            holder.join().expect("holder");
+        });
     }
 }
