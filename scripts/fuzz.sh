@@ -6,6 +6,7 @@
 # the captured stored records; the JSON request bodies (json_bodies); the broker's access map
 # (access) and what reaches a controller (controller_rpc), seeded with the captured frames.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 25; at most 120 from the test command)
+#   env FUZZ_TARGETS="replica recovery": only those targets
 # Each target's executions are appended to fuzz/logs/executions.tsv (target, seconds, runs).
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain; without nightly the
 # stable compiler is used with RUSTC_BOOTSTRAP, which cargo-fuzz's flags need.
@@ -25,8 +26,10 @@ else
 fi
 
 corpus=fuzz/corpus
-targets=(frame message sql92 ha_wire replica recovery json_bodies access controller_rpc)
-for t in "${targets[@]}"; do rm -rf "${corpus:?}/$t"; done
+all_targets=(frame message sql92 ha_wire replica recovery json_bodies access controller_rpc)
+# FUZZ_TARGETS="replica recovery" runs only those (every corpus is seeded afresh either way).
+read -r -a targets <<<"${FUZZ_TARGETS:-${all_targets[*]}}"
+for t in "${all_targets[@]}"; do rm -rf "${corpus:?}/$t"; done
 cargo run --quiet -p petrel-protocol --example extract_vectors -- "$corpus/frame" "$corpus/message"
 # Captured stored records seed the scanner and recovery; captured frames the request readers.
 for t in replica recovery; do cp -r "$corpus/message" "$corpus/$t"; done

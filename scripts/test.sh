@@ -42,4 +42,4 @@ echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-25}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-15}"

@@ -40,6 +40,7 @@ impl Netns {
     /// `count` namespaces named after this process, each with a veth on a new bridge.
     pub fn create(count: usize) -> Result<Netns> {
         assert!(count > 0 && count <= MAX_NAMESPACES, "namespaces: {count}");
+        sweep_dead_runs();
         let pid = std::process::id();
         // Interface names are at most 15 bytes; the pid keeps concurrent runs apart.
         let mut net = Netns {
@@ -110,7 +111,70 @@ impl Drop for Netns {
     }
 }
 
+/// The pid a name of ours (`pc{pid}br`, `pc{pid}n{i}`) was made by, if it is one of ours.
+fn owner_pid(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("pc")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let suffix = &rest[digits..];
+    let ours = suffix == "br"
+        || suffix
+            .strip_prefix('n')
+            .is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()));
+    if !ours {
+        return None;
+    }
+    rest[..digits].parse().ok()
+}
+
+/// Deletes the bridges and namespaces of runs whose process is gone (killed, so its `Drop` never
+/// ran). Two runs whose pids agree modulo 200 share a subnet, and a dead run's bridge holding the
+/// same gateway address would take the new run's routes.
+fn sweep_dead_runs() {
+    let dead = |name: &str| {
+        owner_pid(name).is_some_and(|pid| pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists())
+    };
+    let listed = |args: &[&str]| -> Vec<String> {
+        Command::new("ip")
+            .args(args)
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .filter_map(|l| l.split_whitespace().next())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for ns in listed(&["netns", "list"]).iter().filter(|n| dead(n)) {
+        eprintln!("chaos: deleting namespace {ns} left by a run that is gone");
+        let _ = ip(&["netns", "del", ns]);
+    }
+    for bridge in listed(&["-br", "link", "show", "type", "bridge"]).iter().filter(|n| dead(n)) {
+        eprintln!("chaos: deleting bridge {bridge} left by a run that is gone");
+        let _ = ip(&["link", "del", bridge]);
+    }
+}
+
 /// Whether this process may create network namespaces.
 pub fn available() -> bool {
     nix::unistd::geteuid().is_root() && Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::owner_pid;
+
+    #[test]
+    fn only_our_bridge_and_namespace_names_name_a_pid() {
+        assert_eq!(owner_pid("pc9863br"), Some(9863));
+        assert_eq!(owner_pid("pc9863n0"), Some(9863));
+        assert_eq!(owner_pid("pc9863n12"), Some(9863));
+        // A veth, someone else's names, and half-names are left alone.
+        assert_eq!(owner_pid("pc9863v0"), None);
+        assert_eq!(owner_pid("pc9863n"), None);
+        assert_eq!(owner_pid("pcbr"), None);
+        assert_eq!(owner_pid("docker0"), None);
+        assert_eq!(owner_pid("pc12"), None);
+    }
 }

@@ -359,6 +359,17 @@ pub struct RecordView<'a> {
 }
 
 impl<'a> RecordView<'a> {
+    /// Whether the record ends in a zero byte where no writer puts one: the last byte of its
+    /// properties (each pair ends in 0x02, and no name or value holds 0x00 in practice), or of
+    /// its topic when it has none (topic names are letters, digits and `%|_-`). A record whose
+    /// last bytes never reached the disk reads back with zeros there, and BODYCRC, which covers
+    /// only the body, does not show it.
+    #[must_use]
+    pub fn ends_in_zero(&self) -> bool {
+        let last = if self.properties.is_empty() { self.topic } else { self.properties };
+        last.as_bytes().last() == Some(&0)
+    }
+
     /// Reads the record at the start of `buf`.
     ///
     /// # Errors
@@ -502,6 +513,33 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_record_ends_in_zero_only_where_its_last_bytes_were_lost() {
+        let mut props = Properties::default();
+        props.insert("TAGS".into(), "A".into());
+        let with_props = MessageExt {
+            topic: "T".into(),
+            body: Bytes::from_static(b"hi"),
+            properties: props,
+            ..Default::default()
+        };
+        let bare = MessageExt {
+            properties: Properties::default(),
+            ..with_props.clone()
+        };
+        for msg in [&with_props, &bare] {
+            let whole = msg.to_bytes().unwrap().to_vec();
+            assert!(!RecordView::parse(&whole).unwrap().ends_in_zero(), "as written: {msg:?}");
+            // The last byte of the properties (or, without them, of the topic) lost.
+            let cut = if msg.properties.is_empty() { 3 } else { 1 };
+            let mut torn = whole.clone();
+            torn[whole.len() - cut] = 0;
+            let view = RecordView::parse(&torn).unwrap();
+            assert!(view.ends_in_zero(), "last bytes zeroed: {msg:?}");
+            assert_eq!(body_crc(view.body), view.body_crc, "the body CRC cannot tell");
+        }
+    }
 
     /// The 153-byte worked example of the protocol reference, §5.1.
     #[test]

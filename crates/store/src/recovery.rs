@@ -28,12 +28,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt};
+use petrel_protocol::message::{BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, MessageExt, RecordView};
 
 use crate::checkpoint::{Checkpoint, QueueKey};
 use crate::commit_log::{BLANK_BYTES, CommitLogConfig, RecoveryReport};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
+
+fn ends_in_zero(record: &[u8]) -> bool {
+    RecordView::parse(record).is_ok_and(|v| v.ends_in_zero())
+}
 
 /// Opens every segment of `dir`, checking names, sizes and contiguity.
 pub(crate) fn load_segments(dir: &Path, size: u64) -> Result<Vec<Arc<MappedFile>>> {
@@ -117,7 +121,16 @@ pub(crate) fn recover(
         if rec_size == 0 && magic == 0 {
             break;
         }
-        match MessageExt::decode_verified(seg.slice(pos, size as usize - pos)) {
+        let rest = seg.slice(pos, size as usize - pos);
+        match MessageExt::decode_verified(rest) {
+            // Past the durable point a record whose end is zeros lost that end in the crash (a
+            // slave that had received part of it, a page that was never written back).
+            Ok((_, used)) if used == rec_size as usize && offset >= config.durable_below && ends_in_zero(rest) => {
+                report.stop_reason = Some(format!(
+                    "record at {offset}: its last bytes are zeros, a write that did not reach the disk"
+                ));
+                break;
+            }
             Ok((msg, used)) if used == rec_size as usize => {
                 let next = queue_offsets.entry((msg.topic, msg.queue_id)).or_insert(0);
                 *next = (*next).max(msg.queue_offset + 1);
@@ -135,7 +148,12 @@ pub(crate) fn recover(
         }
     }
     report.end_offset = offset;
-    let valid_after = find_valid_record_after(segments, size, offset);
+    let valid_after = match (find_valid_record_after(segments, size, offset), seg_for(offset)) {
+        (Some(found), Some(seg)) if found_in_torn_record(seg, size, offset, found) => {
+            find_valid_record_after(segments, size, seg.start_offset() + size - 1)
+        }
+        (found, _) => found,
+    };
     // A bad record below the durable point is damage even when nothing valid follows it: it
     // was flushed whole, so cutting there would drop what readers already saw.
     let damaged_durable = report.stop_reason.is_some() && offset < config.durable_below;
@@ -240,6 +258,38 @@ fn find_valid_record_after(segments: &[Arc<MappedFile>], size: u64, from: u64) -
         }
     }
     None
+}
+
+/// Whether the valid record `found` lies in the body of the bad record at `offset` rather than
+/// after it: a message body may carry a stored record, and when only a prefix of the outer record
+/// was written (a slave that received part of it, pages never written back) that inner record
+/// is whole while the outer one is not. It is taken for the outer record's body when the outer
+/// record's declared span holds it and runs past the last byte written, and the valid records
+/// from it stop short of that byte (records written after a damaged one run up to it).
+fn found_in_torn_record(seg: &MappedFile, size: u64, offset: u64, found: u64) -> bool {
+    let start = seg.start_offset();
+    let pos = (offset - start) as usize;
+    let head = seg.slice(pos, 8);
+    let rec_size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
+    let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
+    if (magic != MAGIC_CODE_V1 && magic != MAGIC_CODE_V2) || rec_size <= 0 {
+        return false;
+    }
+    let span_end = offset + rec_size as u64;
+    let data_end = offset + torn_tail_len(seg.slice(pos, size as usize - pos)) as u64;
+    if found <= offset || found >= span_end || span_end <= data_end || span_end > start + size {
+        return false;
+    }
+    let mut at = found;
+    // Each step consumes a whole record, so at most (data_end - found) / 8 steps.
+    while at < data_end {
+        let rest = seg.slice((at - start) as usize, (start + size - at) as usize);
+        match MessageExt::decode_verified(rest) {
+            Ok((_, used)) if used > 0 => at += used as u64,
+            _ => break,
+        }
+    }
+    at < data_end
 }
 
 /// A zero run this long ending at a sector boundary marks a tear (record headers hold runs of

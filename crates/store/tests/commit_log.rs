@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use petrel_protocol::message::MessageExt;
 use petrel_store::{CommitLog, CommitLogConfig, FlushMode, StoreError, WritePath};
-use support::{body, record};
+use support::{body, record, tagged_record};
 
 fn config(dir: &std::path::Path, mode: FlushMode) -> CommitLogConfig {
     CommitLogConfig {
@@ -225,6 +225,93 @@ fn torn_last_record_is_cut() {
     assert_eq!(next.queue_offset, 19, "queue offsets resume after the last valid record");
 }
 
+/// A record whose last bytes (the end of its properties, or of its topic without them) never
+/// reached the disk reads back with zeros there; BODYCRC covers only the body, so it checked, and
+/// recovery took the record for whole with its properties or topic mangled.
+#[test]
+fn a_record_whose_last_bytes_never_reached_the_disk_is_cut() {
+    for tag in [Some("TagA"), None] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CommitLog::open(config(dir.path(), FlushMode::Sync)).unwrap();
+        for i in 0..3 {
+            log.append_durable(&mut tagged_record("T", 0, &body(i, 40), tag), "T", 0).unwrap();
+        }
+        let last = log.append_durable(&mut tagged_record("T", 0, &body(3, 40), tag), "T", 0).unwrap();
+        drop(log);
+        // With properties the last 3 bytes are theirs; without, the topic's byte and the
+        // properties' length (two zeros of their own).
+        let end = last.physical_offset + u64::from(last.size_bytes);
+        patch(dir.path(), end - 3, &[0, 0, 0]);
+        let log = CommitLog::open(config(dir.path(), FlushMode::Sync)).unwrap();
+        let r = log.recovery_report();
+        assert_eq!(r.end_offset, last.physical_offset, "tag {tag:?}: {r:?}");
+        assert_eq!(read_all(&log).len(), 3, "tag {tag:?}");
+    }
+}
+
+/// A slave received part of a record and stopped; what arrived is a prefix of the record and the
+/// segment's zeros stand in for the rest. Found by the `replica` fuzz target.
+#[test]
+fn a_slave_that_received_part_of_a_record_does_not_recover_it_as_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut first = tagged_record("T", 0, &body(0, 40), Some("TagA"));
+    let mut second = tagged_record("T", 0, &body(1, 40), Some("TagA"));
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
+    // The master's bytes: records placed at 0 and after it, as its log holds them.
+    let scratch = tempfile::tempdir().unwrap();
+    let master = CommitLog::open(config(scratch.path(), FlushMode::Sync)).unwrap();
+    let a = master.append_durable(&mut first, "T", 0).unwrap();
+    let b = master.append_durable(&mut second, "T", 0).unwrap();
+    let stream = master.read_raw(0, 1 << 20).unwrap();
+    let received = (b.physical_offset + u64::from(b.size_bytes) - 5) as usize;
+    assert_eq!(log.append_replicated(0, stream.slice(..received)).unwrap(), received as u64);
+    drop(log);
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
+    assert_eq!(
+        log.max_offset(),
+        a.physical_offset + u64::from(a.size_bytes),
+        "{:?}",
+        log.recovery_report()
+    );
+    assert_eq!(read_all(&log).len(), 1);
+}
+
+/// As above, with a whole stored record inside the body of the record that arrived in part: it is
+/// the body of a torn record, not a record after damage, and the slave must open. Found by the
+/// `replica` fuzz target.
+#[test]
+fn a_slave_holding_part_of_a_record_whose_body_is_a_record_opens() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = tagged_record("Inner", 0, &body(9, 60), Some("TagB"));
+    let mut carrier_body = body(8, 100);
+    carrier_body.extend_from_slice(&inner);
+    carrier_body.extend_from_slice(&body(7, 300));
+    let mut first = tagged_record("T", 0, &body(0, 40), Some("TagA"));
+    let mut carrier = tagged_record("T", 0, &carrier_body, Some("TagA"));
+    let scratch = tempfile::tempdir().unwrap();
+    let master = CommitLog::open(config(scratch.path(), FlushMode::Sync)).unwrap();
+    let a = master.append_durable(&mut first, "T", 0).unwrap();
+    let b = master.append_durable(&mut carrier, "T", 0).unwrap();
+    let stream = master.read_raw(0, 1 << 20).unwrap();
+    // Received: the first record, and the carrier up to 150 bytes past the inner record.
+    let inner_at = stream.windows(inner.len()).position(|w| w == &inner[..]).unwrap();
+    let received = inner_at + inner.len() + 150;
+    assert!(
+        received < (b.physical_offset + u64::from(b.size_bytes)) as usize,
+        "the carrier is cut"
+    );
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
+    assert_eq!(log.append_replicated(0, stream.slice(..received)).unwrap(), received as u64);
+    drop(log);
+    let log = CommitLog::open(config(dir.path(), FlushMode::Async)).expect("a torn record is no damage");
+    assert_eq!(
+        log.max_offset(),
+        a.physical_offset + u64::from(a.size_bytes),
+        "{:?}",
+        log.recovery_report()
+    );
+}
+
 /// Flips one bit in the body of record `victim`.
 fn flip_bit(dir: &std::path::Path, placed: &[(u64, u32)], victim: usize) {
     use std::os::unix::fs::FileExt;
@@ -238,6 +325,32 @@ fn flip_bit(dir: &std::path::Path, placed: &[(u64, u32)], victim: usize) {
     let mut b = [0u8];
     f.read_exact_at(&mut b, at).unwrap();
     f.write_all_at(&[b[0] ^ 0x10], at).unwrap();
+}
+
+/// The other side of the rule above: a record whose size field was damaged to run past the last
+/// byte written still has whole records after it that run up to that byte, so it is damage, not
+/// a torn record carrying them in its body.
+#[test]
+fn a_size_damaged_past_the_written_end_before_valid_records_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = CommitLog::open(config(dir.path(), FlushMode::Sync)).unwrap();
+    let placed = fill(&log, 40);
+    drop(log); // crash
+    let last_segment = placed.last().unwrap().0 / 4096;
+    let victim = placed.iter().position(|(off, _)| off / 4096 == last_segment).unwrap();
+    assert!(victim + 1 < placed.len(), "valid records follow the victim in its segment");
+    let (off, _) = placed[victim];
+    let reaching_the_segment_end = (4096 - off % 4096 - 8) as i32;
+    patch(dir.path(), off, &reaching_the_segment_end.to_be_bytes());
+    match CommitLog::open(config(dir.path(), FlushMode::Sync))
+        .err()
+        .expect("damage, not a torn record")
+    {
+        StoreError::Corrupt { offset, next_valid, .. } => {
+            assert_eq!((offset, next_valid), (off, placed[victim + 1].0));
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
 }
 
 #[test]
