@@ -276,7 +276,10 @@ impl MessageExt {
     /// Decodes the record at the start of `buf`; returns it and its size. BODYCRC is not
     /// checked (clients do not either); see [`MessageExt::decode_verified`].
     pub fn decode(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
-        let v = RecordView::parse(buf)?;
+        Ok(MessageExt::from_view(&RecordView::parse(buf)?))
+    }
+
+    fn from_view(v: &RecordView<'_>) -> (MessageExt, usize) {
         let msg = MessageExt {
             topic: v.topic.to_owned(),
             queue_id: v.queue_id,
@@ -295,20 +298,12 @@ impl MessageExt {
             body_crc: v.body_crc,
             version: v.version,
         };
-        Ok((msg, v.size_bytes))
+        (msg, v.size_bytes)
     }
 
     /// As [`MessageExt::decode`], and the stored BODYCRC must match the body.
     pub fn decode_verified(buf: &[u8]) -> Result<(MessageExt, usize), MessageError> {
-        let (msg, used) = MessageExt::decode(buf)?;
-        let computed = body_crc(&msg.body);
-        if computed != msg.body_crc {
-            return Err(MessageError::BodyCrc {
-                stored: msg.body_crc,
-                computed,
-            });
-        }
-        Ok((msg, used))
+        Ok(MessageExt::from_view(&RecordView::parse_verified(buf)?))
     }
 }
 
@@ -368,6 +363,22 @@ impl<'a> RecordView<'a> {
     pub fn ends_in_zero(&self) -> bool {
         let last = if self.properties.is_empty() { self.topic } else { self.properties };
         last.as_bytes().last() == Some(&0)
+    }
+
+    /// As [`RecordView::parse`], and the stored BODYCRC must match the body.
+    ///
+    /// # Errors
+    /// Those of [`RecordView::parse`], and [`MessageError::BodyCrc`].
+    pub fn parse_verified(buf: &'a [u8]) -> Result<RecordView<'a>, MessageError> {
+        let view = RecordView::parse(buf)?;
+        let computed = body_crc(view.body);
+        if computed != view.body_crc {
+            return Err(MessageError::BodyCrc {
+                stored: view.body_crc,
+                computed,
+            });
+        }
+        Ok(view)
     }
 
     /// Reads the record at the start of `buf`.

@@ -35,10 +35,6 @@ use crate::commit_log::{BLANK_BYTES, CommitLogConfig, RecoveryReport};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 
-fn ends_in_zero(record: &[u8]) -> bool {
-    RecordView::parse(record).is_ok_and(|v| v.ends_in_zero())
-}
-
 /// Opens every segment of `dir`, checking names, sizes and contiguity.
 pub(crate) fn load_segments(dir: &Path, size: u64) -> Result<Vec<Arc<MappedFile>>> {
     let mut found: Vec<(u64, PathBuf)> = Vec::new();
@@ -121,19 +117,19 @@ pub(crate) fn recover(
         if rec_size == 0 && magic == 0 {
             break;
         }
-        let rest = seg.slice(pos, size as usize - pos);
-        match MessageExt::decode_verified(rest) {
+        // Read in place: recovery needs only a record's queue and offset, not a copy of it.
+        match RecordView::parse_verified(seg.slice(pos, size as usize - pos)).map(|v| (v, v.size_bytes)) {
             // Past the durable point a record whose end is zeros lost that end in the crash (a
             // slave that had received part of it, a page that was never written back).
-            Ok((_, used)) if used == rec_size as usize && offset >= config.durable_below && ends_in_zero(rest) => {
+            Ok((v, used)) if used == rec_size as usize && offset >= config.durable_below && v.ends_in_zero() => {
                 report.stop_reason = Some(format!(
                     "record at {offset}: its last bytes are zeros, a write that did not reach the disk"
                 ));
                 break;
             }
-            Ok((msg, used)) if used == rec_size as usize => {
-                let next = queue_offsets.entry((msg.topic, msg.queue_id)).or_insert(0);
-                *next = (*next).max(msg.queue_offset + 1);
+            Ok((v, used)) if used == rec_size as usize => {
+                let next = queue_offsets.entry((v.topic.to_owned(), v.queue_id)).or_insert(0);
+                *next = (*next).max(v.queue_offset + 1);
                 report.records_scanned += 1;
                 offset += used as u64;
             }
