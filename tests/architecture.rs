@@ -32,6 +32,7 @@ fn petrel_dependencies(manifest: &Path) -> BTreeSet<String> {
 #[test]
 fn crates_depend_only_on_what_the_architecture_allows() {
     let allowed: BTreeMap<&str, &[&str]> = BTreeMap::from([
+        ("kit", &[][..]),
         ("protocol", &[][..]),
         ("lock", &[][..]),
         ("filter", &[][..]),
@@ -59,6 +60,8 @@ fn crates_depend_only_on_what_the_architecture_allows() {
         ("chaos", &["petrel-protocol", "petrel-client"][..]),
     ]);
     let mut seen = BTreeSet::new();
+    // kit sits under everything: it may use no Petrel crate, and every crate may use it.
+    let anyone = ["petrel-kit"];
     for entry in std::fs::read_dir(root().join("crates")).expect("crates/") {
         let dir = entry.expect("entry").path();
         let name = dir.file_name().and_then(|n| n.to_str()).expect("utf-8 name").to_owned();
@@ -66,7 +69,10 @@ fn crates_depend_only_on_what_the_architecture_allows() {
             panic!("crates/{name} is not in docs/architecture.md's table");
         };
         let uses = petrel_dependencies(&dir.join("Cargo.toml"));
-        let extra: Vec<&String> = uses.iter().filter(|d| !may.contains(&d.as_str())).collect();
+        let extra: Vec<&String> = uses
+            .iter()
+            .filter(|d| !may.contains(&d.as_str()) && (name == "kit" || !anyone.contains(&d.as_str())))
+            .collect();
         assert!(
             extra.is_empty(),
             "crates/{name} uses {extra:?}, which docs/architecture.md does not allow"
@@ -87,35 +93,207 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-#[test]
-fn services_import_nothing_of_the_wire() {
-    let mut files = Vec::new();
-    rust_files(&root().join("crates/broker/src/services"), &mut files);
-    assert!(files.len() >= 6, "the services are where the architecture says");
-    for file in files {
-        let text = std::fs::read_to_string(&file).expect("readable source");
-        // Test code may build wire values; the services themselves may not.
-        // Comments may name what the services avoid.
-        let code: String = text
-            .split("#[cfg(test)]")
-            .next()
-            .unwrap_or_default()
-            .lines()
-            .filter(|l| !l.trim_start().starts_with("//"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        for wire in [
-            "RemotingCommand",
-            "petrel_protocol::header",
-            "response_code",
-            "request_code",
-            "petrel_remoting",
-        ] {
-            assert!(
-                !code.contains(wire),
-                "{} uses {wire}: services take typed requests and return typed results",
-                file.display()
-            );
+/// Whether an item carries `#[cfg(test)]` (exactly: `cfg(not(test))` is production code).
+fn is_test_only(attrs: &[syn::Attribute]) -> bool {
+    attrs
+        .iter()
+        .any(|a| a.path().is_ident("cfg") && a.parse_args::<syn::Path>().is_ok_and(|p| p.is_ident("test")))
+}
+
+/// Every path a file's production items name (`a::b::C`, use trees spelled out), test items
+/// skipped whole.
+#[derive(Default)]
+struct Paths {
+    seen: Vec<String>,
+    /// `#[cfg(test)] mod name;`: files that are test code however they are named.
+    test_modules: Vec<String>,
+}
+
+impl Paths {
+    fn use_tree(&mut self, prefix: &str, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => self.use_tree(&format!("{prefix}{}::", p.ident), &p.tree),
+            syn::UseTree::Name(n) => self.seen.push(format!("{prefix}{}", n.ident)),
+            syn::UseTree::Rename(r) => self.seen.push(format!("{prefix}{}", r.ident)),
+            syn::UseTree::Glob(_) => self.seen.push(format!("{prefix}*")),
+            syn::UseTree::Group(g) => g.items.iter().for_each(|t| self.use_tree(prefix, t)),
         }
     }
+}
+
+impl<'ast> syn::visit::Visit<'ast> for Paths {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs: &[syn::Attribute] = match item {
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Macro(i) => &i.attrs,
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            syn::Item::Type(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            _ => &[],
+        };
+        if is_test_only(attrs) {
+            if let syn::Item::Mod(m) = item
+                && m.content.is_none()
+            {
+                self.test_modules.push(m.ident.to_string());
+            }
+            return;
+        }
+        syn::visit::visit_item(self, item);
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree("", &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let spelled: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.seen.push(spelled.join("::"));
+        syn::visit::visit_path(self, path);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        // A macro's arguments are tokens, not parsed paths: look at their words.
+        self.visit_path(&mac.path);
+        let words: Vec<String> = mac.tokens.to_string().split([' ', '(', ')', ',']).map(str::to_owned).collect();
+        self.seen.extend(words);
+    }
+}
+
+fn production_paths(file: &Path) -> Paths {
+    let text = std::fs::read_to_string(file).expect("readable source");
+    let parsed = syn::parse_file(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+    let mut paths = Paths::default();
+    syn::visit::Visit::visit_file(&mut paths, &parsed);
+    paths
+}
+
+/// Files of the services that still take or return a `petrel_protocol::body` type. The list may
+/// only shrink: a file leaves it when its API speaks plain Rust types, and none may join.
+const BODY_DEBT: &[&str] = &[
+    "admin.rs",
+    "consume/mod.rs",
+    "groups.rs",
+    "pop.rs",
+    "produce/mod.rs",
+    "queue_locks.rs",
+    "schedule.rs",
+    "timer.rs",
+    "topics.rs",
+    "transactions.rs",
+];
+
+/// What the services may not name: the wire's command, its headers, its codes, its transport.
+const WIRE: &[&str] = &[
+    "RemotingCommand",
+    "petrel_protocol::header",
+    "response_code",
+    "request_code",
+    "petrel_remoting",
+];
+
+/// A path names `wire` when `wire`'s segments appear in it, in order and adjacent.
+fn names(path: &str, wire: &str) -> bool {
+    let path: Vec<&str> = path.split("::").collect();
+    let wire: Vec<&str> = wire.split("::").collect();
+    path.windows(wire.len()).any(|w| w == wire.as_slice())
+}
+
+/// The services' files that are production code: `#[cfg(test)] mod x;` files are left out.
+fn services_files() -> Vec<(String, Paths)> {
+    let dir = root().join("crates/broker/src/services");
+    let mut files = Vec::new();
+    rust_files(&dir, &mut files);
+    let parsed: Vec<(PathBuf, Paths)> = files
+        .into_iter()
+        .map(|f| {
+            let p = production_paths(&f);
+            (f, p)
+        })
+        .collect();
+    let mut test_files = BTreeSet::new();
+    for (file, paths) in &parsed {
+        // `x/mod.rs` and `lib`-like roots declare children beside them; `x.rs` inside `x/`.
+        let base = if file.file_name().is_some_and(|n| n == "mod.rs") {
+            file.parent().expect("parent").to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for m in &paths.test_modules {
+            test_files.insert(base.join(format!("{m}.rs")));
+            test_files.insert(base.join(m).join("mod.rs"));
+        }
+    }
+    parsed
+        .into_iter()
+        .filter(|(f, _)| !test_files.contains(f))
+        .map(|(f, p)| (f.strip_prefix(&dir).expect("under services").to_string_lossy().into_owned(), p))
+        .collect()
+}
+
+#[test]
+fn services_import_nothing_of_the_wire() {
+    let files = services_files();
+    assert!(files.len() >= 6, "the services are where the architecture says");
+    assert!(
+        !files.iter().any(|(f, _)| f == "testing.rs"),
+        "test-only modules are left out by their #[cfg(test)]"
+    );
+    let mut body_users = BTreeSet::new();
+    for (file, paths) in &files {
+        for path in &paths.seen {
+            for wire in WIRE {
+                assert!(
+                    !names(path, wire),
+                    "services/{file} uses {path}: services take typed requests and return typed results"
+                );
+            }
+            if names(path, "petrel_protocol::body") || names(path, "body") && path.starts_with("petrel_protocol") {
+                body_users.insert(file.clone());
+            }
+        }
+    }
+    let debt: BTreeSet<String> = BODY_DEBT.iter().map(|s| (*s).to_owned()).collect();
+    let joined: Vec<&String> = body_users.difference(&debt).collect();
+    assert!(joined.is_empty(), "{joined:?} newly use petrel_protocol::body in services/");
+    let paid: Vec<&String> = debt.difference(&body_users).collect();
+    assert!(
+        paid.is_empty(),
+        "{paid:?} no longer use petrel_protocol::body: take them off BODY_DEBT"
+    );
+}
+
+#[test]
+fn the_item_reader_sees_what_the_text_split_missed() {
+    let source = r#"
+        #[cfg(test)]
+        mod testing;
+        pub struct Push { pub header: petrel_protocol::header::ReplyMessageRequestHeader }
+        #[cfg(test)]
+        mod tests { use petrel_remoting::Connection; }
+        #[cfg(not(test))]
+        fn real() { let _ = petrel_protocol::codes::response_code::SUCCESS; }
+    "#;
+    let parsed = syn::parse_file(source).expect("parses");
+    let mut paths = Paths::default();
+    syn::visit::Visit::visit_file(&mut paths, &parsed);
+    assert_eq!(paths.test_modules, ["testing"]);
+    assert!(
+        paths.seen.iter().any(|p| names(p, "petrel_protocol::header")),
+        "a field after a #[cfg(test)] item is seen"
+    );
+    assert!(
+        paths.seen.iter().any(|p| names(p, "response_code")),
+        "cfg(not(test)) is production code"
+    );
+    assert!(
+        !paths.seen.iter().any(|p| names(p, "petrel_remoting")),
+        "a #[cfg(test)] module is skipped whole"
+    );
 }

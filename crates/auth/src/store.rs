@@ -8,7 +8,6 @@
 //! resource, deleting a resource's entry deletes the ACL when nothing is left.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use parking_lot::{Mutex, RwLock};
@@ -511,22 +510,8 @@ fn read_json<T: serde::de::DeserializeOwned + Default>(path: &Path) -> Result<T,
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), AuthError> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let fail = |e: std::io::Error| AuthError::Storage(format!("{}: {e}", path.display()));
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| AuthError::Storage(e.to_string()))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(fail)?;
-    file.write_all(&bytes).map_err(fail)?;
-    file.sync_all().map_err(fail)?;
-    std::fs::rename(&tmp, path).map_err(fail)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(fail)?;
-    }
-    Ok(())
+    // Credentials: only the broker's own user may read them.
+    petrel_kit::fs::write_atomically(path, &bytes, petrel_kit::fs::Mode::OwnerOnly)
+        .map_err(|e| AuthError::Storage(format!("{}: {e}", path.display())))
 }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
 use hdrhistogram::Histogram;
@@ -181,9 +181,7 @@ struct Shared {
     budget: AtomicI64,
 }
 
-fn now_us() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_micros() as u64)
-}
+use petrel_kit::clock::now_us;
 
 /// Key under which a failed request is counted.
 pub fn error_key(e: &ClientError) -> String {

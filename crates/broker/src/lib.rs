@@ -30,9 +30,4 @@ pub use long_poll::LongPoll;
 pub use stats::BrokerStats;
 pub use store_pool::StorePool;
 
-/// Milliseconds since the Unix epoch.
-pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
-}
+pub(crate) use petrel_kit::clock::now_ms;

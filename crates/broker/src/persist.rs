@@ -22,33 +22,10 @@ const RETRY_AFTER: Duration = Duration::from_secs(1);
 /// # Errors
 /// Any step of the sequence failing.
 pub fn write_atomically(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    // A new config folder's own entry is synced too, not only the file in it.
-    petrel_store::create_dir_durably(dir)?;
-    // A name of its own per write: two writers of one file never share a temporary.
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let tmp = path.with_extension(format!("tmp{}", NEXT.fetch_add(1, Ordering::Relaxed)));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(contents)?;
-        f.sync_data()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    std::fs::File::open(dir)?.sync_all()
+    petrel_kit::fs::write_atomically(path, contents, petrel_kit::fs::Mode::Default)
 }
 
-/// Reads `path` if it exists; a missing file is `Ok(None)`.
-///
-/// # Errors
-/// Any read error but "not found".
-pub fn read_if_exists(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
-    }
-}
+pub use petrel_kit::fs::read_if_exists;
 
 /// What a [`Coalesced`] worker runs: an async job (a registration) or a blocking one wrapped
 /// by [`blocking`] (a file write).

@@ -6,7 +6,6 @@
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::error::MessageError;
 
@@ -86,7 +85,7 @@ impl UniqKeyGenerator {
     }
 
     pub fn next(&self) -> String {
-        let now_ms = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+        let now_ms = petrel_kit::clock::now_ms();
         self.next_at(now_ms)
     }
 }

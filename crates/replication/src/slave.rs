@@ -477,10 +477,9 @@ fn apply(store: &MessageStore, header: FrameHeader, body: bytes::Bytes) -> Resul
     Ok(end)
 }
 
+/// The wall clock for `last_frame_ms`, which is unsigned.
 fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
+    u64::try_from(petrel_kit::clock::now_ms()).unwrap_or(0)
 }
 
 #[cfg(test)]

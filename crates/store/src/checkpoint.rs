@@ -5,7 +5,6 @@
 //! checkpoint in place (it is written to a temporary file, synced, then renamed over the old).
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use crate::error::{Result, StoreError};
@@ -80,53 +79,14 @@ impl Checkpoint {
 
     /// Writes the checkpoint durably: temporary file, fsync, rename, fsync of the directory.
     pub fn store(&self, dir: &Path) -> Result<()> {
-        let tmp = dir.join(format!("{CHECKPOINT_FILE}.tmp"));
         let path = dir.join(CHECKPOINT_FILE);
-        let mut f = std::fs::File::create(&tmp).map_err(|e| StoreError::io(&tmp, e))?;
-        f.write_all(self.render().as_bytes()).map_err(|e| StoreError::io(&tmp, e))?;
-        f.sync_data().map_err(|e| StoreError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-        sync_dir(dir)
+        petrel_kit::fs::write_atomically(&path, self.render().as_bytes(), petrel_kit::fs::Mode::Default)
+            .map_err(|e| StoreError::io(&path, e))
     }
 }
 
 pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| StoreError::io(dir, e))?;
-    crate::power_loss::dir_synced(dir);
-    Ok(())
-}
-
-/// Creates `dir` and any missing parents so that each new directory's entry is durable: after
-/// each one is made, its parent is fsynced. A directory whose entry a power failure can lose
-/// takes every file in it along, synced or not (a new queue's consume queue, say).
-///
-/// # Errors
-/// A directory cannot be made or synced.
-pub fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
-    let mut missing = Vec::new();
-    let mut at = dir;
-    // Bounded by the path's depth.
-    while !at.exists() {
-        missing.push(at.to_path_buf());
-        match at.parent() {
-            Some(p) if !p.as_os_str().is_empty() => at = p,
-            _ => break,
-        }
-    }
-    for d in missing.iter().rev() {
-        match std::fs::create_dir(d) {
-            Ok(()) => crate::power_loss::dir_created(d),
-            // Another creator won the race; its entry may not be durable yet, so sync anyway.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::File::open(parent)?.sync_all()?;
-        crate::power_loss::dir_synced(parent);
-    }
-    Ok(())
+    petrel_kit::fs::sync_dir(dir).map_err(|e| StoreError::io(dir, e))
 }
 
 fn crc32(bytes: &[u8]) -> u32 {

@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -314,9 +314,7 @@ pub struct CommitLog {
     closed: AtomicBool,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
+use petrel_kit::clock::now_ms;
 
 impl Shared {
     /// Runs `f` on the write state under the put-message lock.
@@ -571,7 +569,7 @@ impl CommitLog {
             config.segment_size_bytes > 2 * BLANK_BYTES,
             "segments must hold at least a record and a filler"
         );
-        crate::checkpoint::create_dir_durably(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
+        petrel_kit::fs::create_dir_durably(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
         let unclean = mark_running(&config.dir)?;
         crate::mapped_file::remove_partial_segments(&config.dir)?;
         let started = Instant::now();

@@ -89,7 +89,7 @@ impl ConsumeQueue {
     pub fn open(root: &Path, topic: &str, queue_id: i32, entries_per_segment: u64, commit_log_end: u64) -> Result<ConsumeQueue> {
         assert!(entries_per_segment > 0);
         let dir = root.join(topic).join(queue_id.to_string());
-        crate::checkpoint::create_dir_durably(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        petrel_kit::fs::create_dir_durably(&dir).map_err(|e| StoreError::io(&dir, e))?;
         remove_partial_segments(&dir)?;
         let segment_bytes = entries_per_segment * CQ_ENTRY_BYTES;
         let mut found: Vec<u64> = std::fs::read_dir(&dir)

@@ -208,15 +208,12 @@ fn read(path: &Path) -> Result<Option<Vec<EpochEntry>>> {
 
 fn write(path: &Path, entries: &[EpochEntry]) -> Result<()> {
     let text = render(entries);
+    // The backup first: a crash between the two leaves one whole copy of the new entries.
     for target in [backup_path(path), path.to_owned()] {
-        let tmp = target.with_extension("tmp");
-        std::fs::write(&tmp, &text).map_err(|e| StoreError::io(&tmp, e))?;
-        std::fs::File::open(&tmp)
-            .and_then(|f| f.sync_data())
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &target).map_err(|e| StoreError::io(&target, e))?;
+        petrel_kit::fs::write_atomically(&target, text.as_bytes(), petrel_kit::fs::Mode::Default)
+            .map_err(|e| StoreError::io(&target, e))?;
     }
-    crate::checkpoint::sync_dir(path.parent().unwrap_or(Path::new(".")))
+    Ok(())
 }
 
 #[cfg(test)]

@@ -222,7 +222,7 @@ impl KeyIndex {
     /// The directory cannot be read or created.
     pub fn open(root: &Path, config: IndexConfig) -> Result<KeyIndex> {
         let dir = root.join(INDEX_DIR);
-        crate::checkpoint::create_dir_durably(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        petrel_kit::fs::create_dir_durably(&dir).map_err(|e| StoreError::io(&dir, e))?;
         remove_partial_segments(&dir)?;
         let mut names: Vec<(u64, PathBuf)> = Vec::new();
         for entry in std::fs::read_dir(&dir).map_err(|e| StoreError::io(&dir, e))? {

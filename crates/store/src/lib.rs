@@ -25,7 +25,6 @@ mod wakeup;
 mod watermark;
 mod writer;
 
-pub use checkpoint::create_dir_durably;
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
@@ -36,6 +35,7 @@ pub use message_store::{
     QueryResult,
 };
 pub use page_cache::{KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};
+pub use petrel_kit::fs::create_dir_durably;
 pub use recovery::TORN_TAIL_ZERO_RUN_BYTES;
 pub use stats::{CommitLogStats, HistogramSnapshot, Log2Histogram};
 pub use watermark::{Slot, WaitError, WaitFuture, Watermark};

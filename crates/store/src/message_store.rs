@@ -21,7 +21,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_protocol::message::RecordView;
 use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
-use crate::checkpoint::{QueueKey, sync_dir};
+use crate::checkpoint::QueueKey;
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
 use crate::error::{Result, StoreError};
@@ -271,14 +271,8 @@ fn write_dispatch_checkpoint(root: &Path, offset: u64) -> Result<()> {
 /// Writes an offset file whole (temporary file, fsync, rename, directory fsync).
 fn write_offset_file(root: &Path, name: &str, offset: u64) -> Result<()> {
     let text = format!("{offset} {}\n", petrel_protocol::message::body_crc(offset.to_string().as_bytes()));
-    let tmp = root.join(format!("{name}.tmp"));
     let path = root.join(name);
-    std::fs::write(&tmp, text).map_err(|e| StoreError::io(&tmp, e))?;
-    std::fs::File::open(&tmp)
-        .and_then(|f| f.sync_data())
-        .map_err(|e| StoreError::io(&tmp, e))?;
-    std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-    sync_dir(root)
+    petrel_kit::fs::write_atomically(&path, text.as_bytes(), petrel_kit::fs::Mode::Default).map_err(|e| StoreError::io(&path, e))
 }
 
 impl Inner {
@@ -636,7 +630,7 @@ impl Inner {
 
 impl MessageStore {
     pub fn open(mut config: MessageStoreConfig) -> Result<MessageStore> {
-        crate::checkpoint::create_dir_durably(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
+        petrel_kit::fs::create_dir_durably(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
         config.commit_log.dir = config.root.join("commitlog");
         let mut log_config = config.commit_log.clone();
         if log_config.flush_mode == crate::commit_log::FlushMode::Sync {

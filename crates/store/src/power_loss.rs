@@ -48,6 +48,7 @@ static JOURNAL: Mutex<Option<std::fs::File>> = Mutex::new(None);
 
 /// From now on, segment files record their writes and syncs (for the rest of the process).
 pub fn record_syncs() {
+    petrel_kit::fs::observe(&Observer);
     RECORDING.store(true, Ordering::Release);
 }
 
@@ -64,8 +65,20 @@ pub fn record_syncs_to(journal: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Hears of the directories `petrel_kit::fs` creates and syncs, whoever calls it.
+struct Observer;
+
+impl petrel_kit::fs::DurabilityObserver for Observer {
+    fn dir_created(&self, dir: &Path) {
+        dir_created(dir);
+    }
+    fn dir_synced(&self, dir: &Path) {
+        dir_synced(dir);
+    }
+}
+
 /// A directory was created (its entry is in its parent's page cache only).
-pub(crate) fn dir_created(dir: &Path) {
+fn dir_created(dir: &Path) {
     if !RECORDING.load(Ordering::Acquire) {
         return;
     }
@@ -74,7 +87,7 @@ pub(crate) fn dir_created(dir: &Path) {
 }
 
 /// `dir` was fsynced: the entries of the directories created in it are durable.
-pub(crate) fn dir_synced(dir: &Path) {
+fn dir_synced(dir: &Path) {
     if !RECORDING.load(Ordering::Acquire) {
         return;
     }

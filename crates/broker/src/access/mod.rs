@@ -115,7 +115,7 @@ impl Access {
             .clone()
             .unwrap_or_else(|| PathBuf::from(&config.store_path_root_dir).join("config").join("auth"));
         // Its entry in the config folder is durable before any user is written into it.
-        petrel_store::create_dir_durably(&dir).map_err(|e| BrokerError::Internal(format!("access control: {}: {e}", dir.display())))?;
+        petrel_kit::fs::create_dir_durably(&dir).map_err(|e| BrokerError::Internal(format!("access control: {}: {e}", dir.display())))?;
         let store = AuthStore::open(&dir).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
         if let Some(json) = &config.init_authentication_user {
             let (name, password) = parse_init_user(json.expose()).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use petrel_protocol::codes::response_code;
-use petrel_protocol::header::{CheckTransactionStateRequestHeader, CommandHeader};
+use petrel_protocol::header::{CheckTransactionStateRequestHeader, CommandHeader, ReplyMessageRequestHeader};
 use petrel_protocol::{RemotingCommand, request_code};
 use petrel_remoting::Connection;
 
-use crate::services::{ClientHandle, REPLY_PUSH_TIMEOUT, ReplyPush, TransactionCheck};
+use crate::services::{ClientHandle, PushError, REPLY_PUSH_TIMEOUT, ReplyPush, TransactionCheck};
 
 static NEXT_OPAQUE: AtomicI32 = AtomicI32::new(1);
 
@@ -54,16 +54,35 @@ impl ClientHandle for ConnectionClient {
         self.0.push(cmd)
     }
 
-    fn push_reply(&self, reply: ReplyPush) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>> {
+    fn push_reply(&self, reply: ReplyPush) -> std::pin::Pin<Box<dyn Future<Output = Result<(), PushError>> + Send + 'static>> {
         let conn = self.0.clone();
         Box::pin(async move {
+            let header = ReplyMessageRequestHeader {
+                producer_group: reply.producer_group,
+                topic: reply.topic,
+                default_topic: reply.default_topic,
+                default_topic_queue_nums: reply.default_topic_queue_nums,
+                queue_id: reply.queue_id,
+                sys_flag: reply.sys_flag,
+                born_timestamp: reply.born_timestamp_ms,
+                flag: reply.flag,
+                properties: reply.properties,
+                reconsume_times: reply.reconsume_times,
+                unit_mode: reply.unit_mode,
+                born_host: reply.born_host.to_string(),
+                store_host: reply.store_host.to_string(),
+                store_timestamp: reply.store_timestamp_ms,
+            };
             let cmd = RemotingCommand::request(request_code::PUSH_REPLY_MESSAGE_TO_CLIENT, 0)
-                .with_ext_fields(reply.header.to_ext())
+                .with_ext_fields(header.to_ext())
                 .with_body(reply.body);
             match conn.call(cmd, REPLY_PUSH_TIMEOUT).await {
                 Ok(answer) if answer.code == response_code::SUCCESS => Ok(()),
-                Ok(answer) => Err(format!("code {}: {}", answer.code, answer.remark.unwrap_or_default())),
-                Err(e) => Err(e.to_string()),
+                Ok(answer) => Err(PushError::Refused {
+                    code: answer.code,
+                    remark: answer.remark.unwrap_or_default(),
+                }),
+                Err(e) => Err(PushError::Unreached(Box::new(e))),
             }
         })
     }

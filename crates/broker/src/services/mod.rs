@@ -50,18 +50,43 @@ pub trait ClientHandle: Send + Sync {
     fn check_transaction_state(&self, check: &TransactionCheck) -> bool;
     /// Hands a reply to the client that sent the request (PUSH_REPLY_MESSAGE_TO_CLIENT) and
     /// waits, at most `REPLY_PUSH_TIMEOUT`, for it to take it; the error says why it did not.
-    fn push_reply(&self, reply: ReplyPush) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>>;
+    fn push_reply(&self, reply: ReplyPush) -> Pin<Box<dyn Future<Output = Result<(), PushError>> + Send + 'static>>;
 }
 
 /// How long a reply's push to its requester may take before the replier is told it failed.
 pub const REPLY_PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// PUSH_REPLY_MESSAGE_TO_CLIENT as the services hand it over: the replying send's fields, where
-/// it was born and stored, and its body.
+/// it was born and stored, and its body. Plain fields: each front end spells them its own way.
 #[derive(Debug, Clone)]
 pub struct ReplyPush {
-    pub header: petrel_protocol::header::ReplyMessageRequestHeader,
+    pub producer_group: String,
+    pub topic: String,
+    pub default_topic: String,
+    pub default_topic_queue_nums: i32,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp_ms: i64,
+    pub flag: i32,
+    /// The reply's properties, with the push time added just before it is pushed.
+    pub properties: Option<String>,
+    pub reconsume_times: Option<i32>,
+    pub unit_mode: Option<bool>,
+    pub born_host: SocketAddr,
+    pub store_host: SocketAddr,
+    pub store_timestamp_ms: i64,
     pub body: bytes::Bytes,
+}
+
+/// Why a client did not take what was pushed to it.
+#[derive(Debug, thiserror::Error)]
+pub enum PushError {
+    /// The client answered, with a failure.
+    #[error("code {code}: {remark}")]
+    Refused { code: i32, remark: String },
+    /// The client did not answer in time, or its connection failed.
+    #[error("{0}")]
+    Unreached(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// CHECK_TRANSACTION_STATE as the services ask it.

@@ -59,7 +59,10 @@ impl ClientHandle for FakeClient {
         self.checks.lock().push(check.clone());
         true
     }
-    fn push_reply(&self, reply: super::ReplyPush) -> std::pin::Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'static>> {
+    fn push_reply(
+        &self,
+        reply: super::ReplyPush,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), super::PushError>> + Send + 'static>> {
         self.replies.lock().push(reply);
         Box::pin(async { Ok(()) })
     }

@@ -153,15 +153,7 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> io::Result<Option<T>>
 
 /// Replaces `path` with `bytes` so that a crash leaves the old file or the new one, never a mix.
 pub(crate) fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        File::open(dir)?.sync_all()?;
-    }
-    Ok(())
+    petrel_kit::fs::write_atomically(path, bytes, petrel_kit::fs::Mode::Default)
 }
 
 impl Files {

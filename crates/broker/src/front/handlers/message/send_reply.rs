@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
-use petrel_protocol::header::{CommandHeader, ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader};
+use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageResponseHeader};
 use petrel_protocol::properties::{keys, property};
 use petrel_remoting::{Connection, Reply, answer};
 
@@ -28,22 +28,20 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         return Reply::Now(refused(&request, &BrokerError::topic_not_exist(&h.topic), &region));
     }
     let push = ReplyPush {
-        header: ReplyMessageRequestHeader {
-            producer_group: h.producer_group.clone(),
-            topic: h.topic.clone(),
-            default_topic: h.default_topic.clone(),
-            default_topic_queue_nums: h.default_topic_queue_nums,
-            queue_id: h.queue_id,
-            sys_flag: h.sys_flag,
-            born_timestamp: h.born_timestamp,
-            flag: h.flag,
-            properties: None,
-            reconsume_times: h.reconsume_times,
-            unit_mode: h.unit_mode,
-            born_host: conn.peer().to_string(),
-            store_host: broker.store_host.to_string(),
-            store_timestamp: crate::now_ms(),
-        },
+        producer_group: h.producer_group.clone(),
+        topic: h.topic.clone(),
+        default_topic: h.default_topic.clone(),
+        default_topic_queue_nums: h.default_topic_queue_nums,
+        queue_id: h.queue_id,
+        sys_flag: h.sys_flag,
+        born_timestamp_ms: h.born_timestamp,
+        flag: h.flag,
+        properties: None,
+        reconsume_times: h.reconsume_times,
+        unit_mode: h.unit_mode,
+        born_host: conn.peer(),
+        store_host: broker.store_host,
+        store_timestamp_ms: crate::now_ms(),
         body: request.body.clone(),
     };
     let place = match broker.quotas.sends.take(Some(conn.peer().ip())) {
@@ -82,7 +80,7 @@ async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Opt
     let Some(handle) = broker.groups.producer_by_client_id(requester) else {
         return Err(format!("push reply message fail, channel of <{requester}> not found."));
     };
-    push.header.properties = Some(format!("{properties}{}\u{1}{}\u{2}", keys::PUSH_REPLY_TIME, crate::now_ms()));
+    push.properties = Some(format!("{properties}{}\u{1}{}\u{2}", keys::PUSH_REPLY_TIME, crate::now_ms()));
     handle.push_reply(push).await.map_err(|e| {
         tracing::debug!(requester, error = %e, "reply not taken");
         format!("push reply message to {requester}fail.")
