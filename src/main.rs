@@ -1,5 +1,7 @@
 //! `petrel`: broker, name server, load generator, chaos harness and admin tool in one binary.
 
+#![forbid(unsafe_code)]
+
 use anyhow::{Result, bail};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

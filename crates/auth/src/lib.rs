@@ -12,6 +12,8 @@
 //! constant time), or let a policy change reach the files half-written. Which resource and action
 //! a request code means is the broker's table, not this crate's.
 
+#![forbid(unsafe_code)]
+
 mod decide;
 mod error;
 mod model;

@@ -5,6 +5,8 @@
 //! Owns: workloads, statistics and reports. Must never: report a figure without the settings
 //! and machine it came from.
 
+#![forbid(unsafe_code)]
+
 pub mod cgroup;
 pub mod cli;
 pub mod compare;

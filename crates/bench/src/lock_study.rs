@@ -103,8 +103,9 @@ struct Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
-        // SAFETY: plain kill(2) on our child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if let Ok(pid) = i32::try_from(self.child.id()) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGTERM);
+        }
         let _ = self.child.wait();
     }
 }

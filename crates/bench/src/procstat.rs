@@ -13,32 +13,23 @@ pub struct ProcSampler {
 
 /// utime + stime of `pid`, in clock ticks.
 fn cpu_ticks(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // fields[0] is field 3 (state); utime is field 14, stime field 15.
-    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+    let stat = process(pid)?.stat().ok()?;
+    Some(stat.utime + stat.stime)
+}
+
+fn process(pid: u32) -> Option<procfs::process::Process> {
+    procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
 }
 
 /// Resident set size of `pid` in MiB.
 pub fn rss_mb(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
+    let kib = process(pid)?.status().ok()?.vmrss?;
+    Some(kib as f64 / 1024.0)
 }
 
 impl ProcSampler {
     pub fn new(pid: u32) -> ProcSampler {
-        // SAFETY: sysconf has no preconditions.
-        let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        let ticks = procfs::ticks_per_second();
         ProcSampler {
             pid,
             ticks_per_s: if ticks > 0 { ticks as f64 } else { 100.0 },

@@ -5,6 +5,8 @@
 //! message data except through the store, block the async runtime (store work that can block
 //! runs on the [`StorePool`]), or hold anything without a bound.
 
+#![forbid(unsafe_code)]
+
 pub mod access;
 mod broker;
 mod chores;

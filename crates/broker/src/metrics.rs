@@ -615,16 +615,11 @@ fn render_bounds(out: &mut String, sources: &Sources) {
 
 /// CPU seconds and resident bytes of this process, from /proc (Linux only).
 fn process_usage() -> Option<(f64, f64)> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the command name, which may hold spaces, start after its closing parenthesis.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name; rss is 24 (21).
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    let rss_pages: f64 = fields.get(21)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let (hz, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK), libc::sysconf(libc::_SC_PAGESIZE)) };
-    Some((ticks / hz.max(1) as f64, rss_pages * page.max(1) as f64))
+    use procfs::WithCurrentSystemInfo;
+    let stat = procfs::process::Process::myself().ok()?.stat().ok()?;
+    let ticks = (stat.utime + stat.stime) as f64;
+    let hz = procfs::ticks_per_second().max(1) as f64;
+    Some((ticks / hz, stat.rss_bytes().get() as f64))
 }
 
 #[cfg(test)]

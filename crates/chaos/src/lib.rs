@@ -10,6 +10,8 @@
 //! namespace or mount behind after a run that returned, or call a run good that lost an acknowledged
 //! message.
 
+#![forbid(unsafe_code)]
+
 mod checker;
 mod cli;
 mod cluster;

@@ -6,6 +6,8 @@
 //! calls on top. Must never: wait without a deadline, or let one connection's failure poison
 //! another.
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod connection;
 pub mod error;

@@ -7,6 +7,8 @@
 //! itself is openraft's; nothing here decides who leads the controller group.
 //! Must never: touch a broker's store, or answer a broker from state that Raft has not applied.
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod node;
 #[allow(clippy::result_large_err, reason = "openraft's traits fix these error types")]

@@ -7,6 +7,8 @@
 //! never: answer with a shape the Go client cannot parse (`brokerAddrs` always present) or a
 //! remark that differs from Java's where clients or operators read it.
 
+#![forbid(unsafe_code)]
+
 mod access;
 mod expiry;
 mod handlers;

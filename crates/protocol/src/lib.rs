@@ -5,6 +5,8 @@
 //! properties and message ids. Must never: perform I/O or hold state between calls; everything
 //! here is a pure function of its input, so every other crate can trust and fuzz it.
 
+#![forbid(unsafe_code)]
+
 pub mod batch;
 pub mod body;
 pub mod codes;

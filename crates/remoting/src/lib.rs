@@ -6,6 +6,8 @@
 //! code — handlers (the name server, the broker) do that — or let one connection's input or
 //! slowness cost another connection anything but its share of CPU.
 
+#![forbid(unsafe_code)]
+
 mod budget;
 mod client;
 mod connection;

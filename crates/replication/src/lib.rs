@@ -10,6 +10,9 @@
 //! Must never: know what a request code means (the broker maps the gate's answers to RocketMQ's
 //! codes), or touch the commit log except through the store's replication calls.
 
+// Only a test sends a real signal to a thread (libc), under its own allow.
+#![deny(unsafe_code)]
+
 mod acks;
 pub mod handshake;
 mod master;

@@ -525,6 +525,7 @@ mod tests {
     /// A real socket with a receive timeout, its reading thread hit by a signal whose handler is
     /// installed without SA_RESTART (what SIGSTOP and SIGCONT do to a blocked recv).
     #[test]
+    #[allow(unsafe_code, reason = "sigaction and pthread_kill have no safe wrapper that leaves SA_RESTART off")]
     fn a_signal_during_a_socket_read_is_not_a_failure() {
         extern "C" fn nothing(_: libc::c_int) {}
         // SAFETY: installs a handler that does nothing for SIGUSR2, which no other test uses.

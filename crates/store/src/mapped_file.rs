@@ -35,10 +35,7 @@ pub fn remove_partial_segments(dir: &Path) -> Result<()> {
 }
 
 fn page_bytes() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .unwrap_or(4096)
-        .max(4096)
+    usize::try_from(procfs::page_size()).unwrap_or(4096).max(4096)
 }
 
 /// The file name of the segment starting at `offset`.

@@ -122,13 +122,12 @@ pub fn default_budget_bytes() -> u64 {
 }
 
 fn cgroup_limit_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let candidates = if controllers.is_empty() {
+    let groups = procfs::process::Process::myself().ok()?.cgroups().ok()?;
+    for group in groups {
+        let path = &group.pathname;
+        let candidates = if group.controllers.is_empty() {
             vec![format!("/sys/fs/cgroup{path}/memory.max")]
-        } else if controllers.split(',').any(|c| c == "memory") {
+        } else if group.controllers.iter().any(|c| c == "memory") {
             vec![
                 format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"),
                 // Inside a container the cgroup's own directory is mounted as the root.
@@ -150,13 +149,6 @@ fn cgroup_limit_bytes() -> Option<u64> {
 }
 
 fn total_memory_bytes() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kib: u64 = text
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    use procfs::Current;
+    Some(procfs::Meminfo::current().ok()?.mem_total)
 }
