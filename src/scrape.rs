@@ -50,7 +50,13 @@ async fn answer_scrape(mut stream: TcpStream, render: &(dyn Fn() -> String + Sen
         }
         head.extend_from_slice(&buf[..n]);
         if head.len() > MAX_REQUEST_HEAD_BYTES {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "request head too large\n").await;
+            return respond(
+                &mut stream,
+                "431 Request Header Fields Too Large",
+                PLAIN,
+                "request head too large\n",
+            )
+            .await;
         }
     }
     let line = head.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -60,16 +66,20 @@ async fn answer_scrape(mut stream: TcpStream, render: &(dyn Fn() -> String + Sen
         (Some("GET"), Some(path)) if path == "/metrics" || path.starts_with("/metrics?") => {
             // A few atomics, one statvfs and one /proc read: short enough for a worker.
             let body = render();
-            respond(&mut stream, "200 OK", &body).await
+            respond(&mut stream, "200 OK", OPENMETRICS, &body).await
         }
-        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", "only /metrics is served here\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "GET /metrics\n").await,
+        (Some("GET"), Some(_)) => respond(&mut stream, "404 Not Found", PLAIN, "only /metrics is served here\n").await,
+        _ => respond(&mut stream, "405 Method Not Allowed", PLAIN, "GET /metrics\n").await,
     }
 }
 
-async fn respond(stream: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+/// What both processes' scrapes are: `prometheus-client`'s OpenMetrics text (with `# EOF`).
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+const PLAIN: &str = "text/plain; charset=utf-8";
+
+async fn respond(stream: &mut TcpStream, status: &str, content_type: &str, body: &str) -> std::io::Result<()> {
     let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     stream.write_all(head.as_bytes()).await?;
