@@ -18,6 +18,7 @@ mod decide;
 mod error;
 mod model;
 mod peer;
+mod settings;
 mod sign;
 mod store;
 
@@ -25,5 +26,6 @@ pub use decide::{AuthSettings, Check, Principal};
 pub use error::AuthError;
 pub use model::{AclInfo, Action, EntryInfo, Pattern, PolicyInfo, RETRY_PREFIX, Resource, ResourceType, SourceIp, UserInfo};
 pub use peer::{Exchange, NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
+pub use settings::{check_strategy, is_stateful, parse_codes, parse_credentials, parse_init_user};
 pub use sign::{ACCESS_KEY, MAX_SIGNED_FIELDS, SIGNATURE, sign, signature, verify};
 pub use store::{AuthStore, Credentials, MAX_ACL_ENTRIES, MAX_USERS};

@@ -66,9 +66,11 @@ pub fn nonce() -> [u8; NONCE_BYTES] {
 impl PeerSecret {
     /// # Errors
     /// A secret shorter than [`MIN_SECRET_BYTES`].
-    pub fn new(text: &str) -> Result<PeerSecret, String> {
+    pub fn new(text: &str) -> Result<PeerSecret, crate::AuthError> {
         if text.len() < MIN_SECRET_BYTES {
-            return Err(format!("a peer secret needs at least {MIN_SECRET_BYTES} bytes"));
+            return Err(crate::AuthError::Invalid(format!(
+                "a peer secret needs at least {MIN_SECRET_BYTES} bytes"
+            )));
         }
         Ok(PeerSecret(Arc::from(text.as_bytes())))
     }

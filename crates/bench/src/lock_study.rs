@@ -477,7 +477,7 @@ pub fn markdown(
     s
 }
 
-fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), crate::run::BenchError> {
     let panels: Vec<(String, usize)> = a.flush.iter().flat_map(|f| a.sizes.iter().map(move |s| (f.clone(), *s))).collect();
     let root = SVGBackend::new(path, (520 * panels.len().max(1) as u32, 400)).into_drawing_area();
     root.fill(&WHITE)?;
@@ -513,7 +513,7 @@ fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), Box<dy
     Ok(())
 }
 
-fn plot_trace(trace: &[AbsSample], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn plot_trace(trace: &[AbsSample], path: &Path) -> Result<(), crate::run::BenchError> {
     let root = SVGBackend::new(path, (1000, 360)).into_drawing_area();
     root.fill(&WHITE)?;
     let t_max = trace.last().map_or(1.0, |t| t.t_s).max(1.0);

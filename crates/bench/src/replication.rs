@@ -383,7 +383,7 @@ fn write_results(a: &ReplicationArgs, results: &[Cell]) -> Result<(), BenchError
     Ok(())
 }
 
-fn plot(results: &[Cell], path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn plot(results: &[Cell], path: &Path) -> Result<(), crate::run::BenchError> {
     let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
     root.fill(&WHITE)?;
     let n_max = results.iter().map(|c| c.replicas).max().unwrap_or(1).max(1) as f64;

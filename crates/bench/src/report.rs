@@ -177,7 +177,7 @@ impl Report {
     }
 
     /// Two panels: TPS over time, and latency by percentile (x: number of nines).
-    pub fn plot(&self, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    pub fn plot(&self, path: &Path) -> Result<(), crate::run::BenchError> {
         let root = SVGBackend::new(path, (1000, 420)).into_drawing_area();
         root.fill(&WHITE)?;
         let (left, right) = root.split_horizontally(500);

@@ -128,6 +128,9 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
     #[error("{0}")]
     Invalid(String),
+    /// A chart could not be drawn or written.
+    #[error("plot: {0}")]
+    Plot(#[from] plotters::drawing::DrawingAreaErrorKind<std::io::Error>),
 }
 
 /// A producer's or consumer's numbers; the reporter drains `interval` once a second.

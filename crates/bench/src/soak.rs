@@ -158,7 +158,7 @@ impl SoakSummary {
 }
 
 /// Rates over time above, memory over time below, with the limit and the budget as lines.
-fn plot(report: &Report, summary: &SoakSummary, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn plot(report: &Report, summary: &SoakSummary, path: &Path) -> Result<(), crate::run::BenchError> {
     let root = SVGBackend::new(path, (1000, 720)).into_drawing_area();
     root.fill(&WHITE)?;
     let (top, bottom) = root.split_vertically(340);

@@ -103,11 +103,13 @@ impl Broker {
         crate::replication::check_roles(&config)?;
         let config = Arc::new(config);
         let root = config.store_path_root_dir.clone();
-        let io = |e: std::io::Error| BrokerError::Internal(format!("broker metadata: {e}"));
         let mut store_config = config.store_config();
         tweak_store(&mut store_config);
         let store = Arc::new(MessageStore::open(store_config)?);
-        let pool = Arc::new(StorePool::new(config.store_pool_threads, config.store_pool_queue_capacity).map_err(io)?);
+        let pool = Arc::new(
+            StorePool::new(config.store_pool_threads, config.store_pool_queue_capacity)
+                .map_err(BrokerError::io("starting the store pool"))?,
+        );
         let stats = Arc::new(BrokerStats::default());
         let topics = Arc::new(
             TopicService::open(
@@ -120,18 +122,18 @@ impl Broker {
                     max_topics: config.max_topics,
                 },
             )
-            .map_err(io)?,
+            .map_err(BrokerError::io("opening the topic table"))?,
         );
-        let table = Arc::new(OffsetTable::open(&root).map_err(io)?);
+        let table = Arc::new(OffsetTable::open(&root).map_err(BrokerError::io("opening the consumer offsets"))?);
         if store.commit_log().recovery_report().unclean {
             let clamped = table.clamp_to_queue_max(|topic, queue_id| store.queue_offsets(topic, queue_id).1);
             if clamped > 0 {
-                table.persist().map_err(io)?;
+                table.persist().map_err(BrokerError::io("writing the consumer offsets"))?;
             }
         }
         let groups = Arc::new(
             GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups())
-                .map_err(io)?
+                .map_err(BrokerError::io("opening the subscription groups"))?
                 .with_created_per_client(config.max_groups_created_per_client),
         );
         let offsets = Arc::new(OffsetService::new(table, groups.clone(), store.clone(), pool.clone()));
@@ -157,7 +159,8 @@ impl Broker {
             access.clone(),
         );
         topics.set_announcer(registrar.clone());
-        let schedule = Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(io)?);
+        let schedule =
+            Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(BrokerError::io("opening the delay offsets"))?);
         let transactions = Arc::new(
             TransactionService::open(
                 &root,
@@ -167,7 +170,7 @@ impl Broker {
                     check_interval_ms: config.transaction_check_interval_ms,
                 },
             )
-            .map_err(io)?,
+            .map_err(BrokerError::io("opening the transaction checks"))?,
         );
         let timer = Arc::new(
             TimerService::open(
@@ -178,7 +181,7 @@ impl Broker {
                     max_pending: config.timer_max_pending,
                 },
             )
-            .map_err(io)?,
+            .map_err(BrokerError::io("opening the timer checkpoint"))?,
         );
         let produce = ProduceService::new(
             store.clone(),
@@ -227,7 +230,7 @@ impl Broker {
                 offsets.clone(),
                 long_poll.clone(),
             )
-            .map_err(io)?,
+            .map_err(BrokerError::io("opening the POP state"))?,
         );
         let admin = Arc::new(AdminService::new(
             config.clone(),
@@ -288,18 +291,20 @@ impl Broker {
         self.registrar.unregister_all().await;
         let me = self.clone();
         tokio::task::spawn_blocking(move || -> Result<(), BrokerError> {
-            let io = |e: std::io::Error| BrokerError::Internal(format!("broker metadata: {e}"));
-            me.offsets.table().persist().map_err(io)?;
-            me.topics.write_file().map_err(io)?;
-            me.groups.write_file().map_err(io)?;
-            me.schedule.persist().map_err(io)?;
-            me.timer.persist().map_err(io)?;
+            me.offsets
+                .table()
+                .persist()
+                .map_err(BrokerError::io("writing the consumer offsets"))?;
+            me.topics.write_file().map_err(BrokerError::io("writing the topic table"))?;
+            me.groups.write_file().map_err(BrokerError::io("writing the subscription groups"))?;
+            me.schedule.persist().map_err(BrokerError::io("writing the delay offsets"))?;
+            me.timer.persist().map_err(BrokerError::io("writing the timer checkpoint"))?;
             me.replication.stop();
             me.pool.shutdown();
             me.store.shutdown()?;
             Ok(())
         })
         .await
-        .map_err(|e| BrokerError::Internal(format!("shutdown failed: {e}")))?
+        .map_err(|e| BrokerError::Internal(format!("shutdown failed: the shutdown task {e}")))?
     }
 }

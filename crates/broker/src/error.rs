@@ -51,11 +51,58 @@ pub enum BrokerError {
     Unavailable(String),
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A metadata file or another local resource failed; `what` names it.
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A metadata file or a master's table is not the JSON it should be.
+    #[error("{what}: {source}")]
+    Corrupt {
+        what: String,
+        #[source]
+        source: petrel_protocol::BodyError,
+    },
+    /// A background writer failed or stopped; its own error is kept.
+    #[error("{what}: {source}")]
+    Persist {
+        what: &'static str,
+        #[source]
+        source: crate::persist::WriteFailed,
+    },
+    /// A stored record that does not decode; `what` says which and why it was read.
+    #[error("{what}: {source}")]
+    Record {
+        what: String,
+        #[source]
+        source: petrel_protocol::MessageError,
+    },
+    /// Access control could not open or apply its users and ACLs.
+    #[error("access control: {0}")]
+    Auth(#[from] petrel_auth::AuthError),
+    /// Replication could not start (the HA port, its threads).
+    #[error("replication: {0}")]
+    Replication(#[from] petrel_replication::ReplicationError),
+    /// A broken invariant or an unexpected state; the text says what.
     #[error("{0}")]
     Internal(String),
 }
 
 impl BrokerError {
+    /// A closure naming the file or resource behind an I/O error.
+    pub fn io(what: impl std::fmt::Display) -> impl FnOnce(std::io::Error) -> BrokerError {
+        let what = what.to_string();
+        move |source| BrokerError::Io { what, source }
+    }
+
+    /// A closure naming the file or table behind a JSON error.
+    pub fn corrupt(what: impl std::fmt::Display) -> impl FnOnce(petrel_protocol::BodyError) -> BrokerError {
+        let what = what.to_string();
+        move |source| BrokerError::Corrupt { what, source }
+    }
+
     /// The remark RocketMQ gives a send or pull to a topic it does not have.
     #[must_use]
     pub fn topic_not_exist(topic: &str) -> BrokerError {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::error::BrokerError;
 use tokio::sync::{Notify, watch};
 
 /// Pause before retrying a job that failed (a full disk, say).
@@ -29,24 +30,33 @@ pub use petrel_kit::fs::read_if_exists;
 
 /// What a [`Coalesced`] worker runs: an async job (a registration) or a blocking one wrapped
 /// by [`blocking`] (a file write).
-pub type Job = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), String>> + Send>> + Send + Sync>;
+pub type Job = Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<(), BrokerError>> + Send>> + Send + Sync>;
 
 /// Wraps a blocking job so that it runs on the blocking pool, never on a runtime worker.
-pub fn blocking(f: Arc<dyn Fn() -> Result<(), String> + Send + Sync>) -> Job {
+pub fn blocking(f: Arc<dyn Fn() -> Result<(), BrokerError> + Send + Sync>) -> Job {
     Arc::new(move || {
         let f = f.clone();
         Box::pin(async move {
             tokio::task::spawn_blocking(move || f())
                 .await
-                .unwrap_or_else(|e| Err(format!("the writer panicked: {e}")))
+                .unwrap_or_else(|e| Err(BrokerError::Internal(format!("the writer panicked: {e}"))))
         })
     })
+}
+
+/// Why a waiter's run did not write: the run's own error, shared by every waiter it covered.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum WriteFailed {
+    #[error("{0}")]
+    Failed(#[source] Arc<BrokerError>),
+    #[error("the writer stopped")]
+    Stopped,
 }
 
 #[derive(Clone, Default)]
 struct Done {
     generation: u64,
-    error: Option<Arc<str>>,
+    error: Option<Arc<BrokerError>>,
 }
 
 /// A job many callers ask for and one worker does for all of them: every request gets a
@@ -81,15 +91,15 @@ impl Coalesced {
     ///
     /// # Errors
     /// That run failed; the remark says why (the worker retries on its own).
-    pub async fn wait(&self, generation: u64) -> Result<(), Arc<str>> {
+    pub async fn wait(&self, generation: u64) -> Result<(), WriteFailed> {
         let mut rx = self.done.subscribe();
         loop {
             let done = rx.borrow_and_update().clone();
             if done.generation >= generation {
-                return done.error.map_or(Ok(()), Err);
+                return done.error.map_or(Ok(()), |e| Err(WriteFailed::Failed(e)));
             }
             if rx.changed().await.is_err() {
-                return Err("the writer stopped".into());
+                return Err(WriteFailed::Stopped);
             }
         }
     }
@@ -113,7 +123,7 @@ impl Coalesced {
             retry = result.is_err();
             let error = result.err().map(|e| {
                 tracing::error!(file = self.name, error = %e, "cannot write; retrying");
-                Arc::<str>::from(e)
+                Arc::new(e)
             });
             // Read before sending: a `borrow` guard held across `send_replace` deadlocks.
             let generation = target.max(self.done.borrow().generation);
@@ -160,13 +170,13 @@ mod tests {
         let failing = fail.clone();
         let worker = tokio::spawn(c.clone().run(blocking(Arc::new(move || {
             if failing.load(Ordering::SeqCst) {
-                Err("disk full".into())
+                Err(BrokerError::Unavailable("disk full".into()))
             } else {
                 Ok(())
             }
         }))));
         let g = c.request();
-        assert_eq!(c.wait(g).await.unwrap_err().as_ref(), "disk full");
+        assert_eq!(c.wait(g).await.unwrap_err().to_string(), "disk full");
         fail.store(false, Ordering::SeqCst);
         let g = c.request();
         tokio::time::timeout(Duration::from_secs(10), c.wait(g)).await.unwrap().unwrap();

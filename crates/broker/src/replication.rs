@@ -192,8 +192,7 @@ impl Controlled {
             if let Some(auto) = config.autoswitch.as_mut() {
                 auto.broker_id = own_id;
             }
-            let ha =
-                HaSlave::start(self.store.clone(), None, config).map_err(|e| BrokerError::Internal(format!("start the HA client: {e}")))?;
+            let ha = HaSlave::start(self.store.clone(), None, config).map_err(BrokerError::io("start the HA client"))?;
             *slave = Some(ha);
         }
         if let Some(s) = slave.as_ref() {
@@ -390,13 +389,12 @@ impl Replication {
     /// # Errors
     /// The HA port cannot be bound, or a thread cannot start.
     pub fn start(config: &BrokerConfig, store: &Arc<MessageStore>) -> Result<Replication, BrokerError> {
-        let io = |what: &str, e: std::io::Error| BrokerError::Internal(format!("{what}: {e}"));
         if config.enable_controller_mode {
             return Self::start_controlled(config, store).map(|c| Replication::Controlled(Arc::new(c)));
         }
         if config.broker_role == BrokerRole::Slave {
             let ha = HaSlave::start(store.clone(), config.ha_master_address.clone(), slave_config(config)?)
-                .map_err(|e| io("start the HA client", e))?;
+                .map_err(BrokerError::io("start the HA client"))?;
             return Ok(Replication::Slave { ha });
         }
         let log = store.clone();
@@ -415,7 +413,7 @@ impl Replication {
         }
         let listen = SocketAddr::new(config.bind_address, ha_port(config));
         let ha = HaMaster::start(store.clone(), gate, master_config(config, listen, None))
-            .map_err(|e| io(&format!("HA server: listen on {listen}"), e))?;
+            .map_err(BrokerError::io(format!("HA server: listen on {listen}")))?;
         Ok(Replication::Master { ha })
     }
 
@@ -455,7 +453,7 @@ impl Replication {
             confirmed: confirmed.clone(),
         };
         let ha = HaMaster::start(store.clone(), gate, master_config(config, listen, Some(auto)))
-            .map_err(|e| BrokerError::Internal(format!("HA server: listen on {listen}: {e}")))?;
+            .map_err(BrokerError::io(format!("HA server: listen on {listen}")))?;
         ha.set_accepting(false);
         let slave_config = SlaveConfig {
             autoswitch: Some(AutoSwitchSlave {

@@ -136,10 +136,15 @@ pub struct ChaosArgs {
     pub broker_set: Vec<(String, String)>,
 }
 
-fn parse_key_value(text: &str) -> Result<(String, String), String> {
+/// A `--broker-set` argument without a key.
+#[derive(Debug, thiserror::Error)]
+#[error("{0:?} is not KEY=VALUE")]
+pub struct NotKeyValue(String);
+
+fn parse_key_value(text: &str) -> Result<(String, String), NotKeyValue> {
     match text.split_once('=') {
         Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), v.to_owned())),
-        _ => Err(format!("{text:?} is not KEY=VALUE")),
+        _ => Err(NotKeyValue(text.to_owned())),
     }
 }
 

@@ -227,7 +227,7 @@ impl ControllerConfig {
             "controllerRaftSecret" if value.is_empty() => self.raft_secret = None,
             // The value never reaches an error message: it is a secret.
             "controllerRaftSecret" => {
-                self.raft_secret = Some(petrel_auth::PeerSecret::new(value).map_err(|why| bad(key, "******", &why))?);
+                self.raft_secret = Some(petrel_auth::PeerSecret::new(value).map_err(|why| bad(key, "******", &why.to_string()))?);
             }
             _ => return Ok(false),
         }
@@ -295,7 +295,7 @@ impl ControllerConfig {
             Option<std::sync::Arc<petrel_remoting::ServerTls>>,
             Option<std::sync::Arc<petrel_remoting::ClientTls>>,
         ),
-        String,
+        petrel_remoting::SetupError,
     > {
         let server = petrel_remoting::ServerTls::load(self.tls_mode, self.tls_cert_path.as_deref(), self.tls_key_path.as_deref())?;
         let client = match self.tls_mode {

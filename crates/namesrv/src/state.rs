@@ -42,19 +42,24 @@ pub(crate) struct Kv {
     bytes: usize,
 }
 
+/// A KV put that would pass a bound; the text names it.
+#[derive(Debug, thiserror::Error)]
+#[error("the KV config is full ({0})")]
+pub(crate) struct KvFull(String);
+
 impl Kv {
     /// Puts `namespace/key = value`; `Err` names the bound it would break.
-    pub(crate) fn put(&mut self, namespace: String, key: String, value: String) -> Result<(), String> {
+    pub(crate) fn put(&mut self, namespace: String, key: String, value: String) -> Result<(), KvFull> {
         let old = self.tables.get(&namespace).and_then(|t| t.get(&key));
         let old_bytes = old.map_or(0, |v| namespace.len() + key.len() + v.len());
         let new_bytes = namespace.len() + key.len() + value.len();
         let entries = self.entries + usize::from(old.is_none());
         let bytes = self.bytes - old_bytes + new_bytes;
         if entries > MAX_KV_ENTRIES {
-            return Err(format!("the KV config is full ({MAX_KV_ENTRIES} entries)"));
+            return Err(KvFull(format!("{MAX_KV_ENTRIES} entries")));
         }
         if bytes > MAX_KV_BYTES {
-            return Err(format!("the KV config is full ({MAX_KV_BYTES} bytes)"));
+            return Err(KvFull(format!("{MAX_KV_BYTES} bytes")));
         }
         self.tables.entry(namespace).or_default().insert(key, value);
         (self.entries, self.bytes) = (entries, bytes);
@@ -280,12 +285,12 @@ mod tests {
             kv.put("ns".into(), i.to_string(), "v".into()).unwrap();
         }
         let full = kv.put("ns".into(), "one more".into(), "v".into()).unwrap_err();
-        assert!(full.contains("entries"), "{full}");
+        assert!(full.to_string().contains("entries"), "{full}");
         kv.put("ns".into(), "0".into(), "replaced".into()).unwrap();
         kv.delete("ns", "1");
         kv.put("ns".into(), "one more".into(), "v".into()).unwrap();
         let huge = kv.put("ns".into(), "2".into(), "x".repeat(MAX_KV_BYTES)).unwrap_err();
-        assert!(huge.contains("bytes"), "{huge}");
+        assert!(huge.to_string().contains("bytes"), "{huge}");
         assert_eq!(kv.get("ns", "2").map(String::as_str), Some("v"), "a refused put changes nothing");
     }
 }

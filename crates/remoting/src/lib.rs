@@ -23,7 +23,7 @@ pub use budget::{DEFAULT_PARTIAL_FRAME_BUDGET_BYTES, FrameBudget};
 pub use client::{connect, connect_with_tls};
 pub use connection::Connection;
 pub use descriptors::{PLAIN_CONNECTION_DESCRIPTORS, TLS_BRIDGE_DESCRIPTORS, descriptors_held, set_descriptor_budget};
-pub use error::CallError;
+pub use error::{CallError, SetupError};
 pub use handler::{Deferred, Handler, IgnoreRequests, Reply, answer, error};
 pub use io::CloseReason;
 pub use limits::{

@@ -3,6 +3,7 @@
 //! Owns: the numbers. Must never: offer an unbounded default — every field here has a finite
 //! value, and `validate` refuses the ones that would make a connection unable to work.
 
+use crate::error::SetupError;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -74,14 +75,14 @@ impl ServerLimits {
     ///
     /// # Errors
     /// A connection bound that cannot work, or a budget that cannot hold one largest frame.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SetupError> {
         self.connection.validate()?;
         if self.partial_frames.max_bytes() < self.connection.max_frame_bytes {
-            return Err(format!(
+            return Err(SetupError::Limit(format!(
                 "the unfinished-frame budget ({} bytes) cannot hold one largest frame ({} bytes)",
                 self.partial_frames.max_bytes(),
                 self.connection.max_frame_bytes
-            ));
+            )));
         }
         Ok(())
     }
@@ -92,18 +93,21 @@ impl ConnectionLimits {
     ///
     /// # Errors
     /// A message naming the first field that is zero or too small.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), SetupError> {
         if self.max_frame_bytes < 16 {
-            return Err(format!("max_frame_bytes {} cannot hold a frame header", self.max_frame_bytes));
+            return Err(SetupError::Limit(format!(
+                "max_frame_bytes {} cannot hold a frame header",
+                self.max_frame_bytes
+            )));
         }
         if self.idle_timeout.is_zero() {
-            return Err("idle_timeout must be positive".into());
+            return Err(SetupError::Limit("idle_timeout must be positive".into()));
         }
         if self.max_in_flight == 0 {
-            return Err("max_in_flight must be at least 1".into());
+            return Err(SetupError::Limit("max_in_flight must be at least 1".into()));
         }
         if self.max_queued_bytes == 0 {
-            return Err("max_queued_bytes must be at least 1".into());
+            return Err(SetupError::Limit("max_queued_bytes must be at least 1".into()));
         }
         Ok(())
     }
@@ -115,16 +119,16 @@ mod tests {
 
     #[test]
     fn defaults_are_valid_and_zeroes_are_refused() {
-        assert_eq!(ConnectionLimits::default().validate(), Ok(()));
+        assert!(ConnectionLimits::default().validate().is_ok());
         let zero_in_flight = ConnectionLimits {
             max_in_flight: 0,
             ..ConnectionLimits::default()
         };
-        assert!(zero_in_flight.validate().unwrap_err().contains("max_in_flight"));
+        assert!(zero_in_flight.validate().unwrap_err().to_string().contains("max_in_flight"));
         let tiny_frame = ConnectionLimits {
             max_frame_bytes: 8,
             ..ConnectionLimits::default()
         };
-        assert!(tiny_frame.validate().unwrap_err().contains("max_frame_bytes"));
+        assert!(tiny_frame.validate().unwrap_err().to_string().contains("max_frame_bytes"));
     }
 }

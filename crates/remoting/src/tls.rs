@@ -8,6 +8,7 @@
 //! bound, and the bridge task. Must never: let a slow or silent handshake hold a connection past
 //! [`HANDSHAKE_TIMEOUT`].
 
+use crate::error::SetupError;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -147,22 +148,21 @@ impl ClientTls {
     ///
     /// # Errors
     /// The file cannot be read or holds no certificate.
-    pub fn load(trust_cert_path: Option<&Path>) -> Result<Arc<ClientTls>, String> {
+    pub fn load(trust_cert_path: Option<&Path>) -> Result<Arc<ClientTls>, SetupError> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?;
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone()).with_safe_default_protocol_versions()?;
         let (config, verifies) = match trust_cert_path {
             Some(path) => {
-                let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let pem = std::fs::read(path).map_err(SetupError::file(path))?;
                 let mut roots = rustls::RootCertStore::empty();
                 for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
-                    roots
-                        .add(cert.map_err(|e| format!("{}: {e}", path.display()))?)
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
+                    roots.add(cert.map_err(SetupError::file(path))?)?;
                 }
                 if roots.is_empty() {
-                    return Err(format!("{}: no PEM certificate", path.display()));
+                    return Err(SetupError::Pem {
+                        path: path.to_owned(),
+                        why: "no PEM certificate",
+                    });
                 }
                 (builder.with_root_certificates(roots).with_no_client_auth(), true)
             }
@@ -221,32 +221,37 @@ impl ServerTls {
     ///
     /// # Errors
     /// A file that cannot be read, holds no certificate or key, or a key that does not match.
-    pub fn load(mode: TlsMode, cert_path: Option<&Path>, key_path: Option<&Path>) -> Result<Option<Arc<ServerTls>>, String> {
+    pub fn load(mode: TlsMode, cert_path: Option<&Path>, key_path: Option<&Path>) -> Result<Option<Arc<ServerTls>>, SetupError> {
         if mode == TlsMode::Disabled {
             return Ok(None);
         }
         let (Some(cert_path), Some(key_path)) = (cert_path, key_path) else {
-            return Err("tls.server.mode is not disabled, so tls.server.certPath and tls.server.keyPath are required".into());
+            return Err(SetupError::TlsConfig(
+                "tls.server.mode is not disabled, so tls.server.certPath and tls.server.keyPath are required",
+            ));
         };
-        let read = |p: &Path| std::fs::read(p).map_err(|e| format!("{}: {e}", p.display()));
-        let cert_pem = read(cert_path)?;
+        let cert_pem = std::fs::read(cert_path).map_err(SetupError::file(cert_path))?;
         let certs = rustls_pemfile::certs(&mut cert_pem.as_slice())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("{}: {e}", cert_path.display()))?;
+            .map_err(SetupError::file(cert_path))?;
         if certs.is_empty() {
-            return Err(format!("{}: no PEM certificate", cert_path.display()));
+            return Err(SetupError::Pem {
+                path: cert_path.to_owned(),
+                why: "no PEM certificate",
+            });
         }
-        let key_pem = read(key_path)?;
+        let key_pem = std::fs::read(key_path).map_err(SetupError::file(key_path))?;
         let key = rustls_pemfile::private_key(&mut key_pem.as_slice())
-            .map_err(|e| format!("{}: {e}", key_path.display()))?
-            .ok_or_else(|| format!("{}: no PEM private key (PKCS#8, PKCS#1 or SEC1, unencrypted)", key_path.display()))?;
+            .map_err(SetupError::file(key_path))?
+            .ok_or_else(|| SetupError::Pem {
+                path: key_path.to_owned(),
+                why: "no PEM private key (PKCS#8, PKCS#1 or SEC1, unencrypted)",
+            })?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| e.to_string())?
+            .with_safe_default_protocol_versions()?
             .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| format!("{} and {}: {e}", cert_path.display(), key_path.display()))?;
+            .with_single_cert(certs, key)?;
         Ok(Some(Arc::new(ServerTls {
             mode,
             acceptor: TlsAcceptor::from(Arc::new(config)),

@@ -13,6 +13,7 @@
 //! Owns: the exchange's bytes and its time bound. Must never: read more than the exchange's
 //! fixed sizes, or wait past [`HANDSHAKE_TIMEOUT`].
 
+use crate::error::{ReplicationError, Step};
 use std::io::{Read, Write};
 use std::time::Duration;
 
@@ -31,8 +32,8 @@ pub fn opens_handshake(first: &[u8]) -> bool {
     first.len() >= MAGIC.len() && &first[..MAGIC.len()] == MAGIC
 }
 
-fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), String> {
-    stream.read_exact(buf).map_err(|e| format!("{what}: {e}"))
+fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &'static str) -> Result<(), ReplicationError> {
+    stream.read_exact(buf).step(what)
 }
 
 /// The master's side, after the connection's first 8 bytes (which must be [`MAGIC`]); `binding`
@@ -40,9 +41,11 @@ fn read_exact(stream: &mut impl Read, buf: &mut [u8], what: &str) -> Result<(), 
 ///
 /// # Errors
 /// Anything but a slave that proves it holds `secret`.
-pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8; 8], binding: &[u8]) -> Result<(), String> {
+pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8; 8], binding: &[u8]) -> Result<(), ReplicationError> {
     if !opens_handshake(first) {
-        return Err("the peer did not authenticate (a broker without haSecret, or not a broker)".into());
+        return Err(ReplicationError::Unauthenticated(
+            "the peer did not authenticate (a broker without haSecret, or not a broker)",
+        ));
     }
     let mut theirs = [0u8; NONCE_BYTES];
     read_exact(stream, &mut theirs, "the slave's nonce")?;
@@ -55,11 +58,11 @@ pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8
     let proof = secret.proof(PROTOCOL, PeerRole::Accepting, exchange);
     stream
         .write_all(&[&MAGIC[..], &ours, &proof].concat())
-        .map_err(|e| format!("write: {e}"))?;
+        .step("sending the master's proof")?;
     let mut answer = [0u8; PROOF_BYTES];
     read_exact(stream, &mut answer, "the slave's proof")?;
     if !secret.verify(PROTOCOL, PeerRole::Connecting, exchange, &answer) {
-        return Err("the slave's proof is wrong (another haSecret)".into());
+        return Err(ReplicationError::Unauthenticated("the slave's proof is wrong (another haSecret)"));
     }
     Ok(())
 }
@@ -68,13 +71,13 @@ pub fn accept(stream: &mut (impl Read + Write), secret: &PeerSecret, first: &[u8
 ///
 /// # Errors
 /// Anything but a master that proves it holds `secret`.
-pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret, binding: &[u8]) -> Result<(), String> {
+pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret, binding: &[u8]) -> Result<(), ReplicationError> {
     let ours = nonce();
-    stream.write_all(&[&MAGIC[..], &ours].concat()).map_err(|e| format!("write: {e}"))?;
+    stream.write_all(&[&MAGIC[..], &ours].concat()).step("sending the slave's nonce")?;
     let mut reply = [0u8; 8 + NONCE_BYTES + PROOF_BYTES];
     read_exact(stream, &mut reply, "the master's answer (a master without haSecret closes instead)")?;
     if !opens_handshake(&reply) {
-        return Err("the master did not authenticate".into());
+        return Err(ReplicationError::Unauthenticated("the master did not authenticate"));
     }
     let exchange = Exchange {
         accepting: &reply[8..8 + NONCE_BYTES],
@@ -82,10 +85,12 @@ pub fn connect(stream: &mut (impl Read + Write), secret: &PeerSecret, binding: &
         binding,
     };
     if !secret.verify(PROTOCOL, PeerRole::Accepting, exchange, &reply[8 + NONCE_BYTES..]) {
-        return Err("the master's proof is wrong (another haSecret, or a relay between two TLS sessions)".into());
+        return Err(ReplicationError::Unauthenticated(
+            "the master's proof is wrong (another haSecret, or a relay between two TLS sessions)",
+        ));
     }
     let proof = secret.proof(PROTOCOL, PeerRole::Connecting, exchange);
-    stream.write_all(&proof).map_err(|e| format!("write: {e}"))
+    stream.write_all(&proof).step("sending the slave's proof")
 }
 
 #[cfg(test)]
@@ -102,10 +107,10 @@ mod tests {
         (c, s)
     }
 
-    fn master(mut s: std::net::TcpStream, secret: PeerSecret) -> std::thread::JoinHandle<Result<(), String>> {
+    fn master(mut s: std::net::TcpStream, secret: PeerSecret) -> std::thread::JoinHandle<Result<(), ReplicationError>> {
         std::thread::spawn(move || {
             let mut first = [0u8; 8];
-            s.read_exact(&mut first).map_err(|e| e.to_string())?;
+            s.read_exact(&mut first).step("read")?;
             accept(&mut s, &secret, &first, b"")
         })
     }
@@ -115,13 +120,16 @@ mod tests {
         let good = || PeerSecret::new("the-set's-shared-secret").expect("secret");
         let (mut c, s) = pair();
         let m = master(s, good());
-        assert_eq!(connect(&mut c, &good(), b""), Ok(()));
-        assert_eq!(m.join().expect("master"), Ok(()));
+        connect(&mut c, &good(), b"").expect("the master proves the secret");
+        m.join().expect("master").expect("the slave proves the secret");
 
         let (mut c, s) = pair();
         let m = master(s, good());
         let wrong = PeerSecret::new("a-rogue's-guessed-secret").expect("secret");
-        assert!(connect(&mut c, &wrong, b"").unwrap_err().contains("master's proof is wrong"));
+        assert!(matches!(
+            connect(&mut c, &wrong, b""),
+            Err(ReplicationError::Unauthenticated(why)) if why.contains("master's proof is wrong")
+        ));
         drop(c);
         assert!(m.join().expect("master").is_err(), "the master refuses the rogue");
     }
@@ -131,6 +139,9 @@ mod tests {
         let (mut c, s) = pair();
         let m = master(s, PeerSecret::new("the-set's-shared-secret").expect("secret"));
         c.write_all(&0i64.to_be_bytes()).expect("a classic report");
-        assert!(m.join().expect("master").unwrap_err().contains("did not authenticate"));
+        assert!(matches!(
+            m.join().expect("master"),
+            Err(ReplicationError::Unauthenticated(why)) if why.contains("did not authenticate")
+        ));
     }
 }

@@ -14,6 +14,7 @@
 #![deny(unsafe_code)]
 
 mod acks;
+mod error;
 pub mod handshake;
 mod master;
 mod slave;
@@ -21,5 +22,6 @@ mod stream;
 pub mod wire;
 
 pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset, confirm_offset};
+pub use error::ReplicationError;
 pub use master::{AutoSwitchMaster, HaMaster, MasterConfig, MasterTls};
 pub use slave::{AutoSwitchSlave, HaSlave, SlaveConfig, SlaveState};

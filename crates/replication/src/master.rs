@@ -28,6 +28,7 @@ use parking_lot::{Condvar, Mutex};
 use petrel_store::{EpochFile, MessageStore, Watermark};
 
 use crate::acks::AckGate;
+use crate::error::{ReplicationError, Step};
 use crate::stream::HaStream;
 use crate::wire::autoswitch::{MasterHeader, SLAVE_HANDSHAKE_BYTES, SlaveMessage, encode_epochs};
 use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
@@ -294,7 +295,7 @@ fn authenticate_then_admit(inner: &Arc<Inner>, stream: TcpStream) -> std::io::Re
             }
             Err(why) => {
                 worker.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(%addr, why, "refused an HA peer: it did not open TLS, or did not prove it holds haSecret");
+                tracing::warn!(%addr, why = %why, "refused an HA peer: it did not open TLS, or did not prove it holds haSecret");
             }
         }
     });
@@ -319,33 +320,35 @@ impl Drop for Pending<'_> {
 
 /// The master's side of the TLS session (as the port's mode says) and of
 /// [`crate::handshake`], each within its time bound; the stream to serve the slave on.
-fn handshake(config: &MasterConfig, tcp: TcpStream) -> Result<HaStream, String> {
+fn handshake(config: &MasterConfig, tcp: TcpStream) -> Result<HaStream, ReplicationError> {
     let bound = crate::handshake::HANDSHAKE_TIMEOUT;
     // The whole exchange, TLS included, within `bound`, however slowly the peer sends.
-    let _deadline = crate::stream::Deadline::start(&tcp, bound).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
-    tcp.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+    let _deadline = crate::stream::Deadline::start(&tcp, bound).step("the handshake's deadline")?;
+    tcp.set_read_timeout(Some(bound)).step("read timeout")?;
+    tcp.set_write_timeout(Some(bound)).step("write timeout")?;
     let (mut stream, binding) = match &config.tls {
         None => (HaStream::Tcp(tcp), None),
         Some(tls) => {
             let mut first = [0u8; 1];
-            let n = tcp.peek(&mut first).map_err(|e| format!("read: {e}"))?;
+            let n = tcp.peek(&mut first).step("read")?;
             if n == 1 && first[0] == TLS_HANDSHAKE_RECORD {
-                let session = rustls::ServerConnection::new(tls.config.clone()).map_err(|e| e.to_string())?;
-                let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).map_err(|e| format!("TLS handshake: {e}"))?;
+                let session = rustls::ServerConnection::new(tls.config.clone())?;
+                let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).step("TLS handshake")?;
                 (stream, Some(binding))
             } else if tls.enforcing {
-                return Err("a plain-text peer on an HA port with tls.server.mode=enforcing".into());
+                return Err(ReplicationError::Protocol(
+                    "a plain-text peer on an HA port with tls.server.mode=enforcing".into(),
+                ));
             } else {
                 (HaStream::Tcp(tcp), None)
             }
         }
     };
     if let Some(secret) = &config.secret {
-        stream.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
-        stream.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(bound)).step("read timeout")?;
+        stream.set_write_timeout(Some(bound)).step("write timeout")?;
         let mut first = [0u8; 8];
-        stream.read_exact(&mut first).map_err(|e| format!("read: {e}"))?;
+        stream.read_exact(&mut first).step("read")?;
         crate::handshake::accept(&mut stream, secret, &first, binding.as_ref().map_or(&[][..], |b| &b[..]))?;
     }
     Ok(stream)
@@ -452,13 +455,13 @@ fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
                 inner.gate.acked(slave.id, max_offset);
             }
             Ok(None) => unreachable!("read a whole message"),
-            Err(e) => break e,
+            Err(e) => break e.to_string(),
         }
         if slave.closed.load(Ordering::Acquire) {
             break "closed".into();
         }
     };
-    slave.close(&why);
+    slave.close(&why.to_string());
     inner.gate.disconnected(slave.id);
 }
 
@@ -473,7 +476,7 @@ fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         }
         let offset = match decode_report(buf) {
             Ok(o) => o,
-            Err(e) => break e,
+            Err(e) => break e.to_string(),
         };
         *slave.acked.lock() = Some(offset);
         slave.reported.notify_all();
@@ -482,12 +485,12 @@ fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
             break "closed".into();
         }
     };
-    slave.close(&why);
+    slave.close(&why.to_string());
     inner.gate.disconnected(slave.id);
 }
 
 /// Where the transfer to a slave that reported `reported` starts, or why it cannot.
-fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Result<u64, String> {
+fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Result<u64, ReplicationError> {
     let log = inner.store.commit_log();
     let (min, max) = (log.min_offset(), log.max_offset());
     if reported == 0 {
@@ -498,21 +501,26 @@ fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Resu
         return Ok(min);
     }
     if reported < min {
-        return Err(format!(
+        return Err(ReplicationError::Protocol(format!(
             "the slave holds up to {reported}, but the master's log now begins at {min}: the bytes between are gone; give the slave an empty store"
-        ));
+        )));
     }
     if reported > max {
-        return Err(format!(
+        return Err(ReplicationError::Protocol(format!(
             "the slave holds up to {reported}, past the master's end {max}: their logs diverged; give the slave an empty store"
-        ));
+        )));
     }
     Ok(reported)
 }
 
 /// Controller mode: waits for the slave's handshake and answers it with this master's end,
 /// last epoch and epoch entries. Returns the handshake, or why there is none.
-fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, stream: &mut HaStream) -> Result<Handshake, String> {
+fn autoswitch_handshake(
+    inner: &Inner,
+    auto: &AutoSwitchMaster,
+    slave: &Slave,
+    stream: &mut HaStream,
+) -> Result<Handshake, ReplicationError> {
     let deadline = Instant::now() + inner.config.housekeeping_interval;
     // Bounded by the deadline; RocketMQ's master polls for the handshake the same way.
     let hs = loop {
@@ -520,7 +528,7 @@ fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, s
             break hs;
         }
         if slave.closed.load(Ordering::Acquire) || Instant::now() >= deadline {
-            return Err("no handshake".into());
+            return Err(ReplicationError::Protocol("no handshake".into()));
         }
         std::thread::sleep(Duration::from_millis(5));
     };
@@ -533,7 +541,7 @@ fn autoswitch_handshake(inner: &Inner, auto: &AutoSwitchMaster, slave: &Slave, s
     };
     stream
         .write_all(&[header.encode(), body].concat())
-        .map_err(|e| format!("write: {e}"))?;
+        .step("answering the handshake")?;
     Ok(hs)
 }
 
@@ -576,7 +584,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         match autoswitch_handshake(inner, auto, slave, &mut stream) {
             Ok(hs) => sync_from_last_file = hs.sync_from_last_file,
             Err(why) => {
-                slave.close(&why);
+                slave.close(&why.to_string());
                 return;
             }
         }
@@ -599,7 +607,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         Ok(o) => o,
         Err(why) => {
             tracing::error!(slave = slave.id, addr = %slave.addr, "{why}");
-            slave.close(&why);
+            slave.close(&why.to_string());
             return;
         }
     };
@@ -657,7 +665,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         next += len as u64;
         last_sent = Instant::now();
     };
-    slave.close(&why);
+    slave.close(&why.to_string());
 }
 
 /// Longest a partial frame waits for the previous frame's ack.

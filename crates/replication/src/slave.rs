@@ -22,6 +22,7 @@ use bytes::BytesMut;
 use parking_lot::{Mutex, RwLock};
 use petrel_store::{EpochEntry, EpochFile, MessageStore, StoreError, Watermark};
 
+use crate::error::{ReplicationError, Step};
 use crate::stream::HaStream;
 use crate::wire::autoswitch::{MasterHeader, SlaveMessage, decode_epochs};
 use crate::wire::{FRAME_HEADER_BYTES, FrameHeader, encode_report};
@@ -150,6 +151,7 @@ impl Drop for HaSlave {
 
 fn follow(store: &MessageStore, master: &RwLock<Option<String>>, config: &SlaveConfig, state: &SlaveState, stop: &AtomicBool) {
     let mut last_error: Option<String> = None;
+    // Compared by text: the same failure again is not logged again.
     while !stop.load(Ordering::Acquire) {
         let Some(addr) = master.read().clone() else {
             pause(config.reconnect_interval, stop);
@@ -168,9 +170,10 @@ fn follow(store: &MessageStore, master: &RwLock<Option<String>>, config: &SlaveC
         state.connected.store(false, Ordering::Release);
         if let Err(e) = result {
             // Logged once per distinct error, not once per retry.
-            if last_error.as_deref() != Some(e.as_str()) {
+            let text = e.to_string();
+            if last_error.as_deref() != Some(text.as_str()) {
                 tracing::warn!(master = %addr, error = %e, "HA connection to the master ended; retrying");
-                last_error = Some(e);
+                last_error = Some(text);
             }
             state.reconnects.fetch_add(1, Ordering::Relaxed);
             pause(config.reconnect_interval, stop);
@@ -195,45 +198,52 @@ fn pause(total: Duration, stop: &AtomicBool) {
     }
 }
 
-fn connect(addr: &str, config: &SlaveConfig) -> Result<HaStream, String> {
+fn connect(addr: &str, config: &SlaveConfig) -> Result<HaStream, ReplicationError> {
     let target: SocketAddr = addr
         .to_socket_addrs()
-        .map_err(|e| format!("cannot resolve {addr}: {e}"))?
+        .map_err(|e| ReplicationError::Address {
+            addr: addr.to_owned(),
+            why: e.to_string(),
+        })?
         .next()
-        .ok_or_else(|| format!("{addr} resolves to nothing"))?;
-    let tcp = TcpStream::connect_timeout(&target, Duration::from_secs(3)).map_err(|e| format!("connect: {e}"))?;
-    tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+        .ok_or_else(|| ReplicationError::Address {
+            addr: addr.to_owned(),
+            why: "resolves to nothing".into(),
+        })?;
+    let tcp = TcpStream::connect_timeout(&target, Duration::from_secs(3)).step("connect")?;
+    tcp.set_nodelay(true).step("TCP_NODELAY")?;
     let bound = crate::handshake::HANDSHAKE_TIMEOUT;
-    let deadline = crate::stream::Deadline::start(&tcp, bound).map_err(|e| e.to_string())?;
+    let deadline = crate::stream::Deadline::start(&tcp, bound).step("the handshake's deadline")?;
     let (mut stream, binding) = match &config.tls {
         None => (HaStream::Tcp(tcp), None),
         Some(tls) => {
             let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h).trim_matches(['[', ']']);
-            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| format!("{addr}: {e}"))?;
-            let session = rustls::ClientConnection::new(tls.clone(), name).map_err(|e| e.to_string())?;
-            let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).map_err(|e| format!("TLS handshake: {e}"))?;
+            let name = rustls::pki_types::ServerName::try_from(host.to_owned()).map_err(|e| ReplicationError::Address {
+                addr: addr.to_owned(),
+                why: e.to_string(),
+            })?;
+            let session = rustls::ClientConnection::new(tls.clone(), name)?;
+            let (stream, binding) = crate::stream::tls_bridge(tcp, session, bound).step("TLS handshake")?;
             (stream, Some(binding))
         }
     };
     if let Some(secret) = &config.secret {
-        stream.set_read_timeout(Some(bound)).map_err(|e| e.to_string())?;
-        stream.set_write_timeout(Some(bound)).map_err(|e| e.to_string())?;
+        stream.set_read_timeout(Some(bound)).step("read timeout")?;
+        stream.set_write_timeout(Some(bound)).step("write timeout")?;
         let binding = binding.as_ref().map_or(&[][..], |b| &b[..]);
-        crate::handshake::connect(&mut stream, secret, binding).map_err(|e| format!("authenticating with haSecret: {e}"))?;
+        crate::handshake::connect(&mut stream, secret, binding)?;
     }
     drop(deadline);
     // Short reads, so that heartbeats go out on time while no frame arrives.
     stream
         .set_read_timeout(Some(config.heartbeat_interval.min(STOP_LATENCY)))
-        .map_err(|e| e.to_string())?;
-    stream
-        .set_write_timeout(Some(config.housekeeping_interval))
-        .map_err(|e| e.to_string())?;
+        .step("read timeout")?;
+    stream.set_write_timeout(Some(config.housekeeping_interval)).step("write timeout")?;
     Ok(stream)
 }
 
-fn report(stream: &mut HaStream, offset: u64) -> Result<(), String> {
-    stream.write_all(&encode_report(offset)).map_err(|e| format!("report: {e}"))
+fn report(stream: &mut HaStream, offset: u64) -> Result<(), ReplicationError> {
+    stream.write_all(&encode_report(offset)).step("report")
 }
 
 /// One connection: report, then frames until an error, a stop or a new master address.
@@ -245,7 +255,7 @@ fn session(
     config: &SlaveConfig,
     state: &SlaveState,
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<(), ReplicationError> {
     let log = store.commit_log();
     let mut reported = log.max_offset();
     report(&mut stream, reported)?;
@@ -299,19 +309,19 @@ fn read_more(
     chunk: &mut [u8],
     last_read: &mut Instant,
     config: &SlaveConfig,
-) -> Result<(), String> {
+) -> Result<(), ReplicationError> {
     match stream.read(chunk) {
-        Ok(0) => return Err("the master closed the connection".into()),
+        Ok(0) => return Err(ReplicationError::Closed),
         Ok(n) => {
             buf.extend_from_slice(&chunk[..n]);
             *last_read = Instant::now();
             return Ok(());
         }
         Err(e) if is_harmless(&e) => {}
-        Err(e) => return Err(format!("read: {e}")),
+        Err(e) => return Err(ReplicationError::Io { step: "read", source: e }),
     }
     if last_read.elapsed() >= config.housekeeping_interval {
-        return Err(format!("nothing from the master for {:?}", config.housekeeping_interval));
+        return Err(ReplicationError::Silent(config.housekeeping_interval));
     }
     Ok(())
 }
@@ -332,26 +342,26 @@ fn cut_to_consistent_point(
     auto: &AutoSwitchSlave,
     master_epochs: &[EpochEntry],
     master_end: u64,
-) -> Result<(), String> {
+) -> Result<(), ReplicationError> {
     let local = auto.epochs.entries();
     if local.is_empty() {
         return Ok(());
     }
     let end = store.commit_log().max_offset();
     let Some(point) = petrel_store::consistent_point(&local, end, master_epochs, master_end) else {
-        return Err(format!(
+        return Err(ReplicationError::Protocol(format!(
             "this replica shares no epoch with its master (local {local:?}, master {master_epochs:?}): it needs an empty store"
-        ));
+        )));
     };
     if point < end {
-        let cut = store.truncate_to(point).map_err(|e| e.to_string())?;
+        let cut = store.truncate_to(point)?;
         tracing::warn!(
             point,
             cut_bytes = cut,
             "cut the log's divergent tail before following the new master"
         );
     }
-    auto.epochs.truncate_from(point).map_err(|e| e.to_string())
+    Ok(auto.epochs.truncate_from(point)?)
 }
 
 /// One controller-mode connection: handshake, cut to the consistent point, report, then frames.
@@ -365,13 +375,13 @@ fn autoswitch_session(
     auto: &AutoSwitchSlave,
     state: &SlaveState,
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<(), ReplicationError> {
     let hello = SlaveMessage::Handshake {
         sync_from_last_file: auto.sync_from_last_file,
         async_learner: auto.async_learner,
         broker_id: auto.broker_id,
     };
-    stream.write_all(&hello.encode()).map_err(|e| format!("handshake: {e}"))?;
+    stream.write_all(&hello.encode()).step("handshake")?;
     let log = store.commit_log();
     let mut last_read = Instant::now();
     let mut buf = BytesMut::with_capacity(crate::wire::autoswitch::MASTER_TRANSFER_BYTES + config.max_frame_bytes as usize);
@@ -393,7 +403,7 @@ fn autoswitch_session(
                 break (decode_epochs(&body)?, max_offset);
             }
         } else if buf.len() >= crate::wire::autoswitch::MASTER_HANDSHAKE_BYTES {
-            return Err("the master did not answer the handshake".into());
+            return Err(ReplicationError::Protocol("the master did not answer the handshake".into()));
         }
         read_more(&mut stream, &mut buf, &mut chunk, &mut last_read, config)?;
     };
@@ -401,7 +411,7 @@ fn autoswitch_session(
     let mut reported = log.max_offset();
     stream
         .write_all(&SlaveMessage::Report { max_offset: reported }.encode())
-        .map_err(|e| format!("report: {e}"))?;
+        .step("report")?;
     let mut last_report = Instant::now();
     let mut epoch = None;
     loop {
@@ -417,7 +427,7 @@ fn autoswitch_session(
                 confirm_offset,
             } = header
             else {
-                return Err("a second handshake from the master".into());
+                return Err(ReplicationError::Protocol("a second handshake from the master".into()));
             };
             if buf.len() < len + body_bytes as usize {
                 break;
@@ -429,7 +439,11 @@ fn autoswitch_session(
                         epoch: frame_epoch,
                         start_offset: epoch_start,
                     })
-                    .map_err(|e| format!("the master's epoch {frame_epoch} at {epoch_start}: {e}"))?;
+                    .map_err(|source| ReplicationError::Epoch {
+                        epoch: frame_epoch,
+                        start: epoch_start,
+                        source,
+                    })?;
                 epoch = Some(frame_epoch);
             }
             let end = apply(store, FrameHeader { offset, size: body_bytes }, body)?;
@@ -442,7 +456,7 @@ fn autoswitch_session(
             if end > reported || last_report.elapsed() >= config.heartbeat_interval {
                 stream
                     .write_all(&SlaveMessage::Report { max_offset: end }.encode())
-                    .map_err(|e| format!("report: {e}"))?;
+                    .step("report")?;
                 reported = end;
                 last_report = Instant::now();
             }
@@ -450,7 +464,7 @@ fn autoswitch_session(
         if last_report.elapsed() >= config.heartbeat_interval {
             stream
                 .write_all(&SlaveMessage::Report { max_offset: reported }.encode())
-                .map_err(|e| format!("report: {e}"))?;
+                .step("report")?;
             last_report = Instant::now();
         }
         read_more(&mut stream, &mut buf, &mut chunk, &mut last_read, config)?;
@@ -458,22 +472,20 @@ fn autoswitch_session(
 }
 
 /// Appends one frame; returns the log's end after it (what to report).
-fn apply(store: &MessageStore, header: FrameHeader, body: bytes::Bytes) -> Result<u64, String> {
+fn apply(store: &MessageStore, header: FrameHeader, body: bytes::Bytes) -> Result<u64, ReplicationError> {
     let log = store.commit_log();
     if header.size == 0 {
         return Ok(log.max_offset());
     }
     if log.max_offset() == 0 && header.offset != 0 {
         // An empty store begins where the master's stream does.
-        log.start_at(header.offset).map_err(|e| e.to_string())?;
+        log.start_at(header.offset)?;
     }
     let end = log.append_replicated(header.offset, body).map_err(|e| match e {
-        StoreError::ReplicaGap { expected, got } => {
-            format!("the master sent offset {got} but this log ends at {expected}; reconnecting to report the end again")
-        }
-        other => other.to_string(),
+        StoreError::ReplicaGap { expected, got } => ReplicationError::Gap { expected, got },
+        other => ReplicationError::Store(other),
     })?;
-    log.wait_written(end).map_err(|e| e.to_string())?;
+    log.wait_written(end)?;
     Ok(end)
 }
 
@@ -514,8 +526,8 @@ mod tests {
     fn an_interrupted_read_keeps_the_connection() {
         let mut stream = Interrupted(vec![std::io::ErrorKind::TimedOut, std::io::ErrorKind::Interrupted]);
         let (mut buf, mut chunk, mut last) = (BytesMut::new(), [0u8; 16], Instant::now());
-        assert_eq!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()), Ok(()));
-        assert_eq!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()), Ok(()));
+        assert!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()).is_ok());
+        assert!(read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()).is_ok());
         assert!(
             read_more(&mut stream, &mut buf, &mut chunk, &mut last, &config()).is_err(),
             "EOF ends it"
@@ -561,8 +573,8 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         server.write_all(b"after").expect("write");
         let (first, second, buf) = reader.join().expect("reader");
-        assert_eq!(first, Ok(()), "the interrupted read");
-        assert_eq!(second, Ok(()));
+        assert!(first.is_ok(), "the interrupted read: {first:?}");
+        assert!(second.is_ok(), "{second:?}");
         assert_eq!(&buf[..], b"after", "what was sent after the signal is read on the same connection");
     }
 }

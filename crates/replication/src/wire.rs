@@ -7,6 +7,8 @@
 //! Owns: the byte layout. Must never: accept a negative offset or size, or a frame larger than
 //! the reader's bound.
 
+use crate::error::ReplicationError;
+
 /// Bytes of a master frame's header.
 pub const FRAME_HEADER_BYTES: usize = 12;
 /// Bytes of a slave's report.
@@ -35,17 +37,19 @@ impl FrameHeader {
     ///
     /// # Errors
     /// A negative offset or size, or a size above `max_size`.
-    pub fn decode(buf: &[u8], max_size: u32) -> Result<Option<FrameHeader>, String> {
+    pub fn decode(buf: &[u8], max_size: u32) -> Result<Option<FrameHeader>, ReplicationError> {
         let Some(head) = buf.get(..FRAME_HEADER_BYTES) else {
             return Ok(None);
         };
         let offset = i64::from_be_bytes(head[0..8].try_into().expect("8 bytes"));
         let size = i32::from_be_bytes(head[8..12].try_into().expect("4 bytes"));
         if offset < 0 || size < 0 {
-            return Err(format!("frame with offset {offset} and size {size}"));
+            return Err(ReplicationError::Protocol(format!("frame with offset {offset} and size {size}")));
         }
         if size as u32 > max_size {
-            return Err(format!("frame of {size} bytes is larger than the bound of {max_size}"));
+            return Err(ReplicationError::Protocol(format!(
+                "frame of {size} bytes is larger than the bound of {max_size}"
+            )));
         }
         Ok(Some(FrameHeader {
             offset: offset as u64,
@@ -63,9 +67,9 @@ pub fn encode_report(max_offset: u64) -> [u8; REPORT_BYTES] {
 ///
 /// # Errors
 /// A negative offset.
-pub fn decode_report(buf: [u8; REPORT_BYTES]) -> Result<u64, String> {
+pub fn decode_report(buf: [u8; REPORT_BYTES]) -> Result<u64, ReplicationError> {
     let v = i64::from_be_bytes(buf);
-    u64::try_from(v).map_err(|_| format!("a slave reported offset {v}"))
+    u64::try_from(v).map_err(|_| ReplicationError::Protocol(format!("a slave reported offset {v}")))
 }
 
 /// RocketMQ's controller-mode HA protocol (`AutoSwitchHAClient` / `AutoSwitchHAConnection`):
@@ -76,6 +80,8 @@ pub fn decode_report(buf: [u8; REPORT_BYTES]) -> Result<u64, String> {
 /// began, and the master's confirm offset. A frame never spans two epochs.
 pub mod autoswitch {
     use petrel_store::EpochEntry;
+
+    use crate::error::ReplicationError;
 
     /// `HAConnectionState.HANDSHAKE`.
     pub const STATE_HANDSHAKE: i32 = 1;
@@ -132,7 +138,7 @@ pub mod autoswitch {
         ///
         /// # Errors
         /// An unknown state or a negative field.
-        pub fn decode(buf: &[u8]) -> Result<Option<(SlaveMessage, usize)>, String> {
+        pub fn decode(buf: &[u8]) -> Result<Option<(SlaveMessage, usize)>, ReplicationError> {
             let Some(state) = buf.get(..4) else { return Ok(None) };
             match i32::from_be_bytes(state.try_into().expect("4 bytes")) {
                 STATE_HANDSHAKE => {
@@ -140,7 +146,7 @@ pub mod autoswitch {
                         return Ok(None);
                     };
                     let id = i64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
-                    let broker_id = u64::try_from(id).map_err(|_| format!("a slave named broker id {id}"))?;
+                    let broker_id = u64::try_from(id).map_err(|_| ReplicationError::Protocol(format!("a slave named broker id {id}")))?;
                     Ok(Some((
                         SlaveMessage::Handshake {
                             sync_from_last_file: b[4..6] == [0, 1],
@@ -153,10 +159,10 @@ pub mod autoswitch {
                 STATE_TRANSFER => {
                     let Some(b) = buf.get(..SLAVE_REPORT_BYTES) else { return Ok(None) };
                     let v = i64::from_be_bytes(b[4..12].try_into().expect("8 bytes"));
-                    let max_offset = u64::try_from(v).map_err(|_| format!("a slave reported offset {v}"))?;
+                    let max_offset = u64::try_from(v).map_err(|_| ReplicationError::Protocol(format!("a slave reported offset {v}")))?;
                     Ok(Some((SlaveMessage::Report { max_offset }, SLAVE_REPORT_BYTES)))
                 }
-                other => Err(format!("a slave sent state {other}")),
+                other => Err(ReplicationError::Protocol(format!("a slave sent state {other}"))),
             }
         }
     }
@@ -213,7 +219,7 @@ pub mod autoswitch {
         ///
         /// # Errors
         /// An unknown state, a negative field, or a body above `max_body`.
-        pub fn decode(buf: &[u8], max_body: u32) -> Result<Option<(MasterHeader, usize)>, String> {
+        pub fn decode(buf: &[u8], max_body: u32) -> Result<Option<(MasterHeader, usize)>, ReplicationError> {
             let Some(b) = buf.get(..MASTER_HANDSHAKE_BYTES) else {
                 return Ok(None);
             };
@@ -222,7 +228,9 @@ pub mod autoswitch {
             let offset = i64::from_be_bytes(b[8..16].try_into().expect("8 bytes"));
             let epoch = i32::from_be_bytes(b[16..20].try_into().expect("4 bytes"));
             if body < 0 || body as u32 > max_body {
-                return Err(format!("a master frame of {body} bytes (the bound is {max_body})"));
+                return Err(ReplicationError::Protocol(format!(
+                    "a master frame of {body} bytes (the bound is {max_body})"
+                )));
             }
             // -1: a master with an empty log has no offset to name yet.
             let offset = u64::try_from(offset.max(0)).expect("not negative");
@@ -252,7 +260,7 @@ pub mod autoswitch {
                         MASTER_TRANSFER_BYTES,
                     )))
                 }
-                other => Err(format!("a master sent state {other}")),
+                other => Err(ReplicationError::Protocol(format!("a master sent state {other}"))),
             }
         }
 
@@ -276,15 +284,16 @@ pub mod autoswitch {
 
     /// # Errors
     /// A body that is not whole entries, or a negative offset.
-    pub fn decode_epochs(body: &[u8]) -> Result<Vec<EpochEntry>, String> {
+    pub fn decode_epochs(body: &[u8]) -> Result<Vec<EpochEntry>, ReplicationError> {
         if !body.len().is_multiple_of(EPOCH_ENTRY_BYTES) {
-            return Err(format!("an epoch list of {} bytes", body.len()));
+            return Err(ReplicationError::Protocol(format!("an epoch list of {} bytes", body.len())));
         }
         body.chunks_exact(EPOCH_ENTRY_BYTES)
             .map(|c| {
                 let epoch = i32::from_be_bytes(c[0..4].try_into().expect("4 bytes"));
                 let start = i64::from_be_bytes(c[4..12].try_into().expect("8 bytes"));
-                let start_offset = u64::try_from(start).map_err(|_| format!("epoch {epoch} starts at {start}"))?;
+                let start_offset =
+                    u64::try_from(start).map_err(|_| ReplicationError::Protocol(format!("epoch {epoch} starts at {start}")))?;
                 Ok(EpochEntry { epoch, start_offset })
             })
             .collect()

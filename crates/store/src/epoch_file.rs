@@ -57,7 +57,7 @@ impl EpochFile {
         };
         check_order(&entries).map_err(|reason| StoreError::Layout {
             path: path.display().to_string(),
-            reason,
+            reason: reason.to_string(),
         })?;
         Ok(EpochFile {
             path,
@@ -148,16 +148,21 @@ pub fn consistent_point(local: &[EpochEntry], local_end: u64, master: &[EpochEnt
     None
 }
 
+/// Why an epoch file's text is not a valid list of entries.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct BadEntries(String);
+
 fn backup_path(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".bak");
     PathBuf::from(name)
 }
 
-fn check_order(entries: &[EpochEntry]) -> std::result::Result<(), String> {
+fn check_order(entries: &[EpochEntry]) -> std::result::Result<(), BadEntries> {
     for pair in entries.windows(2) {
         if pair[0].epoch >= pair[1].epoch || pair[0].start_offset > pair[1].start_offset {
-            return Err(format!("epoch entries out of order: {:?} then {:?}", pair[0], pair[1]));
+            return Err(BadEntries(format!("epoch entries out of order: {:?} then {:?}", pair[0], pair[1])));
         }
     }
     Ok(())
@@ -169,27 +174,33 @@ fn render(entries: &[EpochEntry]) -> String {
     format!("{}\n{crc}\n{lines}", entries.len())
 }
 
-fn parse(text: &str) -> std::result::Result<Vec<EpochEntry>, String> {
+fn parse(text: &str) -> std::result::Result<Vec<EpochEntry>, BadEntries> {
     let mut lines = text.lines();
-    let count: usize = lines.next().and_then(|l| l.trim().parse().ok()).ok_or("no entry count")?;
-    let crc: i64 = lines.next().and_then(|l| l.trim().parse().ok()).ok_or("no checksum")?;
+    let count: usize = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| BadEntries("no entry count".into()))?;
+    let crc: i64 = lines
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .ok_or_else(|| BadEntries("no checksum".into()))?;
     let mut body = String::new();
     let mut entries = Vec::new();
     for line in lines {
         body.push_str(line);
         body.push('\n');
-        let (epoch, start) = line.split_once('-').ok_or_else(|| format!("bad entry line {line:?}"))?;
+        let (epoch, start) = line.split_once('-').ok_or_else(|| BadEntries(format!("bad entry line {line:?}")))?;
         entries.push(EpochEntry {
-            epoch: epoch.trim().parse().map_err(|_| format!("bad epoch in {line:?}"))?,
-            start_offset: start.trim().parse().map_err(|_| format!("bad offset in {line:?}"))?,
+            epoch: epoch.trim().parse().map_err(|_| BadEntries(format!("bad epoch in {line:?}")))?,
+            start_offset: start.trim().parse().map_err(|_| BadEntries(format!("bad offset in {line:?}")))?,
         });
     }
     if entries.len() != count {
-        return Err(format!("{count} entries announced, {} found", entries.len()));
+        return Err(BadEntries(format!("{count} entries announced, {} found", entries.len())));
     }
     // RocketMQ skips the check when the checksum is 0.
     if crc != 0 && crc != i64::from(petrel_protocol::message::body_crc(body.as_bytes())) {
-        return Err("checksum mismatch".into());
+        return Err(BadEntries("checksum mismatch".into()));
     }
     Ok(entries)
 }
@@ -202,7 +213,7 @@ fn read(path: &Path) -> Result<Option<Vec<EpochEntry>>> {
     };
     parse(&text).map(Some).map_err(|reason| StoreError::Layout {
         path: path.display().to_string(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 

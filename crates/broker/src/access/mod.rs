@@ -17,7 +17,6 @@ use petrel_auth::{Action, AuthError, AuthSettings, AuthStore, Check, Credentials
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_remoting::{Connection, error};
-use serde::Deserialize;
 
 use crate::config::BrokerConfig;
 use crate::error::BrokerError;
@@ -33,12 +32,6 @@ pub struct Access {
     max_failures: u64,
 }
 
-#[derive(Deserialize)]
-struct InitUser {
-    username: String,
-    password: String,
-}
-
 /// The resources and actions `request` names, by the access map (for the fuzzer: any request,
 /// any code, must get a rule's answer or a refusal, never a panic).
 ///
@@ -49,59 +42,7 @@ pub fn checks_for_fuzzing(request: &RemotingCommand, cluster: &str) -> Result<Ve
     checks::checks_for(request, cluster)
 }
 
-/// Parses a comma-separated list of request codes (a whitelist).
-///
-/// # Errors
-/// A part that is not a number.
-pub fn parse_codes(text: &str) -> Result<Vec<i32>, String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .map(|p| p.parse::<i32>().map_err(|_| format!("{p:?} is not a request code")))
-        .collect()
-}
-
-/// Whether `authenticationStrategy` names RocketMQ's stateful strategy.
-#[must_use]
-pub fn is_stateful(strategy: &str) -> bool {
-    strategy.ends_with("StatefulAuthenticationStrategy") || strategy.eq_ignore_ascii_case("stateful")
-}
-
-/// Checks `authenticationStrategy`.
-///
-/// # Errors
-/// Neither of RocketMQ's two strategies.
-pub fn check_strategy(strategy: &str) -> Result<(), String> {
-    if is_stateful(strategy) || strategy.ends_with("StatelessAuthenticationStrategy") || strategy.eq_ignore_ascii_case("stateless") {
-        Ok(())
-    } else {
-        Err("expected RocketMQ's StatelessAuthenticationStrategy or StatefulAuthenticationStrategy (or stateless / stateful)".into())
-    }
-}
-
-/// Parses `initAuthenticationUser`.
-///
-/// # Errors
-/// Not `{"username": ..., "password": ...}` with both non-empty.
-pub fn parse_init_user(json: &str) -> Result<(String, String), String> {
-    let u: InitUser = serde_json::from_str(json).map_err(|_| "expected {\"username\":\"...\",\"password\":\"...\"}".to_owned())?;
-    if u.username.trim().is_empty() || u.password.is_empty() {
-        return Err("username and password must not be empty".into());
-    }
-    Ok((u.username, u.password))
-}
-
-/// Parses `innerClientAuthenticationCredentials`.
-///
-/// # Errors
-/// Not `{"accessKey": ..., "secretKey": ...}` with both non-empty.
-pub fn parse_credentials(json: &str) -> Result<Credentials, String> {
-    let c: Credentials = serde_json::from_str(json).map_err(|_| "expected {\"accessKey\":\"...\",\"secretKey\":\"...\"}".to_owned())?;
-    if c.access_key.trim().is_empty() || c.secret_key.is_empty() {
-        return Err("accessKey and secretKey must not be empty".into());
-    }
-    Ok(c)
-}
+pub use petrel_auth::{check_strategy, is_stateful, parse_codes, parse_credentials, parse_init_user};
 
 impl Access {
     /// Opens the store under `authConfigPath` and creates the configured super users.
@@ -115,20 +56,16 @@ impl Access {
             .clone()
             .unwrap_or_else(|| PathBuf::from(&config.store_path_root_dir).join("config").join("auth"));
         // Its entry in the config folder is durable before any user is written into it.
-        petrel_kit::fs::create_dir_durably(&dir).map_err(|e| BrokerError::Internal(format!("access control: {}: {e}", dir.display())))?;
-        let store = AuthStore::open(&dir).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+        petrel_kit::fs::create_dir_durably(&dir).map_err(BrokerError::io(format!("access control: {}", dir.display())))?;
+        let store = AuthStore::open(&dir).map_err(BrokerError::Auth)?;
         if let Some(json) = &config.init_authentication_user {
-            let (name, password) = parse_init_user(json.expose()).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
-            store
-                .ensure_super_user(&name, &password)
-                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+            let (name, password) = parse_init_user(json.expose()).map_err(BrokerError::Auth)?;
+            store.ensure_super_user(&name, &password).map_err(BrokerError::Auth)?;
         }
         let inner = match &config.inner_client_authentication_credentials {
             Some(json) => {
-                let c = parse_credentials(json.expose()).map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
-                store
-                    .ensure_super_user(&c.access_key, &c.secret_key)
-                    .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?;
+                let c = parse_credentials(json.expose()).map_err(BrokerError::Auth)?;
+                store.ensure_super_user(&c.access_key, &c.secret_key).map_err(BrokerError::Auth)?;
                 Some(c)
             }
             None => None,
@@ -136,10 +73,8 @@ impl Access {
         let settings = AuthSettings {
             authentication_enabled: config.authentication_enabled,
             authorization_enabled: config.authorization_enabled,
-            authentication_whitelist: parse_codes(&config.authentication_whitelist)
-                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?,
-            authorization_whitelist: parse_codes(&config.authorization_whitelist)
-                .map_err(|e| BrokerError::Internal(format!("access control: {e}")))?,
+            authentication_whitelist: parse_codes(&config.authentication_whitelist).map_err(BrokerError::Auth)?,
+            authorization_whitelist: parse_codes(&config.authorization_whitelist).map_err(BrokerError::Auth)?,
             stateful_for: is_stateful(&config.authentication_strategy)
                 .then(|| std::time::Duration::from_secs(config.stateful_authentication_cache_expired_second)),
         };

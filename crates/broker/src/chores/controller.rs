@@ -28,6 +28,7 @@ use petrel_protocol::header::{
 };
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
+use super::ChoreError;
 use crate::broker::Broker;
 use crate::replication::Controlled;
 
@@ -56,20 +57,20 @@ impl Controllers {
         }
     }
 
-    async fn conn(&self, addr: &str) -> Result<Arc<Connection>, String> {
+    async fn conn(&self, addr: &str) -> Result<Arc<Connection>, ChoreError> {
         if let Some(c) = self.conns.lock().get(addr).filter(|c| !c.is_closed()) {
             return Ok(c.clone());
         }
         // Not under the lock: an unreachable controller delays nobody else.
         let c = petrel_remoting::connect(addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
             .await
-            .map_err(|e| format!("{addr}: {e}"))?;
+            .map_err(ChoreError::call(addr))?;
         self.conns.lock().insert(addr.to_owned(), c.clone());
         Ok(c)
     }
 
     /// The leader's address, asking the controllers in turn when it is not known.
-    async fn leader(&self) -> Result<String, String> {
+    async fn leader(&self) -> Result<String, ChoreError> {
         if let Some(l) = self.leader.lock().clone() {
             return Ok(l);
         }
@@ -88,14 +89,14 @@ impl Controllers {
                 return Ok(leader);
             }
         }
-        Err(format!("no controller of {:?} names a leader", self.addrs))
+        Err(ChoreError::Unusable(format!("no controller of {:?} names a leader", self.addrs)))
     }
 
     /// `request` to the leader; a refusal is an error naming its code and remark.
-    async fn call(&self, request: RemotingCommand) -> Result<RemotingCommand, String> {
+    async fn call(&self, request: RemotingCommand) -> Result<RemotingCommand, ChoreError> {
         let leader = self.leader().await?;
         let result = match self.conn(&leader).await {
-            Ok(c) => c.call(request, CALL_TIMEOUT).await.map_err(|e| e.to_string()),
+            Ok(c) => c.call(request, CALL_TIMEOUT).await.map_err(ChoreError::call(&leader)),
             Err(e) => Err(e),
         };
         match result {
@@ -104,7 +105,7 @@ impl Controllers {
                 if a.code == resp::CONTROLLER_NOT_LEADER {
                     *self.leader.lock() = None;
                 }
-                Err(format!("code {}: {}", a.code, a.remark.unwrap_or_default()))
+                Err(ChoreError::refused(&leader, a))
             }
             Err(e) => {
                 *self.leader.lock() = None;
@@ -179,7 +180,7 @@ struct SetState {
 
 /// This broker's id in its set: from `config/brokerIdentity`, else applied for and written
 /// there; then REGISTER_BROKER, taking the role the answer names (or electing).
-async fn register(broker: &Broker, controllers: &Controllers) -> Result<u64, String> {
+async fn register(broker: &Broker, controllers: &Controllers) -> Result<u64, ChoreError> {
     let c = &broker.config;
     let path = c.store_path_root_dir.join(IDENTITY_FILE);
     let id = match std::fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u64>().ok()) {
@@ -196,7 +197,7 @@ async fn register(broker: &Broker, controllers: &Controllers) -> Result<u64, Str
             let next = GetNextBrokerIdHeader::from_command(&answer)
                 .ok()
                 .and_then(|h| h.next_broker_id)
-                .ok_or("no nextBrokerId in the answer")?;
+                .ok_or_else(|| ChoreError::Unusable("no nextBrokerId in the answer".into()))?;
             let apply = ApplyBrokerIdRequestHeader {
                 cluster_name: c.broker_cluster_name.clone(),
                 broker_name: c.broker_name.clone(),
@@ -206,8 +207,11 @@ async fn register(broker: &Broker, controllers: &Controllers) -> Result<u64, Str
             controllers
                 .call(RemotingCommand::request(rc::CONTROLLER_APPLY_BROKER_ID, 0).with_ext_fields(apply.to_ext()))
                 .await?;
-            crate::persist::write_atomically(&path, next.to_string().as_bytes()).map_err(|e| e.to_string())?;
-            u64::try_from(next).map_err(|_| format!("the controllers gave id {next}"))?
+            crate::persist::write_atomically(&path, next.to_string().as_bytes()).map_err(|source| ChoreError::Io {
+                what: "writing config/brokerIdentity",
+                source,
+            })?;
+            u64::try_from(next).map_err(|_| ChoreError::Unusable(format!("the controllers gave id {next}")))?
         }
     };
     let header = RegisterBrokerToControllerRequestHeader {
@@ -261,7 +265,7 @@ async fn heartbeats(broker: Arc<Broker>, controllers: Arc<Controllers>, own_id: 
 }
 
 /// GET_REPLICA_INFO, electing when the set has no master, and the role the answer names.
-async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
+async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), ChoreError> {
     let Ctx {
         broker,
         controllers,
@@ -274,7 +278,10 @@ async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
     let mut answer = controllers
         .call(RemotingCommand::request(rc::CONTROLLER_GET_REPLICA_INFO, 0).with_ext_fields(header.to_ext()))
         .await?;
-    let mut info = MasterInfoHeader::from_command(&answer).map_err(|e| e.to_string())?;
+    let mut info = MasterInfoHeader::from_command(&answer).map_err(|source| ChoreError::Header {
+        what: "the replica info",
+        source,
+    })?;
     if info.master_broker_id.is_none_or(|m| m < 0) || info.master_address.as_deref().is_none_or(str::is_empty) {
         let elect = ElectMasterRequestHeader {
             cluster_name: Some(broker.config.broker_cluster_name.clone()),
@@ -286,9 +293,15 @@ async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
         answer = controllers
             .call(RemotingCommand::request(rc::CONTROLLER_ELECT_MASTER, 0).with_ext_fields(elect.to_ext()))
             .await?;
-        info = MasterInfoHeader::from_command(&answer).map_err(|e| e.to_string())?;
+        info = MasterInfoHeader::from_command(&answer).map_err(|source| ChoreError::Header {
+            what: "the replica info",
+            source,
+        })?;
     }
-    let set: SyncStateSetBody = serde_json::from_slice(&answer.body).map_err(|e| format!("SyncStateSet body: {e}"))?;
+    let set: SyncStateSetBody = petrel_protocol::body::from_json(&answer.body).map_err(|source| ChoreError::Body {
+        what: "the SyncStateSet",
+        source,
+    })?;
     apply_role(ctx, &info, &set, state)
 }
 
@@ -298,7 +311,7 @@ fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
 
 /// Takes the role `info` names if its epoch is newer than this broker's; on a master, takes a
 /// newer SyncStateSet of the same epoch.
-fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, state: &mut SetState) -> Result<(), String> {
+fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, state: &mut SetState) -> Result<(), ChoreError> {
     let Ctx {
         broker,
         controlled,
@@ -306,7 +319,7 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
         ..
     } = *ctx;
     let (Some(master_id), Some(master_addr), Some(epoch)) = (info.master_broker_id, info.master_address.clone(), info.master_epoch) else {
-        return Err("the set has no master".into());
+        return Err(ChoreError::Unusable("the set has no master".into()));
     };
     let role = &broker.role;
     if epoch > role.master_epoch() || (role.broker_id() == crate::role::UNKNOWN_ID) {
@@ -315,7 +328,7 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
             controlled.become_master(epoch, own_id, &sss).map_err(|e| {
                 // Not a passing network error: the set has no master until this changes.
                 tracing::warn!(epoch, error = %e, "the controllers name this broker master, but it cannot take the role");
-                e.to_string()
+                e
             })?;
             *state = SetState {
                 members: sss,
@@ -324,9 +337,7 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
             role.become_master(epoch, &broker.store_host.to_string());
         } else {
             role.become_slave(epoch, own_id as i64, &master_addr);
-            controlled
-                .become_slave(own_id, Some(master_ha_addr(broker, &master_addr)))
-                .map_err(|e| e.to_string())?;
+            controlled.become_slave(own_id, Some(master_ha_addr(broker, &master_addr)))?;
             tracing::info!(epoch, master = %master_addr, "following the new master");
         }
         broker.registrar.request();
@@ -359,7 +370,7 @@ fn master_ha_addr(broker: &Broker, master_addr: &str) -> String {
 
 /// A master's SyncStateSet check: who joins, who leaves, and ALTER_SYNC_STATE_SET when that
 /// changes the set; the union of old and new counts while the controllers decide.
-async fn check_sync_state_set(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), String> {
+async fn check_sync_state_set(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), ChoreError> {
     let Ctx {
         broker,
         controlled,
@@ -404,7 +415,7 @@ async fn check_sync_state_set(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(),
     };
     let request = RemotingCommand::request(rc::CONTROLLER_ALTER_SYNC_STATE_SET, 0)
         .with_ext_fields(header.to_ext())
-        .with_body(serde_json::to_vec(&body).map_err(|e| e.to_string())?);
+        .with_body(petrel_protocol::body::to_json(&body).into_bytes());
     match controllers.call(request).await {
         Ok(answer) => {
             let epoch = AlterSyncStateSetResponseHeader::from_command(&answer)

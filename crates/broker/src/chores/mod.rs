@@ -6,6 +6,7 @@
 //! the blocking pool).
 
 pub mod controller;
+mod error;
 pub mod expiry;
 pub mod offset_flush;
 pub mod registration;
@@ -20,6 +21,7 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 
 use crate::broker::Broker;
+pub use error::ChoreError;
 
 /// Starts every chore of `broker` in `tasks` (they run until the set is dropped or aborted).
 pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {

@@ -17,6 +17,7 @@ use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader};
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
+use super::ChoreError;
 use crate::persist::{Coalesced, Job};
 use crate::services::RouteAnnouncer;
 use crate::services::topics::TopicService;
@@ -51,26 +52,28 @@ struct Endpoint {
 }
 
 impl Endpoint {
-    async fn call(&self, request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, String> {
+    async fn call(&self, request: RemotingCommand, timeout: Duration) -> Result<RemotingCommand, ChoreError> {
         let mut slot = self.conn.lock().await;
-        if slot.as_ref().is_none_or(|c| c.is_closed()) {
+        let conn = if slot.as_ref().is_none_or(|c| c.is_closed()) {
             let limits = ConnectionLimits {
                 idle_timeout: NAME_SERVER_IDLE_TIMEOUT,
                 ..ConnectionLimits::default()
             };
             let conn = petrel_remoting::connect(&self.addr, CONNECT_TIMEOUT, limits, Arc::new(IgnoreRequests))
                 .await
-                .map_err(|e| e.to_string())?;
-            *slot = Some(conn);
-        }
-        let conn = slot.clone().ok_or("no connection")?;
+                .map_err(ChoreError::call(&self.addr))?;
+            *slot = Some(conn.clone());
+            conn
+        } else {
+            slot.clone().ok_or_else(|| ChoreError::Unusable("no connection".into()))?
+        };
         drop(slot);
         let answer = conn.call(request, timeout).await;
         if answer.is_err() {
             // A timed-out or broken connection is replaced on the next call.
             conn.shutdown();
         }
-        answer.map_err(|e| e.to_string())
+        answer.map_err(ChoreError::call(&self.addr))
     }
 }
 

@@ -16,6 +16,7 @@ use petrel_protocol::body::{TopicConfigSerializeWrapper, from_json};
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
+use super::ChoreError;
 use crate::broker::Broker;
 use crate::services::schedule::DelayOffsetTable;
 use crate::services::timer::TimerCheckpoint;
@@ -59,16 +60,19 @@ pub async fn run(broker: Arc<Broker>) {
     }
 }
 
-async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, Arc<Connection>)>) -> Result<(), String> {
+async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, Arc<Connection>)>) -> Result<(), ChoreError> {
     if conn.as_ref().is_none_or(|(a, c)| a != addr || c.is_closed()) {
         let c = petrel_remoting::connect(addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(ChoreError::call(addr))?;
         *conn = Some((addr.to_owned(), c));
     }
-    let (_, c) = conn.as_ref().ok_or("no connection")?;
+    let (_, c) = conn.as_ref().ok_or_else(|| ChoreError::Unusable("no connection".into()))?;
     let table: TopicConfigSerializeWrapper =
-        from_json(&fetch(c, &broker.access, rc::GET_ALL_TOPIC_CONFIG).await?).map_err(|e| e.to_string())?;
+        from_json(&fetch(c, &broker.access, rc::GET_ALL_TOPIC_CONFIG).await?).map_err(|source| ChoreError::Body {
+            what: "the master's topics",
+            source,
+        })?;
     broker.topics.replace_from_master(table);
     let offsets = fetch(c, &broker.access, rc::GET_ALL_CONSUMER_OFFSET).await?;
     broker.offsets.table().merge_from_master(&offsets)?;
@@ -82,7 +86,10 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
     // this broker"): nothing to copy, and no reason to fail the rest of the sync.
     match fetch(c, &broker.access, rc::GET_ALL_DELAY_OFFSET).await {
         Ok(body) => {
-            let delays: DelayOffsetTable = from_json(&body).map_err(|e| e.to_string())?;
+            let delays: DelayOffsetTable = from_json(&body).map_err(|source| ChoreError::Body {
+                what: "the master's delay offsets",
+                source,
+            })?;
             broker.schedule.merge(&delays);
         }
         Err(e) => tracing::debug!(error = %e, "no delay offsets from the master"),
@@ -106,12 +113,13 @@ async fn sync_metadata(broker: &Broker, addr: &str, conn: &mut Option<(String, A
 }
 
 /// The body of the master's answer to `code`.
-async fn fetch(c: &Connection, access: &crate::access::Access, code: i32) -> Result<bytes::Bytes, String> {
+async fn fetch(c: &Connection, access: &crate::access::Access, code: i32) -> Result<bytes::Bytes, ChoreError> {
     let mut request = RemotingCommand::request(code, 0);
     access.sign(&mut request);
-    let answer = c.call(request, CALL_TIMEOUT).await.map_err(|e| e.to_string())?;
+    let peer = c.peer().to_string();
+    let answer = c.call(request, CALL_TIMEOUT).await.map_err(ChoreError::call(&peer))?;
     if answer.code != resp::SUCCESS {
-        return Err(format!("request {code} answered {}: {:?}", answer.code, answer.remark));
+        return Err(ChoreError::refused(&format!("{peer} (request {code})"), answer));
     }
     Ok(answer.body)
 }

@@ -93,7 +93,7 @@ macro_rules! config_table {
                         // A secret's text never reaches an error message (which is logged).
                         let shown = if <$ty as ConfigValue>::SECRET { value::REDACTED } else { raw };
                         let v: $ty = ConfigValue::parse(raw).ok_or_else(|| bad(key, shown, <$ty as ConfigValue>::EXPECTED))?;
-                        $( ($check)(&v).map_err(|why| bad(key, shown, why))?; )?
+                        $( ($check)(&v).map_err(|why| bad(key, shown, why.to_string()))?; )?
                         self.$field = v;
                     } )*)*
                     _ => return Ok(false),
@@ -477,7 +477,7 @@ impl BrokerConfig {
     ///
     /// # Errors
     /// The certificate or key cannot be loaded.
-    pub fn server_tls(&self) -> Result<Option<std::sync::Arc<petrel_remoting::ServerTls>>, String> {
+    pub fn server_tls(&self) -> Result<Option<std::sync::Arc<petrel_remoting::ServerTls>>, petrel_remoting::SetupError> {
         petrel_remoting::ServerTls::load(
             self.tls_server_mode,
             self.tls_server_cert_path.as_deref(),

@@ -254,11 +254,20 @@ impl ConfigValue for TlsMode {
     }
 }
 
+/// A number outside the range its key allows.
+#[derive(Debug, thiserror::Error)]
+pub enum OutOfRange<T: std::fmt::Display + std::fmt::Debug> {
+    #[error("must be between {0} and {1}")]
+    Between(T, T),
+    #[error("must be at least {0}")]
+    AtLeast(T),
+}
+
 /// A check that a number lies in `[lo, hi]`.
-pub fn within<T: PartialOrd + std::fmt::Display + Copy>(lo: T, hi: T) -> impl Fn(&T) -> Result<(), String> {
+pub fn within<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(lo: T, hi: T) -> impl Fn(&T) -> Result<(), OutOfRange<T>> {
     move |v| {
         if *v < lo || *v > hi {
-            Err(format!("must be between {lo} and {hi}"))
+            Err(OutOfRange::Between(lo, hi))
         } else {
             Ok(())
         }
@@ -266,14 +275,16 @@ pub fn within<T: PartialOrd + std::fmt::Display + Copy>(lo: T, hi: T) -> impl Fn
 }
 
 /// A check that a number is at least `lo`.
-pub fn at_least<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(&T) -> Result<(), String> {
-    move |v| if *v < lo { Err(format!("must be at least {lo}")) } else { Ok(()) }
+pub fn at_least<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(lo: T) -> impl Fn(&T) -> Result<(), OutOfRange<T>> {
+    move |v| if *v < lo { Err(OutOfRange::AtLeast(lo)) } else { Ok(()) }
 }
 
 /// [`at_least`] for a key that may be unset.
-pub fn at_least_if_set<T: PartialOrd + std::fmt::Display + Copy>(lo: T) -> impl Fn(&Option<T>) -> Result<(), String> {
+pub fn at_least_if_set<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(
+    lo: T,
+) -> impl Fn(&Option<T>) -> Result<(), OutOfRange<T>> {
     move |v| match v {
-        Some(v) if *v < lo => Err(format!("must be at least {lo}")),
+        Some(v) if *v < lo => Err(OutOfRange::AtLeast(lo)),
         _ => Ok(()),
     }
 }
@@ -291,7 +302,7 @@ mod tests {
         assert_eq!(<Option<IpAddr>>::parse("nope"), None);
         assert_eq!(FlushMode::parse("SYNC_FLUSH"), Some(FlushMode::Sync));
         assert_eq!(LockKind::Adaptive.render(), "abs");
-        assert_eq!(within(10u64, 95)(&96).unwrap_err(), "must be between 10 and 95");
+        assert_eq!(within(10u64, 95)(&96).unwrap_err().to_string(), "must be between 10 and 95");
         assert!(at_least(1usize)(&1).is_ok());
     }
 

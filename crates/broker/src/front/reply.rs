@@ -18,6 +18,12 @@ pub fn code_of(e: &BrokerError) -> i32 {
     match e {
         BrokerError::BadRequest(_)
         | BrokerError::Internal(_)
+        | BrokerError::Io { .. }
+        | BrokerError::Corrupt { .. }
+        | BrokerError::Persist { .. }
+        | BrokerError::Record { .. }
+        | BrokerError::Auth(_)
+        | BrokerError::Replication(_)
         | BrokerError::NotSupported(_)
         | BrokerError::LimitReached(_)
         | BrokerError::InSyncReplicasNotEnough(_) => resp::SYSTEM_ERROR,

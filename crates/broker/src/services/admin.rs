@@ -239,8 +239,10 @@ impl AdminService {
     pub async fn view_message(&self, offset: i64, may_read: super::TopicCheck) -> Result<Vec<u8>, BrokerError> {
         let found = super::record_at(&self.store, &self.pool, offset).await?;
         let record = found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))?;
-        let (message, _) = petrel_protocol::message::MessageExt::decode(&record)
-            .map_err(|e| BrokerError::Internal(format!("the record at {offset} does not decode: {e}")))?;
+        let (message, _) = petrel_protocol::message::MessageExt::decode(&record).map_err(|source| BrokerError::Record {
+            what: format!("the record at {offset}"),
+            source,
+        })?;
         may_read(&message.topic)?;
         Ok(record)
     }

@@ -242,7 +242,7 @@ impl GroupService {
     pub fn persister(self: &Arc<Self>) -> (Arc<Coalesced>, Job) {
         let me = Arc::downgrade(self);
         let job = move || match me.upgrade() {
-            Some(groups) => groups.write_file().map_err(|e| e.to_string()),
+            Some(groups) => groups.write_file().map_err(BrokerError::io("writing the subscription groups")),
             None => Ok(()),
         };
         (self.persist.clone(), blocking(Arc::new(job)))
@@ -271,8 +271,8 @@ impl GroupService {
     ///
     /// # Errors
     /// The master's table does not parse.
-    pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, String> {
-        let master: GroupFile = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+    pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, BrokerError> {
+        let master: GroupFile = petrel_protocol::body::from_json(json).map_err(BrokerError::corrupt("the master's subscription groups"))?;
         let mut known = self.known.write();
         let mut changed = 0;
         for (group, config) in master.subscription_group_table {

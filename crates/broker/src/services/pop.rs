@@ -163,7 +163,7 @@ impl PopService {
     pub fn persister(self: &Arc<Self>) -> (Arc<Coalesced>, Job) {
         let me = Arc::downgrade(self);
         let job = move || match me.upgrade() {
-            Some(pop) => write_atomically(&pop.path, &pop.modes_json()).map_err(|e| e.to_string()),
+            Some(pop) => write_atomically(&pop.path, &pop.modes_json()).map_err(BrokerError::io("writing the message request modes")),
             None => Ok(()),
         };
         (self.persist.clone(), blocking(Arc::new(job)))
@@ -208,8 +208,9 @@ impl PopService {
     ///
     /// # Errors
     /// The master's table does not parse.
-    pub fn replace_modes_from_master(&self, json: &[u8]) -> Result<(), String> {
-        let master: ModeFile = petrel_protocol::body::from_json(json).map_err(|e| e.to_string())?;
+    pub fn replace_modes_from_master(&self, json: &[u8]) -> Result<(), BrokerError> {
+        let master: ModeFile =
+            petrel_protocol::body::from_json(json).map_err(BrokerError::corrupt("the master's message request modes"))?;
         let table: BTreeMap<String, SetMessageRequestModeRequestBody> =
             master.message_request_mode_map.into_iter().take(MAX_REQUEST_MODES).collect();
         let mut modes = self.modes.write();

@@ -19,6 +19,7 @@ use petrel_protocol::body::{from_json, to_json};
 use petrel_protocol::properties::{Properties, keys};
 use serde::{Deserialize, Serialize};
 
+use crate::error::BrokerError;
 use crate::persist::{read_if_exists, write_atomically};
 
 /// The topic delayed messages wait in, one queue per level.
@@ -45,30 +46,36 @@ pub struct DelayOffsetTable {
 /// # Errors
 /// An empty list, more than [`MAX_DELAY_LEVELS`], a bad number or unit, or a delay of 0 or over
 /// [`MAX_DELAY_MS`].
-pub fn parse_delay_levels(spec: &str) -> Result<Vec<u64>, String> {
+pub fn parse_delay_levels(spec: &str) -> Result<Vec<u64>, BrokerError> {
     let mut delays_ms = Vec::new();
     for item in spec.split_whitespace() {
         let split = item.find(|c: char| !c.is_ascii_digit()).unwrap_or(item.len());
         let (number, unit) = item.split_at(split);
         let n: u64 = number
             .parse()
-            .map_err(|_| format!("`{item}`: expected a number and a unit (ms, s, m, h, d)"))?;
+            .map_err(|_| BrokerError::InvalidParameter(format!("`{item}`: expected a number and a unit (ms, s, m, h, d)")))?;
         let unit_ms = match unit {
             "ms" => 1,
             "s" => 1000,
             "m" => 60_000,
             "h" => 3_600_000,
             "d" => 86_400_000,
-            _ => return Err(format!("`{item}`: unknown unit `{unit}` (ms, s, m, h, d)")),
+            _ => {
+                return Err(BrokerError::InvalidParameter(format!(
+                    "`{item}`: unknown unit `{unit}` (ms, s, m, h, d)"
+                )));
+            }
         };
         let ms = n.saturating_mul(unit_ms);
         if ms == 0 || ms > MAX_DELAY_MS {
-            return Err(format!("`{item}`: a delay must be more than 0 and at most 30d"));
+            return Err(BrokerError::InvalidParameter(format!(
+                "`{item}`: a delay must be more than 0 and at most 30d"
+            )));
         }
         delays_ms.push(ms);
     }
     if delays_ms.is_empty() || delays_ms.len() > MAX_DELAY_LEVELS {
-        return Err(format!("must list 1 to {MAX_DELAY_LEVELS} delays"));
+        return Err(BrokerError::InvalidParameter(format!("must list 1 to {MAX_DELAY_LEVELS} delays")));
     }
     Ok(delays_ms)
 }
@@ -223,7 +230,7 @@ mod tests {
             ("31d", "at most 30d"),
         ] {
             let e = parse_delay_levels(spec).unwrap_err();
-            assert!(e.contains(says), "{spec:?}: {e}");
+            assert!(e.to_string().contains(says), "{spec:?}: {e}");
         }
         assert!(parse_delay_levels(&"1s ".repeat(MAX_DELAY_LEVELS)).is_ok());
         assert!(parse_delay_levels(&"1s ".repeat(MAX_DELAY_LEVELS + 1)).is_err());

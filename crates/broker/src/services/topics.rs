@@ -147,7 +147,7 @@ impl TopicService {
     pub fn persister(self: &Arc<Self>) -> (Arc<Coalesced>, Job) {
         let me = Arc::downgrade(self);
         let job = move || match me.upgrade() {
-            Some(topics) => topics.write_file().map_err(|e| e.to_string()),
+            Some(topics) => topics.write_file().map_err(BrokerError::io("writing the topic table")),
             None => Ok(()),
         };
         (self.persist.clone(), blocking(Arc::new(job)))
@@ -236,10 +236,10 @@ impl TopicService {
     /// The file could not be written.
     pub async fn settle(&self) -> Result<(), BrokerError> {
         let generation = self.persist.request();
-        self.persist
-            .wait(generation)
-            .await
-            .map_err(|e| BrokerError::Internal(format!("cannot save topics: {e}")))?;
+        self.persist.wait(generation).await.map_err(|source| BrokerError::Persist {
+            what: "saving the topics",
+            source,
+        })?;
         if let Some(a) = self.announcer.get() {
             a.announce().await;
         }

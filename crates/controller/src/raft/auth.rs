@@ -110,20 +110,20 @@ impl RaftGate {
             Ok(body) => answer(request, resp::SUCCESS).with_body(body),
             Err(why) => {
                 self.refused.fetch_add(1, Ordering::Relaxed);
-                tracing::warn!(peer = %conn.peer(), why, "refused a controller that did not prove controllerRaftSecret");
-                error(request, resp::NO_PERMISSION, why)
+                tracing::warn!(peer = %conn.peer(), why = %why, "refused a controller that did not prove controllerRaftSecret");
+                error(request, resp::NO_PERMISSION, why.to_string())
             }
         })
     }
 
-    fn hello(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<Vec<u8>, String> {
-        let theirs: [u8; NONCE_BYTES] = body.try_into().map_err(|_| format!("a nonce is {NONCE_BYTES} bytes"))?;
+    fn hello(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<Vec<u8>, RaftAuthError> {
+        let theirs: [u8; NONCE_BYTES] = body.try_into().map_err(|_| RaftAuthError::BadNonce)?;
         let mut pending = self.pending.lock();
         // An exchange not finished within its time bound is forgotten: HELLOs left hanging on
         // idle connections cannot keep a real controller out.
         pending.retain(|_, (_, _, at)| at.elapsed() < PENDING_EXPIRY);
         if pending.len() >= MAX_PENDING && !pending.contains_key(&conn.id()) {
-            return Err(format!("{MAX_PENDING} exchanges are in progress; try again"));
+            return Err(RaftAuthError::Busy(MAX_PENDING));
         }
         let ours = nonce();
         pending.insert(conn.id(), (ours, theirs, std::time::Instant::now()));
@@ -136,10 +136,14 @@ impl RaftGate {
         Ok([&ours[..], &proof].concat())
     }
 
-    fn auth(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<(), String> {
-        let (ours, theirs, at) = self.pending.lock().remove(&conn.id()).ok_or("no PETREL_RAFT_HELLO before")?;
+    fn auth(&self, conn: &Connection, secret: &PeerSecret, body: &[u8]) -> Result<(), RaftAuthError> {
+        let (ours, theirs, at) = self
+            .pending
+            .lock()
+            .remove(&conn.id())
+            .ok_or(RaftAuthError::Refused("no PETREL_RAFT_HELLO before"))?;
         if at.elapsed() >= PENDING_EXPIRY {
-            return Err("the exchange took longer than its time bound".into());
+            return Err(RaftAuthError::Refused("the exchange took longer than its time bound"));
         }
         let exchange = Exchange {
             accepting: &ours,
@@ -147,7 +151,7 @@ impl RaftGate {
             binding: binding_of(conn),
         };
         if !secret.verify(PROTOCOL, PeerRole::Connecting, exchange, body) {
-            return Err("the proof is wrong (another controllerRaftSecret)".into());
+            return Err(RaftAuthError::Refused("the proof is wrong (another controllerRaftSecret)"));
         }
         self.trusted.lock().insert(conn.id());
         Ok(())
@@ -160,20 +164,38 @@ impl RaftGate {
     }
 }
 
+/// Why a controller was not let in, or could not get in.
+#[derive(Debug, thiserror::Error)]
+pub enum RaftAuthError {
+    /// The exchange broke off or a proof was wrong; the text says which.
+    #[error("{0}")]
+    Refused(&'static str),
+    #[error("a nonce is {} bytes", NONCE_BYTES)]
+    BadNonce,
+    /// Too many exchanges are half done.
+    #[error("{0} exchanges are in progress; try again")]
+    Busy(usize),
+    /// The peer answered with a refusal (its remark).
+    #[error("the peer refused: {0}")]
+    PeerRefused(String),
+    #[error(transparent)]
+    Call(#[from] petrel_remoting::CallError),
+}
+
 /// The connecting side: proves `secret` on a new connection to a peer controller, and checks the
 /// peer's proof.
 ///
 /// # Errors
 /// The peer does not answer, refuses, or cannot prove the secret itself.
-pub async fn authenticate(conn: &Connection, secret: &PeerSecret) -> Result<(), String> {
+pub async fn authenticate(conn: &Connection, secret: &PeerSecret) -> Result<(), RaftAuthError> {
     let ours = nonce();
     let hello = RemotingCommand::request(rc::PETREL_RAFT_HELLO, 0).with_body(ours.to_vec());
-    let reply = conn.call(hello, AUTH_TIMEOUT).await.map_err(|e| e.to_string())?;
+    let reply = conn.call(hello, AUTH_TIMEOUT).await?;
     if reply.code != resp::SUCCESS {
-        return Err(format!("the peer refused: {}", reply.remark.unwrap_or_default()));
+        return Err(RaftAuthError::PeerRefused(reply.remark.unwrap_or_default()));
     }
     if reply.body.len() != NONCE_BYTES + PROOF_BYTES {
-        return Err("the peer's answer is not a nonce and a proof".into());
+        return Err(RaftAuthError::Refused("the peer's answer is not a nonce and a proof"));
     }
     let (theirs, proof) = reply.body.split_at(NONCE_BYTES);
     let exchange = Exchange {
@@ -182,13 +204,15 @@ pub async fn authenticate(conn: &Connection, secret: &PeerSecret) -> Result<(), 
         binding: binding_of(conn),
     };
     if !secret.verify(PROTOCOL, PeerRole::Accepting, exchange, proof) {
-        return Err("the peer's proof is wrong (another controllerRaftSecret, or a relay between two TLS sessions)".into());
+        return Err(RaftAuthError::Refused(
+            "the peer's proof is wrong (another controllerRaftSecret, or a relay between two TLS sessions)",
+        ));
     }
     let mine = secret.proof(PROTOCOL, PeerRole::Connecting, exchange);
     let auth = RemotingCommand::request(rc::PETREL_RAFT_AUTH, 0).with_body(mine.to_vec());
-    let reply = conn.call(auth, AUTH_TIMEOUT).await.map_err(|e| e.to_string())?;
+    let reply = conn.call(auth, AUTH_TIMEOUT).await?;
     if reply.code != resp::SUCCESS {
-        return Err(format!("the peer refused the proof: {}", reply.remark.unwrap_or_default()));
+        return Err(RaftAuthError::PeerRefused(reply.remark.unwrap_or_default()));
     }
     Ok(())
 }

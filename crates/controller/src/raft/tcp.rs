@@ -123,7 +123,7 @@ impl TcpPeer {
             && let Err(why) = super::auth::authenticate(&opened, secret).await
         {
             opened.shutdown();
-            tracing::warn!(peer = self.target, addr = %self.addr, why, "a peer controller did not prove controllerRaftSecret");
+            tracing::warn!(peer = self.target, addr = %self.addr, why = %why, "a peer controller did not prove controllerRaftSecret");
             let e = std::io::Error::new(std::io::ErrorKind::PermissionDenied, why);
             return Err(RPCError::Unreachable(Unreachable::new(&e)));
         }
@@ -178,18 +178,27 @@ pub fn serve_raft(raft: &Raft, request: &RemotingCommand) -> Option<Deferred> {
         };
         Some(match body {
             Ok(body) => answer(&request, resp::SUCCESS).with_body(body),
-            Err(why) => error(&request, resp::CONTROLLER_INVALID_REQUEST, why),
+            Err(why) => error(&request, resp::CONTROLLER_INVALID_REQUEST, why.to_string()),
         })
     }))
 }
 
-async fn decode_then<M, T, F>(body: &[u8], call: impl FnOnce(M) -> F) -> Result<Vec<u8>, String>
+/// A Raft message or answer that is not the JSON it should be.
+#[derive(Debug, thiserror::Error)]
+enum RaftWireError {
+    #[error("a Raft message that does not decode: {0}")]
+    Decode(#[source] serde_json::Error),
+    #[error("a Raft answer that does not encode: {0}")]
+    Encode(#[source] serde_json::Error),
+}
+
+async fn decode_then<M, T, F>(body: &[u8], call: impl FnOnce(M) -> F) -> Result<Vec<u8>, RaftWireError>
 where
     M: DeserializeOwned,
     T: Serialize,
     F: std::future::Future<Output = T>,
 {
-    let message: M = serde_json::from_slice(body).map_err(|e| format!("a Raft message that does not decode: {e}"))?;
+    let message: M = serde_json::from_slice(body).map_err(RaftWireError::Decode)?;
     let answered = call(message).await;
-    serde_json::to_vec(&answered).map_err(|e| format!("a Raft answer that does not encode: {e}"))
+    serde_json::to_vec(&answered).map_err(RaftWireError::Encode)
 }

@@ -17,7 +17,7 @@ pub(super) fn put(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -
     };
     match ns.routes.write().kv.put(h.namespace, h.key, h.value) {
         Ok(()) => answer(request, resp::SUCCESS),
-        Err(full) => error(request, resp::SYSTEM_ERROR, full),
+        Err(full) => error(request, resp::SYSTEM_ERROR, full.to_string()),
     }
 }
 

@@ -192,8 +192,10 @@ impl ProduceService {
         let record = crate::services::record_at(&self.store, &self.pool, offset)
             .await?
             .ok_or_else(|| BrokerError::Internal(format!("look message by offset failed, {offset}")))?;
-        let (m, _) =
-            MessageExt::decode(&record).map_err(|e| BrokerError::Internal(format!("look message by offset failed, {offset}: {e}")))?;
+        let (m, _) = MessageExt::decode(&record).map_err(|source| BrokerError::Record {
+            what: format!("look message by offset failed, {offset}"),
+            source,
+        })?;
         Ok(m)
     }
 }

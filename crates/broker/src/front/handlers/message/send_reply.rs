@@ -64,26 +64,44 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
             None
         };
         Some(match (pushed, kept) {
-            (Err(remark), _) => answer(&request, resp::SYSTEM_ERROR).with_remark(remark),
+            (Err(why), _) => answer(&request, resp::SYSTEM_ERROR).with_remark(why.to_string()),
             (Ok(()), Some(outcome)) => stored(&request, outcome, &broker),
             (Ok(()), None) => not_stored(&request, &broker),
         })
     }))
 }
 
-/// Finds the requester and hands it the reply; the remark RocketMQ gives when that fails.
-async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Option<&str>) -> Result<(), String> {
+/// Why a reply did not reach its requester; the texts are RocketMQ's remarks.
+#[derive(Debug, thiserror::Error)]
+enum NotPushed {
+    #[error("reply message properties[{}] is null", keys::MESSAGE_REPLY_TO_CLIENT)]
+    NoRequester,
+    #[error("push reply message fail, channel of <{0}> not found.")]
+    NotConnected(String),
+    #[error("push reply message to {requester}fail.")]
+    NotTaken {
+        requester: String,
+        #[source]
+        source: crate::services::PushError,
+    },
+}
+
+/// Finds the requester and hands it the reply.
+async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Option<&str>) -> Result<(), NotPushed> {
     let properties = properties.unwrap_or_default();
     let Some(requester) = property(properties, keys::MESSAGE_REPLY_TO_CLIENT) else {
-        return Err(format!("reply message properties[{}] is null", keys::MESSAGE_REPLY_TO_CLIENT));
+        return Err(NotPushed::NoRequester);
     };
     let Some(handle) = broker.groups.producer_by_client_id(requester) else {
-        return Err(format!("push reply message fail, channel of <{requester}> not found."));
+        return Err(NotPushed::NotConnected(requester.to_owned()));
     };
     push.properties = Some(format!("{properties}{}\u{1}{}\u{2}", keys::PUSH_REPLY_TIME, crate::now_ms()));
-    handle.push_reply(push).await.map_err(|e| {
-        tracing::debug!(requester, error = %e, "reply not taken");
-        format!("push reply message to {requester}fail.")
+    handle.push_reply(push).await.map_err(|source| {
+        tracing::debug!(requester, error = %source, "reply not taken");
+        NotPushed::NotTaken {
+            requester: requester.to_owned(),
+            source,
+        }
     })
 }
 

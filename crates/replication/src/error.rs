@@ -1,0 +1,62 @@
+//! `ReplicationError`: why an HA connection or a step of it ended. Both ends log it and
+//! reconnect; nothing of it reaches a client (the broker answers sends from the ack gate).
+//!
+//! Owns: the failure vocabulary of replication, with the I/O, TLS and store errors kept as
+//! sources. Must never: lose the step that failed (each I/O error says what it was doing).
+
+use std::time::Duration;
+
+use petrel_store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ReplicationError {
+    /// A socket step failed; `step` says which (connect, a report, the slave's nonce…).
+    #[error("{step}: {source}")]
+    Io {
+        step: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The master's address does not resolve, or names no TLS server name.
+    #[error("the master's address {addr}: {why}")]
+    Address { addr: String, why: String },
+    #[error("TLS: {0}")]
+    Tls(#[from] rustls::Error),
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The peer broke the protocol: a malformed or oversized frame or report, a second
+    /// handshake, a log that shares no epoch with the master's.
+    #[error("{0}")]
+    Protocol(String),
+    /// The peer did not prove `haSecret`, or closed instead of proving it.
+    #[error("haSecret: {0}")]
+    Unauthenticated(&'static str),
+    /// The master closed the connection.
+    #[error("the master closed the connection")]
+    Closed,
+    /// Nothing arrived from the master within `haHousekeepingInterval`.
+    #[error("nothing from the master for {0:?}")]
+    Silent(Duration),
+    /// The master sent bytes past this log's end: the slave reconnects to report its end again.
+    #[error("the master sent offset {got} but this log ends at {expected}; reconnecting to report the end again")]
+    Gap { expected: u64, got: u64 },
+    /// The master's epoch could not be recorded.
+    #[error("the master's epoch {epoch} at {start}: {source}")]
+    Epoch {
+        epoch: i32,
+        start: u64,
+        #[source]
+        source: StoreError,
+    },
+}
+
+/// Names the step an I/O result belongs to.
+pub(crate) trait Step<T> {
+    fn step(self, step: &'static str) -> Result<T, ReplicationError>;
+}
+
+impl<T> Step<T> for std::io::Result<T> {
+    fn step(self, step: &'static str) -> Result<T, ReplicationError> {
+        self.map_err(|source| ReplicationError::Io { step, source })
+    }
+}
