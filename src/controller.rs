@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result};
 use petrel_controller::{Controller, ControllerConfig, ControllerHandler, ControllerNode, TcpNetwork, scan_for_dead_masters};
 use petrel_remoting::{Server, ServerLimits};
 
@@ -24,10 +24,8 @@ pub struct ControllerArgs {
 /// Applies `--set KEY=VALUE` pairs to `config`.
 fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
     for kv in sets {
-        let (k, v) = crate::split_set(kv)?;
-        if !config.set(k, v)? {
-            let known: Vec<&str> = petrel_controller::CONTROLLER_KEYS.iter().map(|(k, _, _)| *k).collect();
-            bail!("--set {k}: unknown key (known: {})", known.join(", "));
+        if let Some(key) = petrel_kit::config::apply_set(config, kv)? {
+            tracing::warn!(key, "a RocketMQ controller.conf key Petrel does not use; ignored");
         }
     }
     Ok(())
@@ -40,12 +38,12 @@ fn apply_sets(config: &mut ControllerConfig, sets: &[String]) -> Result<()> {
 pub fn config_from(args: &ControllerArgs) -> Result<ControllerConfig> {
     let mut config = ControllerConfig::default();
     if let Some(path) = &args.config {
-        for key in config.apply_file(path).map_err(|e| anyhow!(e))? {
-            tracing::warn!(key, "controller.conf key not used by Petrel; ignored");
+        for key in config.apply_file(path)? {
+            tracing::warn!(key, "a RocketMQ controller.conf key Petrel does not use; ignored");
         }
     }
     apply_sets(&mut config, &args.set)?;
-    config.validate().map_err(|e| anyhow!(e))?;
+    config.validate()?;
     Ok(config)
 }
 
@@ -96,10 +94,10 @@ impl Running {
             .with_context(|| format!("listen on {listen}"))?;
         let (server_tls, client_tls) = config.tls().map_err(|e| anyhow::anyhow!("TLS: {e}"))?;
         let node = ControllerNode::start(
-            config.self_id,
+            config.self_id.0,
             &config.store_path,
-            config.timing,
-            TcpNetwork::new(config.raft_secret.clone(), client_tls),
+            config.timing(),
+            TcpNetwork::new(config.raft_secret(), client_tls),
         )
         .await
         .with_context(|| format!("open the controller's Raft files in {}", config.store_path.display()))?;
@@ -111,14 +109,14 @@ impl Running {
             ServerLimits::default(),
             server_tls,
         )?;
-        tracing::info!(addr = %server.local_addr(), id = config.self_id, group = %config.group, "controller listening");
+        tracing::info!(addr = %server.local_addr(), id = config.self_id.0, group = %config.group, "controller listening");
         // Every member proposes the same initial membership; Raft keeps one, and a member that
         // has state already ignores it.
-        let members: BTreeMap<u64, String> = config.peers.iter().map(|(id, (_, addr))| (*id, addr.clone())).collect();
+        let members: BTreeMap<u64, String> = config.peers.0.iter().map(|(id, (_, addr))| (*id, addr.clone())).collect();
         if let Err(e) = node.initialize(members).await {
             tracing::warn!(error = %e, "could not form the controller group");
         }
-        let metrics = if config.metrics_prom {
+        let metrics = if config.metrics_prom() {
             Some(start_metrics(&config, &controller).await?)
         } else {
             None

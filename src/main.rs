@@ -2,7 +2,7 @@
 
 #![forbid(unsafe_code)]
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -116,139 +116,54 @@ struct NamesrvSettings {
     tls: Option<std::sync::Arc<petrel_remoting::ServerTls>>,
 }
 
-/// `tls.server.mode`, `tls.server.certPath` and `tls.server.keyPath` of namesrv.conf.
-fn namesrv_tls(pairs: &[(String, String)]) -> Result<Option<std::sync::Arc<petrel_remoting::ServerTls>>> {
-    use petrel_broker::config::{ConfigValue, TlsMode};
-    let mut mode = TlsMode::Disabled;
-    let (mut cert, mut key) = (None, None);
-    for (k, v) in pairs {
-        match k.as_str() {
-            "tls.server.mode" => {
-                mode = TlsMode::parse(v.trim()).ok_or_else(|| anyhow::anyhow!("tls.server.mode: {v:?} is not {}", TlsMode::EXPECTED))?;
-            }
-            "tls.server.certPath" => cert = Some(std::path::PathBuf::from(v.trim())),
-            "tls.server.keyPath" => key = Some(std::path::PathBuf::from(v.trim())),
-            _ => {}
-        }
-    }
-    petrel_remoting::ServerTls::load(mode, cert.as_deref(), key.as_deref()).map_err(|e| anyhow::anyhow!("TLS: {e}"))
+/// namesrv.conf as RocketMQ's name server reads it: its own keys, and with
+/// `enableControllerInNamesrv` the embedded controller's keys in the same file.
+struct NamesrvFile {
+    namesrv: petrel_namesrv::NamesrvConfig,
+    controller: petrel_controller::ControllerConfig,
 }
 
-/// The name server's own users (the brokers' inner credentials and an initial super user) and
-/// switches, from namesrv.conf's keys of the same names as broker.conf's.
-fn namesrv_access(pairs: &[(String, String)]) -> Result<petrel_namesrv::NamesrvAccess> {
-    use petrel_broker::access::{parse_credentials, parse_init_user};
-    let store = petrel_auth::AuthStore::in_memory();
-    let mut settings = petrel_auth::AuthSettings::default();
-    let mut max_failures = 8u64;
-    let flag = |key: &str, value: &str| -> Result<bool> {
-        value
-            .trim()
-            .parse()
-            .map_err(|_| anyhow::anyhow!("{key}: {value:?} is not true or false"))
-    };
-    for (key, value) in pairs {
-        match key.as_str() {
-            "authenticationEnabled" => settings.authentication_enabled = flag(key, value)?,
-            "authorizationEnabled" => settings.authorization_enabled = flag(key, value)?,
-            "initAuthenticationUser" => {
-                let (name, password) = parse_init_user(value).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
-                store.ensure_super_user(&name, &password)?;
-            }
-            "innerClientAuthenticationCredentials" => {
-                let c = parse_credentials(value).map_err(|e| anyhow::anyhow!("{key}: {e}"))?;
-                store.ensure_super_user(&c.access_key, &c.secret_key)?;
-            }
-            "maxAuthenticationFailuresPerConnection" => {
-                max_failures = value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| *n >= 1)
-                    .ok_or_else(|| anyhow::anyhow!("{key}: {value:?} is not a positive integer"))?;
-            }
-            _ => {}
-        }
+impl petrel_kit::config::Table for NamesrvFile {
+    const FILE: &'static str = "namesrv.conf";
+    fn set(&mut self, key: &str, value: &str) -> Result<bool, petrel_kit::config::ConfigError> {
+        Ok(self.namesrv.set_from_table(key, value)? || self.controller.set(key, value)?)
     }
-    Ok(petrel_namesrv::NamesrvAccess {
-        store: std::sync::Arc::new(store),
-        settings,
-        max_failures,
-    })
+    fn known_to_rocketmq(key: &str) -> bool {
+        petrel_namesrv::config_known_to_rocketmq(key)
+    }
 }
-
-/// namesrv.conf keys read by [`namesrv_access`].
-const NAMESRV_ACCESS_KEYS: &[&str] = &[
-    "authenticationEnabled",
-    "authorizationEnabled",
-    "initAuthenticationUser",
-    "innerClientAuthenticationCredentials",
-    "maxAuthenticationFailuresPerConnection",
-    "tls.server.mode",
-    "tls.server.certPath",
-    "tls.server.keyPath",
-];
 
 fn namesrv_settings(args: &NamesrvArgs) -> Result<NamesrvSettings> {
-    let mut pairs: Vec<(String, String)> = Vec::new();
+    let mut file = NamesrvFile {
+        namesrv: petrel_namesrv::NamesrvConfig::default(),
+        controller: petrel_controller::ControllerConfig::default(),
+    };
+    let mut ignored = Vec::new();
     if let Some(path) = &args.config {
-        let file = std::fs::File::open(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        pairs.extend(java_properties::read(std::io::BufReader::new(file)).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?);
+        ignored.extend(petrel_kit::config::apply_file(&mut file, path)?);
     }
     for kv in &args.set {
-        let (k, v) = split_set(kv)?;
-        pairs.push((k.to_owned(), v.to_owned()));
+        ignored.extend(petrel_kit::config::apply_set(&mut file, kv)?);
     }
-    let (mut port, mut embed) = (9876u16, false);
-    let mut bind = std::net::IpAddr::from([0, 0, 0, 0]);
-    let mut controller = petrel_controller::ControllerConfig::default();
-    for (key, value) in &pairs {
-        match key.as_str() {
-            "listenPort" => {
-                port = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("listenPort: {value:?} is not a port"))?
-            }
-            "bindAddress" => {
-                bind = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("bindAddress: {value:?} is not an IP address"))?;
-            }
-            "enableControllerInNamesrv" => {
-                embed = value
-                    .trim()
-                    .parse()
-                    .map_err(|_| anyhow::anyhow!("enableControllerInNamesrv: {value:?} is not true or false"))?;
-            }
-            k if NAMESRV_ACCESS_KEYS.contains(&k) => {}
-            _ => {
-                if !controller.set(key, value)? {
-                    tracing::warn!(key, "namesrv.conf key not used by Petrel; ignored");
-                }
-            }
-        }
+    for key in ignored {
+        tracing::warn!(key, "a RocketMQ namesrv.conf key Petrel does not use; ignored");
     }
+    let embed = file.namesrv.enable_controller_in_namesrv;
     if embed {
-        controller.validate().map_err(|e| anyhow::anyhow!(e))?;
+        file.controller.validate()?;
     }
-    let listen = args
-        .listen
-        .clone()
-        .unwrap_or_else(|| std::net::SocketAddr::new(bind, port).to_string());
+    let listen = args.listen.clone().unwrap_or_else(|| file.namesrv.listen_address().to_string());
     Ok(NamesrvSettings {
         listen,
-        controller: embed.then_some(controller),
-        access: namesrv_access(&pairs)?,
-        tls: namesrv_tls(&pairs)?,
+        controller: embed.then_some(file.controller),
+        access: file.namesrv.access()?,
+        tls: file.namesrv.server_tls().context("TLS")?,
     })
 }
 
 fn namesrv(args: &NamesrvArgs) -> Result<()> {
     use std::sync::Arc;
 
-    use anyhow::Context;
     use petrel_namesrv::{NameServer, run_expiry};
     use petrel_remoting::{Server, ServerLimits};
 
@@ -286,14 +201,6 @@ fn namesrv(args: &NamesrvArgs) -> Result<()> {
         server.drain().await;
         Ok(())
     })
-}
-
-/// One `--set KEY=VALUE` of any subcommand: the key trimmed, the value as given.
-fn split_set(kv: &str) -> Result<(&str, &str)> {
-    let Some((k, v)) = kv.split_once('=') else {
-        bail!("--set {kv:?}: expected KEY=VALUE");
-    };
-    Ok((k.trim(), v))
 }
 
 fn not_yet(subcommand: &str, what: &str) -> Result<()> {

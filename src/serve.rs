@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use petrel_broker::metrics::Sources;
 use petrel_broker::{Broker, BrokerConfig, MetricsExporter, NameServers, RocketMqFront};
 use petrel_namesrv::{NameServer, NamesrvAccess, run_expiry};
@@ -53,14 +53,12 @@ pub fn config_from(args: &ServeArgs) -> Result<BrokerConfig> {
     let mut config = BrokerConfig::default();
     if let Some(path) = &args.config {
         for key in config.apply_file(path)? {
-            tracing::warn!(key, "broker.conf key not used by Petrel; ignored");
+            tracing::warn!(key, "a RocketMQ broker.conf key Petrel does not use; ignored");
         }
     }
     for kv in &args.set {
-        let (k, v) = crate::split_set(kv)?;
-        if !config.set(k, v)? {
-            let known: Vec<&str> = petrel_broker::config::KEYS.iter().map(|k| k.key).collect();
-            bail!("--set {k}: unknown key (known: {})", known.join(", "));
+        if let Some(key) = petrel_kit::config::apply_set(&mut config, kv)? {
+            tracing::warn!(key, "a RocketMQ broker.conf key Petrel does not use; ignored");
         }
     }
     if let Some(a) = &args.namesrv_addr {

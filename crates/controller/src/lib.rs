@@ -16,7 +16,7 @@ mod raft;
 mod service;
 mod state;
 
-pub use config::{BadValue, CONTROLLER_KEYS, ControllerConfig};
+pub use config::{CONTROLLER_KEYS, ControllerConfig, ControllerSection, PeerId, Peers};
 pub use node::{ControllerNode, ProposeError, RaftTiming};
 pub use raft::{
     Applied, CONNECT_TIMEOUT, LogStore, MAX_RECORD_BYTES, Raft, Response, Router, RouterNetwork, StateMachine, TcpNetwork, TcpPeer,

@@ -4,13 +4,10 @@
 use std::path::Path;
 
 use petrel_controller::{CONTROLLER_KEYS, ControllerConfig};
+use petrel_kit::config::ConfigError;
 
 fn markdown_table() -> String {
-    let mut out = String::from("| Key | Default | Meaning |\n|---|---|---|\n");
-    for (key, default, doc) in CONTROLLER_KEYS {
-        out.push_str(&format!("| `{key}` | `{default}` | {doc} |\n"));
-    }
-    out
+    ControllerConfig::markdown_table()
 }
 
 #[test]
@@ -30,6 +27,25 @@ fn docs_configuration_md_lists_every_controller_key() {
         markdown_table(),
         "docs/configuration.md is out of date with CONTROLLER_KEYS; run PETREL_BLESS=1 cargo test -p petrel-controller --test config"
     );
+}
+
+#[test]
+fn every_key_takes_its_own_default_back() {
+    for k in CONTROLLER_KEYS {
+        let mut c = ControllerConfig::default();
+        let default = (k.default)();
+        assert_eq!(c.set(k.key, &default).ok(), Some(true), "{}={default}", k.key);
+        assert_eq!(c.get(k.key), Some(default), "{}", k.key);
+    }
+}
+
+#[test]
+fn a_controller_conf_line_that_is_wrong_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("controller.conf");
+    std::fs::write(&path, "controllerDLegerGroup=g\nenableElectUncleanMaster=maybe\n").expect("write");
+    let err = ControllerConfig::default().apply_file(&path).expect_err("a bad boolean");
+    assert!(err.to_string().contains("controller.conf:2: enableElectUncleanMaster"), "{err}");
 }
 
 #[test]
@@ -57,7 +73,7 @@ fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
     assert!(config.validate().is_ok());
     assert_eq!(config.set("controllerDLegerSelfId", "n7").ok(), Some(true));
     assert!(
-        config.validate().unwrap_err().contains("n7"),
+        config.validate().unwrap_err().to_string().contains("n7"),
         "a self id outside the peers is refused"
     );
     for (key, value) in [
@@ -70,13 +86,15 @@ fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
         ("bindAddress", "localhost"),
     ] {
         let err = config.set(key, value).expect_err(value);
-        assert_eq!(err.key, key);
+        assert!(matches!(&err, ConfigError::BadValue { key: k, .. } if k == key), "{err}");
     }
     assert_eq!(
-        config.set("controllerType", "jRaft").ok(),
-        Some(false),
+        petrel_kit::config::apply_set(&mut config, "controllerType=jRaft").ok(),
+        Some(Some("controllerType".to_owned())),
         "RocketMQ keys Petrel does not use are reported, not fatal"
     );
+    let typo = petrel_kit::config::apply_set(&mut config, "controllerDLegerPeer=n0-127.0.0.1:9877").expect_err("a typo");
+    assert!(typo.to_string().contains("unknown key \"controllerDLegerPeer\""), "{typo}");
     let mut tight = ControllerConfig::default();
     assert_eq!(tight.set("raftElectionTimeoutMs", "200").ok(), Some(true));
     assert!(tight.validate().is_err(), "an election timeout under three heartbeats is refused");

@@ -1,5 +1,5 @@
 //! What every Petrel crate shares and none of them owns: replacing a file durably, making a
-//! directory durably, and reading the wall clock. It depends on nothing of Petrel's, so every
+//! directory durably, reading the wall clock, and the configuration-table mechanism. It depends on nothing of Petrel's, so every
 //! crate may use it.
 //!
 //! Owns: the write-temp, fsync, rename, fsync-directory sequence (one copy for every metadata
@@ -9,4 +9,5 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod config;
 pub mod fs;

@@ -212,3 +212,17 @@ mod tests {
         }
     }
 }
+
+/// `putMessageLock` in broker.conf.
+impl petrel_kit::config::ConfigValue for LockKind {
+    const EXPECTED: &'static str = "abs, mutex, spin or backoff";
+    fn parse(raw: &str) -> Option<Self> {
+        raw.parse().ok()
+    }
+    fn render(&self) -> String {
+        match self {
+            LockKind::Adaptive => "abs".to_owned(),
+            other => other.name().to_owned(),
+        }
+    }
+}

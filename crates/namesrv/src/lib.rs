@@ -10,11 +10,13 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod config;
 mod expiry;
 mod handlers;
 mod state;
 
 pub use access::NamesrvAccess;
+pub use config::{NAMESRV_KEYS, NamesrvConfig, NamesrvSection, known_to_rocketmq as config_known_to_rocketmq};
 pub use expiry::{EXPIRY_SCAN_INTERVAL, run_expiry};
 pub use handlers::served_codes;
 pub use state::{BROKER_EXPIRY, MASTER_ID, MAX_KV_BYTES, MAX_KV_ENTRIES, NameServer, no_route_remark};

@@ -300,3 +300,24 @@ impl ServerTls {
         Ok(Accepted::Tls(ours, binding))
     }
 }
+
+/// `tls.server.mode` in every process's file.
+impl petrel_kit::config::ConfigValue for TlsMode {
+    const EXPECTED: &'static str = "disabled, permissive or enforcing";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw.to_ascii_lowercase().as_str() {
+            "disabled" => Some(TlsMode::Disabled),
+            "permissive" => Some(TlsMode::Permissive),
+            "enforcing" => Some(TlsMode::Enforcing),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            TlsMode::Disabled => "disabled",
+            TlsMode::Permissive => "permissive",
+            TlsMode::Enforcing => "enforcing",
+        }
+        .to_owned()
+    }
+}

@@ -1060,3 +1060,22 @@ fn check_record_frame(record: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+/// `flushDiskType` in broker.conf.
+impl petrel_kit::config::ConfigValue for FlushMode {
+    const EXPECTED: &'static str = "ASYNC_FLUSH or SYNC_FLUSH";
+    fn parse(raw: &str) -> Option<Self> {
+        match raw {
+            "ASYNC_FLUSH" => Some(FlushMode::Async),
+            "SYNC_FLUSH" => Some(FlushMode::Sync),
+            _ => None,
+        }
+    }
+    fn render(&self) -> String {
+        match self {
+            FlushMode::Async => "ASYNC_FLUSH",
+            FlushMode::Sync => "SYNC_FLUSH",
+        }
+        .to_owned()
+    }
+}

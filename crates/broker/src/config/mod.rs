@@ -19,25 +19,16 @@ use petrel_lock::LockKind;
 use petrel_remoting::{ConnectionLimits, ServerLimits};
 use petrel_store::{CommitLogConfig, FlushMode, MessageStoreConfig};
 
-pub use value::{BrokerRole, ConfigValue, MetricsExporter, REDACTED, Secret, TlsMode, at_least, at_least_if_set, within};
-
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{key}: {value:?} is not valid: {expected}")]
-    BadValue { key: String, value: String, expected: String },
-    #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    #[error("{path}: {reason}")]
-    Syntax { path: PathBuf, reason: String },
-}
+pub use petrel_kit::config::{ConfigError, ConfigValue, KeySpec};
+pub use value::{BrokerRole, MetricsExporter, REDACTED, Secret, TlsMode, at_least, at_least_if_set, within};
 
 fn bad(key: &str, value: &str, expected: impl Into<String>) -> ConfigError {
-    ConfigError::BadValue {
-        key: key.to_owned(),
-        value: value.to_owned(),
-        expected: expected.into(),
-    }
+    ConfigError::bad(key, value, expected)
 }
+
+/// RocketMQ's broker.conf keys (its BrokerConfig, MessageStoreConfig, Netty and auth
+/// settings, from rocketmq-all-5.3.3): those Petrel does not use are ignored with a warning.
+const ROCKETMQ_KEYS: &str = include_str!("rocketmq_broker_keys.txt");
 
 /// Where a key is documented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,68 +43,9 @@ pub enum Section {
     Security,
 }
 
-/// One key of the table.
-pub struct KeySpec {
-    pub key: &'static str,
-    pub section: Section,
-    pub doc: &'static str,
-    /// The default, as `broker.conf` would spell it.
-    pub default: fn() -> String,
-}
-
-/// Declares the configuration: the struct, its defaults, the key table, and `set`/`get`.
-macro_rules! config_table {
-    ($( $section:ident { $( $key:literal => $field:ident : $ty:ty = $default:expr $(, check $check:expr)? ; $doc:literal )* } )*) => {
-        /// Every setting of `petrel serve`; see [`KEYS`] for their keys and meaning.
-        #[derive(Debug, Clone)]
-        pub struct BrokerConfig {
-            $($( #[doc = $doc] pub $field: $ty, )*)*
-        }
-
-        impl Default for BrokerConfig {
-            fn default() -> Self {
-                BrokerConfig { $($( $field: $default, )*)* }
-            }
-        }
-
-        /// Every key, in documentation order.
-        pub const KEYS: &[KeySpec] = &[
-            $($( KeySpec {
-                key: $key,
-                section: Section::$section,
-                doc: $doc,
-                default: || { let v: $ty = $default; ConfigValue::render(&v) },
-            }, )*)*
-        ];
-
-        impl BrokerConfig {
-            fn set_from_table(&mut self, key: &str, raw: &str) -> Result<bool, ConfigError> {
-                match key {
-                    $($( $key => {
-                        // A secret's text never reaches an error message (which is logged).
-                        let shown = if <$ty as ConfigValue>::SECRET { value::REDACTED } else { raw };
-                        let v: $ty = ConfigValue::parse(raw).ok_or_else(|| bad(key, shown, <$ty as ConfigValue>::EXPECTED))?;
-                        $( ($check)(&v).map_err(|why| bad(key, shown, why.to_string()))?; )?
-                        self.$field = v;
-                    } )*)*
-                    _ => return Ok(false),
-                }
-                Ok(true)
-            }
-
-            /// The value of `key` as `broker.conf` would spell it.
-            #[must_use]
-            pub fn get(&self, key: &str) -> Option<String> {
-                match key {
-                    $($( $key => Some(ConfigValue::render(&self.$field)), )*)*
-                    _ => None,
-                }
-            }
-        }
-    };
-}
-
-config_table! {
+petrel_kit::config_table! {
+    /// Every setting of `petrel serve`; see [`KEYS`] for their keys and meaning.
+    pub struct BrokerConfig, sections Section, keys KEYS {
     Processes {
         "brokerClusterName" => broker_cluster_name: String = "DefaultCluster".into();
             "Cluster name reported to the name server."
@@ -340,6 +272,7 @@ config_table! {
         "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557;
             "Port of the metrics endpoint."
     }
+    }
 }
 
 /// RocketMQ's two lock flags, which map onto `putMessageLock`.
@@ -373,39 +306,22 @@ impl BrokerConfig {
         }
     }
 
-    /// Applies a broker.conf text (Java properties); returns the keys it did not know.
+    /// Applies a broker.conf text (Java properties); returns the RocketMQ keys it ignored.
     ///
     /// # Errors
-    /// A syntax error, or a value refused by [`BrokerConfig::set`].
+    /// A syntax error, a value refused by [`BrokerConfig::set`], or a key neither Petrel nor
+    /// RocketMQ reads in broker.conf, each naming its line.
     pub fn apply_properties(&mut self, text: &str, origin: &std::path::Path) -> Result<Vec<String>, ConfigError> {
-        let mut pairs = Vec::new();
-        java_properties::PropertiesIter::new(text.as_bytes())
-            .read_into(|k, v| pairs.push((k, v)))
-            .map_err(|e| ConfigError::Syntax {
-                path: origin.to_owned(),
-                reason: e.to_string(),
-            })?;
-        let mut unknown = Vec::new();
-        for (key, value) in pairs {
-            if !self.set(&key, &value)? {
-                unknown.push(key);
-            }
-        }
-        Ok(unknown)
+        let entries = petrel_kit::config::read_bytes(text.as_bytes(), origin)?;
+        petrel_kit::config::apply(self, &entries, origin)
     }
 
-    /// Reads and applies a broker.conf file.
+    /// Reads and applies a broker.conf file; returns the RocketMQ keys it ignored.
     ///
     /// # Errors
-    /// The file cannot be read, or [`BrokerConfig::apply_properties`] fails.
+    /// As [`BrokerConfig::apply_properties`], or the file cannot be read.
     pub fn apply_file(&mut self, path: &std::path::Path) -> Result<Vec<String>, ConfigError> {
-        let bytes = std::fs::read(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        // Java reads properties files as ISO-8859-1: every byte is one character.
-        let text: String = bytes.iter().map(|&b| char::from(b)).collect();
-        self.apply_properties(&text, path)
+        petrel_kit::config::apply_file(self, path)
     }
 
     /// The address clients reach this broker at (`brokerIP1:listenPort`).
@@ -489,17 +405,17 @@ impl BrokerConfig {
 /// The Markdown table of one section's keys, as docs/configuration.md shows it.
 #[must_use]
 pub fn markdown_table(section: Section) -> String {
-    let mut out = String::from("| Key | Default | Meaning |\n|---|---|---|\n");
-    for k in KEYS.iter().filter(|k| k.section == section) {
-        let default = (k.default)();
-        let default = if default.is_empty() {
-            "*(none)*".to_owned()
-        } else {
-            format!("`{default}`")
-        };
-        out.push_str(&format!("| `{}` | {default} | {} |\n", k.key, k.doc));
+    petrel_kit::config::markdown_table(KEYS, &section)
+}
+
+impl petrel_kit::config::Table for BrokerConfig {
+    const FILE: &'static str = "broker.conf";
+    fn set(&mut self, key: &str, value: &str) -> Result<bool, ConfigError> {
+        BrokerConfig::set(self, key, value)
     }
-    out
+    fn known_to_rocketmq(key: &str) -> bool {
+        ROCKETMQ_KEYS.lines().any(|k| k == key)
+    }
 }
 
 /// Every section, in documentation order, with its marker name in docs/configuration.md.

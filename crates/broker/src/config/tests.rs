@@ -23,6 +23,25 @@ fn broker_conf_keys_apply_and_unknown_keys_are_reported() {
 }
 
 #[test]
+fn a_key_neither_petrel_nor_rocketmq_reads_is_an_error_naming_its_line() {
+    let mut c = BrokerConfig::default();
+    let e = apply(&mut c, "brokerName=b\n\n# a typo of flushDiskType\nflushDiskTyp=SYNC_FLUSH\n").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "broker.conf:4: unknown key \"flushDiskTyp\" (not a broker.conf key of Petrel's or of RocketMQ's; see docs/configuration.md)"
+    );
+    let e = apply(&mut c, "brokerName=b\nlistenPort=port\n").unwrap_err();
+    assert!(e.to_string().starts_with("broker.conf:2: listenPort: \"port\" is not valid"), "{e}");
+    // RocketMQ's own keys, from its BrokerConfig, MessageStoreConfig and Netty settings.
+    let ignored = apply(&mut c, "brokerPermission=6\nmaxMessageSize=4194304\nserverWorkerThreads=8\n").unwrap();
+    assert_eq!(
+        ignored,
+        ["brokerPermission", "serverWorkerThreads"],
+        "maxMessageSize is Petrel's too"
+    );
+}
+
+#[test]
 fn java_properties_syntax_is_honoured() {
     let mut c = BrokerConfig::default();
     // A continuation line, an escaped separator in a value, a unicode escape, and whitespace

@@ -1,172 +1,10 @@
-//! How one configuration value is read from `broker.conf` text and written back: a trait per
-//! value type, so that the key table names only a type, a default and a check.
-//!
-//! Owns: the accepted spellings of each type. Must never: accept a value by guessing (`yes` is
-//! not a boolean; a negative number is not a size).
+//! broker.conf's own value types; the common ones (numbers, paths, secrets, ranges) are
+//! `petrel_kit::config`'s, and the lock's, the store's and TLS's live with their types.
 
-use std::net::IpAddr;
-use std::path::PathBuf;
+use petrel_kit::config::ConfigValue;
 
-use petrel_lock::LockKind;
-use petrel_store::FlushMode;
-
-/// A configuration value type.
-pub trait ConfigValue: Sized {
-    /// What a valid value looks like, for the error message.
-    const EXPECTED: &'static str;
-    /// The value is a secret: rendered (in GET_BROKER_CONFIG's answer, errors and logs) as
-    /// [`REDACTED`], never as itself.
-    const SECRET: bool = false;
-    fn parse(raw: &str) -> Option<Self>;
-    fn render(&self) -> String;
-}
-
-impl ConfigValue for String {
-    const EXPECTED: &'static str = "a string";
-    fn parse(raw: &str) -> Option<Self> {
-        Some(raw.to_owned())
-    }
-    fn render(&self) -> String {
-        self.clone()
-    }
-}
-
-impl ConfigValue for bool {
-    const EXPECTED: &'static str = "true or false";
-    fn parse(raw: &str) -> Option<Self> {
-        match raw.to_ascii_lowercase().as_str() {
-            "true" => Some(true),
-            "false" => Some(false),
-            _ => None,
-        }
-    }
-    fn render(&self) -> String {
-        self.to_string()
-    }
-}
-
-macro_rules! number_value {
-    ($($t:ty => $what:literal),* $(,)?) => {$(
-        impl ConfigValue for $t {
-            const EXPECTED: &'static str = $what;
-            fn parse(raw: &str) -> Option<Self> {
-                raw.parse().ok()
-            }
-            fn render(&self) -> String {
-                self.to_string()
-            }
-        }
-    )*};
-}
-number_value!(
-    u16 => "an integer from 0 to 65535",
-    u64 => "a non-negative integer",
-    usize => "a non-negative integer",
-    i32 => "a 32-bit integer",
-    i64 => "a 64-bit integer",
-);
-
-impl ConfigValue for PathBuf {
-    const EXPECTED: &'static str = "a path";
-    fn parse(raw: &str) -> Option<Self> {
-        (!raw.is_empty()).then(|| PathBuf::from(raw))
-    }
-    fn render(&self) -> String {
-        self.display().to_string()
-    }
-}
-
-impl ConfigValue for IpAddr {
-    const EXPECTED: &'static str = "an IP address";
-    fn parse(raw: &str) -> Option<Self> {
-        raw.parse().ok()
-    }
-    fn render(&self) -> String {
-        self.to_string()
-    }
-}
-
-/// What a secret is shown as.
-pub const REDACTED: &str = "******";
-
-/// A password, a key or credentials: kept as given, shown only as [`REDACTED`] — by
-/// GET_BROKER_CONFIG, by `Debug` (so in every log line that prints a configuration) and in the
-/// error a bad value gets. [`Secret::expose`] is the one way to the text.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
-
-impl Secret {
-    #[must_use]
-    pub fn new(text: impl Into<String>) -> Secret {
-        Secret(text.into())
-    }
-
-    /// The secret itself, for the code that uses it (never for display).
-    #[must_use]
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(REDACTED)
-    }
-}
-
-impl ConfigValue for Secret {
-    const EXPECTED: &'static str = "a secret";
-    const SECRET: bool = true;
-    fn parse(raw: &str) -> Option<Self> {
-        Some(Secret(raw.to_owned()))
-    }
-    fn render(&self) -> String {
-        REDACTED.to_owned()
-    }
-}
-
-/// Optional values: an empty value means "not set".
-impl<T: ConfigValue> ConfigValue for Option<T> {
-    const EXPECTED: &'static str = T::EXPECTED;
-    const SECRET: bool = T::SECRET;
-    fn parse(raw: &str) -> Option<Self> {
-        if raw.is_empty() { Some(None) } else { T::parse(raw).map(Some) }
-    }
-    fn render(&self) -> String {
-        self.as_ref().map(ConfigValue::render).unwrap_or_default()
-    }
-}
-
-impl ConfigValue for FlushMode {
-    const EXPECTED: &'static str = "ASYNC_FLUSH or SYNC_FLUSH";
-    fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "ASYNC_FLUSH" => Some(FlushMode::Async),
-            "SYNC_FLUSH" => Some(FlushMode::Sync),
-            _ => None,
-        }
-    }
-    fn render(&self) -> String {
-        match self {
-            FlushMode::Async => "ASYNC_FLUSH",
-            FlushMode::Sync => "SYNC_FLUSH",
-        }
-        .to_owned()
-    }
-}
-
-impl ConfigValue for LockKind {
-    const EXPECTED: &'static str = "abs, mutex, spin or backoff";
-    fn parse(raw: &str) -> Option<Self> {
-        raw.parse().ok()
-    }
-    fn render(&self) -> String {
-        match self {
-            LockKind::Adaptive => "abs".to_owned(),
-            other => other.name().to_owned(),
-        }
-    }
-}
+pub use petrel_kit::config::{MetricsExporter, REDACTED, Secret, at_least, at_least_if_set, within};
+pub use petrel_remoting::TlsMode;
 
 /// RocketMQ's `brokerRole`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,112 +45,19 @@ impl ConfigValue for BrokerRole {
     }
 }
 
-/// RocketMQ's `metricsExporterType`; Petrel serves Prometheus only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricsExporter {
-    Disable,
-    Prom,
-}
-
-impl ConfigValue for MetricsExporter {
-    const EXPECTED: &'static str = "PROM or DISABLE (Petrel has no OTLP or LOG exporter)";
-    fn parse(raw: &str) -> Option<Self> {
-        match raw {
-            "PROM" => Some(MetricsExporter::Prom),
-            "DISABLE" => Some(MetricsExporter::Disable),
-            _ => None,
-        }
-    }
-    fn render(&self) -> String {
-        match self {
-            MetricsExporter::Prom => "PROM",
-            MetricsExporter::Disable => "DISABLE",
-        }
-        .to_owned()
-    }
-}
-
-pub use petrel_remoting::TlsMode;
-
-impl ConfigValue for TlsMode {
-    const EXPECTED: &'static str = "disabled, permissive or enforcing";
-    fn parse(raw: &str) -> Option<Self> {
-        match raw.to_ascii_lowercase().as_str() {
-            "disabled" => Some(TlsMode::Disabled),
-            "permissive" => Some(TlsMode::Permissive),
-            "enforcing" => Some(TlsMode::Enforcing),
-            _ => None,
-        }
-    }
-    fn render(&self) -> String {
-        match self {
-            TlsMode::Disabled => "disabled",
-            TlsMode::Permissive => "permissive",
-            TlsMode::Enforcing => "enforcing",
-        }
-        .to_owned()
-    }
-}
-
-/// A number outside the range its key allows.
-#[derive(Debug, thiserror::Error)]
-pub enum OutOfRange<T: std::fmt::Display + std::fmt::Debug> {
-    #[error("must be between {0} and {1}")]
-    Between(T, T),
-    #[error("must be at least {0}")]
-    AtLeast(T),
-}
-
-/// A check that a number lies in `[lo, hi]`.
-pub fn within<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(lo: T, hi: T) -> impl Fn(&T) -> Result<(), OutOfRange<T>> {
-    move |v| {
-        if *v < lo || *v > hi {
-            Err(OutOfRange::Between(lo, hi))
-        } else {
-            Ok(())
-        }
-    }
-}
-
-/// A check that a number is at least `lo`.
-pub fn at_least<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(lo: T) -> impl Fn(&T) -> Result<(), OutOfRange<T>> {
-    move |v| if *v < lo { Err(OutOfRange::AtLeast(lo)) } else { Ok(()) }
-}
-
-/// [`at_least`] for a key that may be unset.
-pub fn at_least_if_set<T: PartialOrd + std::fmt::Display + std::fmt::Debug + Copy>(
-    lo: T,
-) -> impl Fn(&Option<T>) -> Result<(), OutOfRange<T>> {
-    move |v| match v {
-        Some(v) if *v < lo => Err(OutOfRange::AtLeast(lo)),
-        _ => Ok(()),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use petrel_lock::LockKind;
+    use petrel_store::FlushMode;
+
     use super::*;
 
     #[test]
-    fn values_parse_only_their_own_spellings() {
-        assert_eq!(bool::parse("TRUE"), Some(true));
-        assert_eq!(bool::parse("yes"), None);
-        assert_eq!(u64::parse("-1"), None);
-        assert_eq!(<Option<IpAddr>>::parse(""), Some(None));
-        assert_eq!(<Option<IpAddr>>::parse("nope"), None);
+    fn broker_values_parse_only_their_own_spellings() {
         assert_eq!(FlushMode::parse("SYNC_FLUSH"), Some(FlushMode::Sync));
+        assert_eq!(FlushMode::parse("sync"), None);
         assert_eq!(LockKind::Adaptive.render(), "abs");
-        assert_eq!(within(10u64, 95)(&96).unwrap_err().to_string(), "must be between 10 and 95");
-        assert!(at_least(1usize)(&1).is_ok());
-    }
-
-    #[test]
-    fn a_secret_is_never_shown() {
-        let s = <Option<Secret>>::parse(r#"{"username":"root","password":"hunter2"}"#).unwrap();
-        assert_eq!(s.render(), REDACTED);
-        assert!(!format!("{s:?}").contains("hunter2"));
-        assert_eq!(s.as_ref().map(Secret::expose), Some(r#"{"username":"root","password":"hunter2"}"#));
-        assert_eq!(<Option<Secret>>::parse("").unwrap().render(), "", "unset shows as unset");
-        const { assert!(<Option<Secret>>::SECRET && !<Option<String>>::SECRET) };
+        assert_eq!(BrokerRole::parse("SLAVE"), Some(BrokerRole::Slave));
+        assert_eq!(TlsMode::parse("Enforcing"), Some(TlsMode::Enforcing));
     }
 }

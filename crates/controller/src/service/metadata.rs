@@ -12,7 +12,7 @@ use super::Controller;
 
 pub(super) fn get(controller: &Arc<Controller>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     let leader = controller.node.leader();
-    let peer = leader.and_then(|id| controller.config.peers.get(&id));
+    let peer = leader.and_then(|id| controller.config.peers.0.get(&id));
     let header = ControllerMetadataResponseHeader {
         group: Some(controller.config.group.clone()),
         controller_leader_id: peer.map(|(name, _)| name.clone()),

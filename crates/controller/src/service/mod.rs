@@ -92,7 +92,7 @@ impl Controller {
             leading_since: Mutex::new(None),
             counters: ControllerCounters::default(),
             wake_scan: tokio::sync::Notify::new(),
-            raft_gate: RaftGate::new(config.raft_secret.clone()),
+            raft_gate: RaftGate::new(config.raft_secret()),
             config,
         })
     }
@@ -147,7 +147,7 @@ impl Controller {
 
     /// The address (`n0:host:port;…`) list getControllerMetaData shows.
     fn peers_text(&self) -> String {
-        self.config.peers.values().map(|(name, addr)| format!("{name}:{addr};")).collect()
+        self.config.peers.0.values().map(|(name, addr)| format!("{name}:{addr};")).collect()
     }
 }
 
