@@ -65,6 +65,13 @@ pub enum BrokerError {
         #[source]
         source: petrel_protocol::BodyError,
     },
+    /// A table in standard JSON (a master's offsets) that does not parse.
+    #[error("{what}: {source}")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
     /// A background writer failed or stopped; its own error is kept.
     #[error("{what}: {source}")]
     Persist {

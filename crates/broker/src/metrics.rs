@@ -121,10 +121,24 @@ impl Scrape {
     }
 }
 
+/// `v` as an integer if it is one (and fits).
+fn whole(v: f64) -> Option<i64> {
+    // 2^53: beyond it an f64 is not every integer, and the cast below stays exact below it.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    (v.fract() == 0.0 && v.abs() < EXACT).then_some(v as i64)
+}
+
 fn encode_value(value: &Value, kind: MetricType, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
     match (value, kind) {
-        (Value::Number(v), MetricType::Counter) => ConstCounter::new(*v).encode(encoder),
-        (Value::Number(v), _) => ConstGauge::new(*v).encode(encoder),
+        // Whole numbers as integers (`7`, not `7.0`), as the text format was written before.
+        (Value::Number(v), MetricType::Counter) => match whole(*v).and_then(|n| u64::try_from(n).ok()) {
+            Some(n) => ConstCounter::new(n).encode(encoder),
+            None => ConstCounter::new(*v).encode(encoder),
+        },
+        (Value::Number(v), _) => match whole(*v) {
+            Some(n) => ConstGauge::new(n).encode(encoder),
+            None => ConstGauge::new(*v).encode(encoder),
+        },
         (Value::Histogram { sum, count, buckets }, _) => encoder.encode_histogram::<NoLabelSet>(*sum, *count, buckets, None),
     }
 }
@@ -833,6 +847,10 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(value("petrel_messages_put_total"), 7.0);
+        assert!(
+            text.lines().any(|l| l == "petrel_messages_put_total 7"),
+            "whole numbers as integers"
+        );
         let acquisitions = value("petrel_put_lock_acquisitions_total{kind=\"abs\"}");
         assert_eq!(value("petrel_put_lock_wait_seconds_bucket{le=\"+Inf\",kind=\"abs\"}"), acquisitions);
         assert_eq!(value("petrel_put_lock_wait_seconds_count{kind=\"abs\"}"), acquisitions);

@@ -23,56 +23,35 @@ use std::sync::Arc;
 
 use petrel_auth::{Action, AuthSettings, AuthStore, Check, Resource};
 use petrel_protocol::RemotingCommand;
-use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::codes::response_code as resp;
 use petrel_remoting::{Connection, error};
 
 use crate::state::Routes;
 
 const UPDATE: &[Action] = &[Action::Update];
 
-/// What one code needs.
+/// What one code needs; each request unit declares its own.
 #[derive(Clone, Copy)]
-enum Rule {
+pub(crate) enum Rule {
     /// Served to anyone: the reason is the decision.
     Open(#[allow(dead_code, reason = "the decision's words, for readers and the rule test")] &'static str),
     /// A write: signed, and Update on the clusters it touches.
     Write(fn(&RemotingCommand, &Routes) -> BTreeSet<String>),
 }
 
-const ROUTES_ARE_PUBLIC: &str =
+pub(crate) const ROUTES_ARE_PUBLIC: &str =
     "a read of routes or clusters: clients sign with users that exist only on brokers, and a route is no secret";
-
-/// Every code the name server serves, and its rule.
-const RULES: &[(i32, Rule)] = &[
-    (rc::REGISTER_BROKER, Rule::Write(broker_clusters)),
-    (rc::UNREGISTER_BROKER, Rule::Write(broker_clusters)),
-    (rc::DELETE_TOPIC_IN_NAMESRV, Rule::Write(topic_clusters)),
-    (rc::PUT_KV_CONFIG, Rule::Write(named_cluster)),
-    (rc::DELETE_KV_CONFIG, Rule::Write(named_cluster)),
-    (rc::GET_ROUTEINFO_BY_TOPIC, Rule::Open(ROUTES_ARE_PUBLIC)),
-    (rc::GET_BROKER_CLUSTER_INFO, Rule::Open(ROUTES_ARE_PUBLIC)),
-    (rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, Rule::Open(ROUTES_ARE_PUBLIC)),
-    (rc::GET_TOPICS_BY_CLUSTER, Rule::Open(ROUTES_ARE_PUBLIC)),
-    (
-        rc::GET_KV_CONFIG,
-        Rule::Open("KV configuration (order-topic routes, namespaces) is read by clients as routes are"),
-    ),
-    (
-        rc::GET_KVLIST_BY_NAMESPACE,
-        Rule::Open("KV configuration (order-topic routes, namespaces) is read by clients as routes are"),
-    ),
-];
 
 fn ext<'a>(request: &'a RemotingCommand, name: &str) -> &'a str {
     request.ext(name).map_or("", str::trim)
 }
 
-fn named_cluster(request: &RemotingCommand, _: &Routes) -> BTreeSet<String> {
+pub(crate) fn named_cluster(request: &RemotingCommand, _: &Routes) -> BTreeSet<String> {
     BTreeSet::from([ext(request, "clusterName").to_owned()])
 }
 
 /// The cluster named, the cluster the broker name is in now, and the one its address is.
-fn broker_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<String> {
+pub(crate) fn broker_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<String> {
     let mut out = named_cluster(request, routes);
     let name = ext(request, "brokerName");
     if let Some(data) = routes.brokers.get(name) {
@@ -92,7 +71,7 @@ fn broker_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<Strin
 }
 
 /// The cluster named, else every cluster whose brokers serve the topic.
-fn topic_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<String> {
+pub(crate) fn topic_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<String> {
     let named = ext(request, "clusterName");
     if !named.is_empty() {
         return BTreeSet::from([named.to_owned()]);
@@ -110,7 +89,7 @@ fn topic_clusters(request: &RemotingCommand, routes: &Routes) -> BTreeSet<String
 }
 
 fn rule(code: i32) -> Option<Rule> {
-    RULES.iter().find(|(c, _)| *c == code).map(|(_, r)| *r)
+    crate::handlers::unit_for(code).map(|u| u.rule)
 }
 
 /// The name server's users and switches.
@@ -154,20 +133,27 @@ impl NamesrvAccess {
 
 #[cfg(test)]
 mod tests {
+    use petrel_protocol::codes::request_code as rc;
+
     use super::*;
 
-    /// Every served code has a rule; a write with no rule cannot slip in as a read.
+    /// Every served code has its unit's rule (a unit cannot be declared without one); an open
+    /// rule says why.
     #[test]
     fn every_served_code_has_a_rule() {
         for code in crate::served_codes() {
-            assert!(rule(code).is_some(), "request code {code} has no access rule");
-        }
-        for (code, r) in RULES {
-            assert!(crate::served_codes().contains(code), "a rule for code {code}, which is not served");
+            let Some(r) = rule(code) else {
+                panic!("request code {code} has no access rule")
+            };
             if let Rule::Open(why) = r {
                 assert!(why.len() > 20, "code {code}: an open rule says why");
             }
         }
+        assert!(rule(99_999).is_none(), "no unit, no rule");
+        assert!(
+            matches!(rule(rc::REGISTER_BROKER), Some(Rule::Write(_))),
+            "a write is checked as one"
+        );
     }
 
     fn registration(cluster: &str, name: &str, addr: &str) -> RemotingCommand {

@@ -98,6 +98,21 @@ impl Connection {
         }
     }
 
+    /// A connection attached to no socket, for in-process callers and tests: what is pushed to
+    /// it waits in its queue ([`Connection::drain_pushed`]) instead of being written.
+    #[must_use]
+    pub fn detached(peer: SocketAddr) -> Arc<Connection> {
+        Arc::new(Connection::new(peer, 1 << 20, 64))
+    }
+
+    /// Takes what was pushed to a [`Connection::detached`] (notifications, transaction checks).
+    #[must_use]
+    pub fn drain_pushed(&self) -> Vec<RemotingCommand> {
+        let mut out = self.outbound.lock();
+        out.queued_bytes = 0;
+        out.commands.drain(..).collect()
+    }
+
     /// The TLS session's channel binding; `None` on a plain connection.
     #[must_use]
     pub fn channel_binding(&self) -> Option<&[u8; crate::tls::CHANNEL_BINDING_BYTES]> {

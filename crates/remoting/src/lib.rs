@@ -12,6 +12,7 @@ mod budget;
 mod client;
 mod connection;
 mod descriptors;
+pub mod dispatch;
 mod error;
 mod handler;
 mod io;

@@ -1,6 +1,7 @@
-//! Which resources and actions each request code touches: one rule per code the broker serves,
-//! written down here, so that a code with no rule is a test failure (`every_served_code_has_a_rule`)
-//! and, at run time, a refusal rather than a free pass. Taken from RocketMQ 5.5.0
+//! Which resources and actions a request touches: the rule kinds each request unit declares in
+//! its own file (`front/handlers/<area>/<verb>.rs`, beside its handler; a unit cannot be
+//! declared without one), and the helpers those rules use. A code with no unit has no rule and
+//! is refused at run time, never let through. Taken from RocketMQ 5.5.0
 //! (`DefaultAuthorizationContextBuilder` and the `@RocketMQAction` / `@RocketMQResource`
 //! annotations of its request headers), and stricter where RocketMQ leaves a code unchecked:
 //!
@@ -19,33 +20,52 @@
 use petrel_auth::{Action, Check, RETRY_PREFIX, Resource};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::body::{self, HeartbeatData, LockBatchRequestBody, QueryAssignmentRequestBody, SetMessageRequestModeRequestBody};
-use petrel_protocol::codes::request_code as rc;
 
 pub(crate) const PUB: &[Action] = &[Action::Pub];
 pub(crate) const SUB: &[Action] = &[Action::Sub];
 pub(crate) const GET: &[Action] = &[Action::Get];
-const SUB_GET: &[Action] = &[Action::Sub, Action::Get];
-const SUB_UPDATE: &[Action] = &[Action::Sub, Action::Update];
-const PUB_SUB: &[Action] = &[Action::Pub, Action::Sub];
-const CREATE: &[Action] = &[Action::Create];
-const UPDATE: &[Action] = &[Action::Update];
-const DELETE: &[Action] = &[Action::Delete];
+pub(crate) const SUB_GET: &[Action] = &[Action::Sub, Action::Get];
+pub(crate) const SUB_UPDATE: &[Action] = &[Action::Sub, Action::Update];
+pub(crate) const PUB_SUB: &[Action] = &[Action::Pub, Action::Sub];
+pub(crate) const CREATE: &[Action] = &[Action::Create];
+pub(crate) const UPDATE: &[Action] = &[Action::Update];
+pub(crate) const DELETE: &[Action] = &[Action::Delete];
 
 /// Checks a request carries more of than this are refused: a heartbeat with thousands of
 /// subscriptions is not a client's.
 const MAX_CHECKS: usize = 4096;
 
 /// A header field naming a resource.
-enum Named {
+pub(crate) enum Named {
     /// A topic; a retry topic stands for its group.
     Topic(&'static str),
     Group(&'static str),
 }
 
-type Custom = fn(&RemotingCommand) -> Result<Vec<Check>, String>;
+/// Why the resources a request touches cannot be told.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// No unit serves the code, so nothing says what it touches: refused.
+    #[error("request code {0} has no access rule")]
+    NoRule(i32),
+    #[error("bad {what} body: {source}")]
+    Unreadable {
+        what: &'static str,
+        #[source]
+        source: petrel_protocol::BodyError,
+    },
+    #[error("the request names {0} resources, more than {MAX_CHECKS}")]
+    TooMany(usize),
+}
+
+type Custom = fn(&RemotingCommand) -> Result<Vec<Check>, CheckError>;
+
+fn unreadable(what: &'static str) -> impl FnOnce(petrel_protocol::BodyError) -> CheckError {
+    move |source| CheckError::Unreadable { what, source }
+}
 
 /// What one request code is checked for.
-enum Rule {
+pub(crate) enum Rule {
     /// A signature is enough (authentication still applies): the reason is the decision.
     #[allow(dead_code, reason = "no served code needs only a signature today; this is how one would say so")]
     SignatureOnly(&'static str),
@@ -57,117 +77,24 @@ enum Rule {
     Custom(Custom),
 }
 
-/// Every request code the broker serves, and its rule.
-const RULES: &[(i32, Rule)] = &[
-    (rc::SEND_MESSAGE, Rule::Custom(|r| Ok(send(r, "topic")))),
-    (rc::SEND_MESSAGE_V2, Rule::Custom(|r| Ok(send(r, "b")))),
-    (rc::SEND_BATCH_MESSAGE, Rule::Custom(|r| Ok(send(r, "b")))),
-    (rc::SEND_REPLY_MESSAGE, Rule::Custom(|r| Ok(send(r, "topic")))),
-    (rc::SEND_REPLY_MESSAGE_V2, Rule::Custom(|r| Ok(send(r, "b")))),
-    // The record at the offset is checked by the handler too (RocketMQ checks only the group,
-    // so a consumer could copy any topic's message into its retry topic and read it).
-    (rc::CONSUMER_SEND_MSG_BACK, Rule::Fields(SUB, &[Named::Group("group")])),
-    // Without a topic RocketMQ checks nothing; the handler checks the half message's topic.
-    (rc::END_TRANSACTION, Rule::Fields(PUB, &[Named::Topic("topic")])),
-    (rc::PULL_MESSAGE, Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB)))),
-    (rc::LITE_PULL_MESSAGE, Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB)))),
-    (rc::QUERY_CONSUMER_OFFSET, Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB_GET)))),
-    (
-        rc::UPDATE_CONSUMER_OFFSET,
-        Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB_UPDATE))),
-    ),
-    (rc::GET_MAX_OFFSET, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::GET_MIN_OFFSET, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::GET_EARLIEST_MSG_STORETIME, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::SEARCH_OFFSET_BY_TIMESTAMP, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::HEART_BEAT, Rule::Custom(heartbeat)),
-    (rc::UNREGISTER_CLIENT, Rule::Fields(PUB_SUB, &[Named::Group("consumerGroup")])),
-    (
-        rc::GET_CONSUMER_LIST_BY_GROUP,
-        Rule::Fields(SUB_GET, &[Named::Group("consumerGroup")]),
-    ),
-    (
-        rc::GET_CONSUMER_CONNECTION_LIST,
-        Rule::Fields(GET, &[Named::Group("consumerGroup")]),
-    ),
-    (rc::CHECK_CLIENT_CONFIG, Rule::Custom(check_client_config)),
-    (rc::LOCK_BATCH_MQ, Rule::Custom(queue_lock)),
-    (rc::UNLOCK_BATCH_MQ, Rule::Custom(queue_lock)),
-    (rc::UPDATE_AND_CREATE_TOPIC, Rule::Fields(CREATE, &[Named::Topic("topic")])),
-    (rc::DELETE_TOPIC_IN_BROKER, Rule::Fields(DELETE, &[Named::Topic("topic")])),
-    // Every topic's configuration: a cluster-wide read.
-    (rc::GET_ALL_TOPIC_CONFIG, Rule::Cluster(GET)),
-    (rc::GET_TOPIC_CONFIG, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::GET_TOPIC_STATS_INFO, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (
-        rc::GET_CONSUME_STATS,
-        Rule::Fields(GET, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    ),
-    (rc::GET_BROKER_RUNTIME_INFO, Rule::Cluster(GET)),
-    // The broker's configuration (its secrets are masked in the answer as well).
-    (rc::GET_BROKER_CONFIG, Rule::Cluster(GET)),
-    // The handler checks the found record's topic too (RocketMQ checks nothing without `topic`).
-    (rc::VIEW_MESSAGE_BY_ID, Rule::Fields(GET, &[Named::Topic("topic")])),
-    (rc::QUERY_MESSAGE, Rule::Fields(SUB_GET, &[Named::Topic("topic")])),
-    (
-        rc::INVOKE_BROKER_TO_RESET_OFFSET,
-        Rule::Fields(UPDATE, &[Named::Group("group"), Named::Topic("topic")]),
-    ),
-    // Can disable or reshape another group: Update on the group the body names.
-    (rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, Rule::Custom(group_config)),
-    (rc::DELETE_SUBSCRIPTIONGROUP, Rule::Fields(DELETE, &[Named::Group("groupName")])),
-    (rc::GET_SUBSCRIPTIONGROUP_CONFIG, Rule::Fields(GET, &[Named::Group("group")])),
-    // What a slave copies from its master (it signs with the inner credentials, a super user):
-    // every group's offsets and settings, so cluster-wide reads.
-    (rc::GET_ALL_CONSUMER_OFFSET, Rule::Cluster(GET)),
-    (rc::GET_ALL_DELAY_OFFSET, Rule::Cluster(GET)),
-    (rc::GET_TIMER_CHECK_POINT, Rule::Cluster(GET)),
-    (rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG, Rule::Cluster(GET)),
-    (rc::GET_ALL_MESSAGE_REQUEST_MODE, Rule::Cluster(GET)),
-    (
-        rc::POP_MESSAGE,
-        Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    ),
-    (
-        rc::ACK_MESSAGE,
-        Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    ),
-    (
-        rc::CHANGE_MESSAGE_INVISIBLETIME,
-        Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    ),
-    (rc::QUERY_ASSIGNMENT, Rule::Custom(assignment)),
-    (rc::SET_MESSAGE_REQUEST_MODE, Rule::Custom(request_mode)),
-    (rc::NOTIFY_BROKER_ROLE_CHANGED, Rule::Cluster(UPDATE)),
-    (rc::GET_BROKER_EPOCH_CACHE, Rule::Cluster(GET)),
-    (rc::AUTH_CREATE_USER, Rule::Cluster(UPDATE)),
-    (rc::AUTH_UPDATE_USER, Rule::Cluster(UPDATE)),
-    (rc::AUTH_DELETE_USER, Rule::Cluster(UPDATE)),
-    (rc::AUTH_GET_USER, Rule::Cluster(GET)),
-    (rc::AUTH_LIST_USER, Rule::Cluster(GET)),
-    (rc::AUTH_CREATE_ACL, Rule::Cluster(UPDATE)),
-    (rc::AUTH_UPDATE_ACL, Rule::Cluster(UPDATE)),
-    (rc::AUTH_DELETE_ACL, Rule::Cluster(UPDATE)),
-    (rc::AUTH_GET_ACL, Rule::Cluster(GET)),
-    (rc::AUTH_LIST_ACL, Rule::Cluster(GET)),
-];
-
 /// The codes whose rule is a signature alone, with the written reason.
 #[cfg(test)]
 fn signature_only() -> Vec<(i32, &'static str)> {
-    RULES
+    crate::front::units()
         .iter()
-        .filter_map(|(code, rule)| match rule {
-            Rule::SignatureOnly(why) => Some((*code, *why)),
+        .filter_map(|unit| match unit.rule {
+            Rule::SignatureOnly(why) => Some((unit.code, why)),
             _ => None,
         })
         .collect()
 }
 
-/// Whether `code` has a rule.
-#[cfg(test)]
-fn has_rule(code: i32) -> bool {
-    RULES.iter().any(|(c, _)| *c == code)
+/// The names the request units' rules use, for their files' one `use`.
+pub(crate) mod rules {
+    pub(crate) use super::{
+        CREATE, DELETE, GET, Named, PUB, PUB_SUB, Rule, SUB, SUB_GET, SUB_UPDATE, UPDATE, assignment, check_client_config, group_config,
+        heartbeat, queue_lock, read, request_mode, send,
+    };
 }
 
 fn field<'a>(request: &'a RemotingCommand, name: &str) -> Option<&'a str> {
@@ -184,7 +111,7 @@ fn is_retry(topic: &str) -> bool {
 
 /// A send: Pub on the topic, or, for a retry topic, Sub on the group the topic names (never the
 /// group a field claims).
-fn send(request: &RemotingCommand, topic_field: &str) -> Vec<Check> {
+pub(crate) fn send(request: &RemotingCommand, topic_field: &str) -> Vec<Check> {
     let topic = field(request, topic_field).unwrap_or_default();
     if is_retry(topic) {
         return vec![check(Resource::group(topic), SUB)];
@@ -193,7 +120,7 @@ fn send(request: &RemotingCommand, topic_field: &str) -> Vec<Check> {
 }
 
 /// A read of a queue by a group: the topic (a retry topic: the group it names) and the group.
-fn read(request: &RemotingCommand, group_field: &str, actions: &'static [Action]) -> Vec<Check> {
+pub(crate) fn read(request: &RemotingCommand, group_field: &str, actions: &'static [Action]) -> Vec<Check> {
     let mut out = Vec::with_capacity(2);
     if let Some(topic) = field(request, "topic") {
         // `Resource::topic` turns `%RETRY%G` into `Group:G`.
@@ -203,8 +130,8 @@ fn read(request: &RemotingCommand, group_field: &str, actions: &'static [Action]
     out
 }
 
-fn heartbeat(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: HeartbeatData = body::from_json(&request.body).map_err(|e| format!("bad heartbeat body: {e}"))?;
+pub(crate) fn heartbeat(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: HeartbeatData = body::from_json(&request.body).map_err(unreadable("heartbeat"))?;
     let mut out = Vec::new();
     for consumer in &data.consumer_data_set {
         out.push(check(Resource::group(&consumer.group_name), SUB));
@@ -215,8 +142,8 @@ fn heartbeat(request: &RemotingCommand) -> Result<Vec<Check>, String> {
     Ok(out)
 }
 
-fn queue_lock(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: LockBatchRequestBody = body::from_json(&request.body).map_err(|e| format!("bad lock request body: {e}"))?;
+pub(crate) fn queue_lock(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: LockBatchRequestBody = body::from_json(&request.body).map_err(unreadable("lock request"))?;
     let mut out = vec![check(Resource::group(&data.consumer_group), SUB)];
     for mq in &data.mq_set {
         out.push(check(Resource::topic(&mq.topic), SUB));
@@ -224,8 +151,8 @@ fn queue_lock(request: &RemotingCommand) -> Result<Vec<Check>, String> {
     Ok(out)
 }
 
-fn check_client_config(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: serde_json::Value = body::from_json(&request.body).map_err(|e| format!("bad CHECK_CLIENT_CONFIG body: {e}"))?;
+pub(crate) fn check_client_config(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: serde_json::Value = body::from_json(&request.body).map_err(unreadable("CHECK_CLIENT_CONFIG"))?;
     let mut out = vec![check(Resource::group(data["group"].as_str().unwrap_or_default()), SUB)];
     if let Some(topic) = data["subscriptionData"]["topic"].as_str() {
         out.push(check(Resource::topic(topic), SUB));
@@ -233,22 +160,21 @@ fn check_client_config(request: &RemotingCommand) -> Result<Vec<Check>, String> 
     Ok(out)
 }
 
-fn group_config(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: serde_json::Value = body::from_json(&request.body).map_err(|e| format!("bad SubscriptionGroupConfig body: {e}"))?;
+pub(crate) fn group_config(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: serde_json::Value = body::from_json(&request.body).map_err(unreadable("SubscriptionGroupConfig"))?;
     Ok(vec![check(Resource::group(data["groupName"].as_str().unwrap_or_default()), UPDATE)])
 }
 
-fn assignment(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: QueryAssignmentRequestBody = body::from_json(&request.body).map_err(|e| format!("bad QUERY_ASSIGNMENT body: {e}"))?;
+pub(crate) fn assignment(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: QueryAssignmentRequestBody = body::from_json(&request.body).map_err(unreadable("QUERY_ASSIGNMENT"))?;
     Ok(vec![
         check(Resource::group(&data.consumer_group), SUB),
         check(Resource::topic(&data.topic), SUB),
     ])
 }
 
-fn request_mode(request: &RemotingCommand) -> Result<Vec<Check>, String> {
-    let data: SetMessageRequestModeRequestBody =
-        body::from_json(&request.body).map_err(|e| format!("bad SET_MESSAGE_REQUEST_MODE body: {e}"))?;
+pub(crate) fn request_mode(request: &RemotingCommand) -> Result<Vec<Check>, CheckError> {
+    let data: SetMessageRequestModeRequestBody = body::from_json(&request.body).map_err(unreadable("SET_MESSAGE_REQUEST_MODE"))?;
     Ok(vec![
         check(Resource::group(&data.consumer_group), UPDATE),
         check(Resource::topic(&data.topic), UPDATE),
@@ -260,10 +186,11 @@ fn request_mode(request: &RemotingCommand) -> Result<Vec<Check>, String> {
 /// # Errors
 /// A code with no rule (refused, never let through), a body that cannot be read to find its
 /// resources, or one naming more than [`MAX_CHECKS`].
-pub(crate) fn checks_for(request: &RemotingCommand, cluster: &str) -> Result<Vec<Check>, String> {
-    let Some((_, rule)) = RULES.iter().find(|(c, _)| *c == request.code) else {
-        return Err(format!("request code {} has no access rule", request.code));
+pub(crate) fn checks_for(request: &RemotingCommand, cluster: &str) -> Result<Vec<Check>, CheckError> {
+    let Some(unit) = crate::front::unit_for(request.code) else {
+        return Err(CheckError::NoRule(request.code));
     };
+    let rule = &unit.rule;
     let out = match rule {
         Rule::SignatureOnly(_) => Vec::new(),
         Rule::Cluster(actions) => vec![check(Resource::cluster(cluster), actions)],
@@ -277,7 +204,7 @@ pub(crate) fn checks_for(request: &RemotingCommand, cluster: &str) -> Result<Vec
         Rule::Custom(f) => f(request)?,
     };
     if out.len() > MAX_CHECKS {
-        return Err(format!("the request names {} resources, more than {MAX_CHECKS}", out.len()));
+        return Err(CheckError::TooMany(out.len()));
     }
     Ok(out)
 }
@@ -286,6 +213,7 @@ pub(crate) fn checks_for(request: &RemotingCommand, cluster: &str) -> Result<Vec
 mod tests {
     use super::*;
     use petrel_protocol::ExtFields;
+    use petrel_protocol::codes::request_code as rc;
 
     fn req(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
         let ext: ExtFields = fields.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
@@ -303,20 +231,24 @@ mod tests {
     /// a new request cannot ship unchecked by accident; one that needs only a signature must say
     /// so (and why) in the table.
     #[test]
-    fn every_served_code_has_a_rule() {
-        let missing: Vec<i32> = crate::front::served_codes().into_iter().filter(|c| !has_rule(*c)).collect();
-        assert!(missing.is_empty(), "request codes served with no access rule: {missing:?}");
-        let unserved: Vec<i32> = RULES
-            .iter()
-            .map(|(c, _)| *c)
-            .filter(|c| !crate::front::served_codes().contains(c))
-            .collect();
-        assert!(unserved.is_empty(), "rules for codes the broker does not serve: {unserved:?}");
+    fn every_unit_declares_a_rule_and_a_code_without_one_is_refused() {
+        // The dispatcher builds (no code declared twice) and every served code has its unit's rule.
+        let served = crate::front::served_codes();
+        assert_eq!(served.len(), crate::front::units().len());
+        for code in &served {
+            let unit = crate::front::unit_for(*code).expect("a served code has its unit");
+            assert_eq!(unit.code, *code);
+        }
         for (code, why) in signature_only() {
             assert!(why.len() > 20, "code {code}: a signature-only rule says why");
         }
-        // A code with no rule is refused, not let through.
-        assert!(checks_for(&req(99_999, &[]), "c").unwrap_err().contains("no access rule"));
+        // A code with no unit has no rule: refused, not let through.
+        assert!(matches!(checks_for(&req(99_999, &[]), "c"), Err(CheckError::NoRule(99_999))));
+        let bad_body = req(rc::HEART_BEAT, &[]).with_body(b"{not json".to_vec());
+        assert!(matches!(
+            checks_for(&bad_body, "c"),
+            Err(CheckError::Unreadable { what: "heartbeat", .. })
+        ));
     }
 
     #[test]

@@ -8,7 +8,8 @@
 
 mod checks;
 
-pub(crate) use checks::{GET, PUB, SUB};
+pub use checks::CheckError;
+pub(crate) use checks::{GET, PUB, Rule, SUB, rules};
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -38,7 +39,7 @@ pub struct Access {
 /// # Errors
 /// As the gate refuses: no rule, or a body that cannot be read.
 #[doc(hidden)]
-pub fn checks_for_fuzzing(request: &RemotingCommand, cluster: &str) -> Result<Vec<Check>, String> {
+pub fn checks_for_fuzzing(request: &RemotingCommand, cluster: &str) -> Result<Vec<Check>, CheckError> {
     checks::checks_for(request, cluster)
 }
 

@@ -1,6 +1,7 @@
-//! The RocketMQ front end: a table from request code to the handler file of its request family
-//! (`handlers/<area>/<verb>.rs`). Each handler reads the typed header, calls a service, and
-//! writes the answer; errors become answers in one place (`reply::from_error`).
+//! The RocketMQ front end: request units, each declared in its own file
+//! (`handlers/<area>/<verb>.rs`: its code, access rule and handler) and registered by one line,
+//! served through remoting's dispatcher. Each handler reads the typed header, calls a service,
+//! and writes the answer; errors become answers in one place (`reply::from_error`).
 //!
 //! Owns: the wire side of the broker. Must never: answer a code it does not implement with
 //! anything but REQUEST_CODE_NOT_SUPPORTED naming the code, answer a oneway request, or do a
@@ -9,45 +10,39 @@
 pub mod client_handle;
 mod handlers;
 pub mod reply;
+#[cfg(test)]
+mod tests;
+pub(crate) mod unit;
 
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
-use petrel_protocol::codes::response_code as resp;
-use petrel_remoting::{Connection, Handler, Reply, error};
+use petrel_remoting::{Connection, Handler, Reply};
 
 use crate::broker::Broker;
 
 pub use handlers::served_codes;
+
+/// The unit serving `code`.
+pub(crate) fn unit_for(code: i32) -> Option<&'static unit::Unit> {
+    handlers::dispatcher().unit(code)
+}
+
+/// Every unit, in declaration order.
+#[cfg(test)]
+pub(crate) fn units() -> &'static [&'static unit::Unit] {
+    handlers::dispatcher().units()
+}
 
 /// The broker as a connection handler.
 pub struct RocketMqFront(pub Arc<Broker>);
 
 impl Handler for RocketMqFront {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-        let oneway = request.is_oneway();
         if let Err(refusal) = self.0.access.admit(conn, &request) {
-            return if oneway { Reply::None } else { Reply::Now(*refusal) };
+            return if request.is_oneway() { Reply::None } else { Reply::Now(*refusal) };
         }
-        let reply = match handlers::route(request.code) {
-            Some(handler) => handler(&self.0, conn, request),
-            None => Reply::Now(error(
-                &request,
-                resp::REQUEST_CODE_NOT_SUPPORTED,
-                format!(" request type {} not supported", request.code),
-            )),
-        };
-        if !oneway {
-            return reply;
-        }
-        // A oneway request's work still happens (a oneway send is stored); nothing is answered.
-        match reply {
-            Reply::Later(work) => Reply::Later(Box::pin(async move {
-                work.await;
-                None
-            })),
-            Reply::Now(_) | Reply::None => Reply::None,
-        }
+        handlers::dispatcher().dispatch(request, |unit, request| (unit.handle)(&self.0, conn, request))
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

@@ -22,6 +22,7 @@ pub fn code_of(e: &BrokerError) -> i32 {
         | BrokerError::Corrupt { .. }
         | BrokerError::Persist { .. }
         | BrokerError::Record { .. }
+        | BrokerError::Json { .. }
         | BrokerError::Auth(_)
         | BrokerError::Replication(_)
         | BrokerError::NotSupported(_)

@@ -118,7 +118,10 @@ impl OffsetTable {
     /// # Errors
     /// The master's table does not parse.
     pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, BrokerError> {
-        let master: OffsetFile = petrel_protocol::body::from_json(json).map_err(BrokerError::corrupt("the master's consumer offsets"))?;
+        let master: OffsetFile = serde_json::from_slice(json).map_err(|source| BrokerError::Json {
+            what: "the master's consumer offsets",
+            source,
+        })?;
         let mut changed = 0;
         let mut table = self.committed.write();
         for (k, queues) in master.offset_table {

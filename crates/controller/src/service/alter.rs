@@ -1,6 +1,8 @@
 //! CONTROLLER_ALTER_SYNC_STATE_SET (1001): the master grows or shrinks its SyncStateSet; fenced
 //! by the master's epoch and the set's epoch, and every new member must be alive.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -52,3 +54,9 @@ pub(super) fn alter(controller: &Arc<Controller>, _conn: &Arc<Connection>, reque
         Ok(answer(&request, resp::SUCCESS).with_ext_fields(header.to_ext()).with_body(body))
     })
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CONTROLLER_ALTER_SYNC_STATE_SET,
+    handle: alter,
+}];

@@ -2,6 +2,8 @@
 //! which id to claim, then claims it with its `address;uuid` check code (the same broker asking
 //! again gets its id back; another broker is refused).
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -43,3 +45,15 @@ pub(super) fn apply(controller: &Arc<Controller>, _conn: &Arc<Connection>, reque
         Ok(answer(&request, resp::SUCCESS).with_ext_fields(reply.to_ext()))
     })
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::CONTROLLER_GET_NEXT_BROKER_ID,
+        handle: next,
+    },
+    Unit {
+        code: rc::CONTROLLER_APPLY_BROKER_ID,
+        handle: apply,
+    },
+];

@@ -2,6 +2,8 @@
 //! back (or a whole set). A live broker is refused unless `isCleanLivingBroker=true`; the
 //! current master never is forgotten by id.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -43,3 +45,9 @@ fn parse_ids(text: &str) -> Result<BTreeSet<u64>, Refused> {
         })
         .collect()
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CLEAN_BROKER_DATA,
+    handle: clean,
+}];

@@ -2,6 +2,7 @@
 //! (`electMaster`, designated), or from the leader's own scan when a master stops
 //! heartbeating; and the NOTIFY_BROKER_ROLE_CHANGED (1008) that tells the set's live replicas.
 
+use super::Unit;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -181,3 +182,9 @@ fn notify_role_changed(controller: &Arc<Controller>, broker_name: &str, outcome:
         });
     }
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CONTROLLER_ELECT_MASTER,
+    handle: elect,
+}];

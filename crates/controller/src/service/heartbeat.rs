@@ -2,6 +2,8 @@
 //! needs (its last epoch, max offset, priority). Kept by each controller in memory, not in Raft:
 //! liveness is an observation, and it travels into the log only inside the commands that use it.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -100,3 +102,9 @@ pub(super) fn connection_closed(controller: &Controller, connection: u64) {
         controller.wake_scan.notify_one();
     }
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::BROKER_HEARTBEAT,
+    handle: beat,
+}];

@@ -1,6 +1,8 @@
 //! CONTROLLER_GET_METADATA_INFO (1005): who leads the controller group. Brokers ask every
 //! controller in `controllerAddr` and send their requests to the leader's address.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -22,3 +24,9 @@ pub(super) fn get(controller: &Arc<Controller>, _conn: &Arc<Connection>, request
     };
     Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(header.to_ext()))
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CONTROLLER_GET_METADATA_INFO,
+    handle: get,
+}];

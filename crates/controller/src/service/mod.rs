@@ -22,8 +22,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::{HeaderError, RemotingCommand};
+use petrel_remoting::dispatch::Dispatcher;
 use petrel_remoting::{Connection, Handler, Reply, error};
 
 use crate::config::ControllerConfig;
@@ -173,24 +174,37 @@ fn now_or_fail(request: &RemotingCommand, answered: Result<RemotingCommand, Fail
 
 type HandlerFn = fn(&Arc<Controller>, &Arc<Connection>, RemotingCommand) -> Reply;
 
-/// The handler of each RocketMQ request code a controller serves.
-const TABLE: &[(i32, HandlerFn)] = &[
-    (rc::CONTROLLER_GET_METADATA_INFO, metadata::get),
-    (rc::BROKER_HEARTBEAT, heartbeat::beat),
-    (rc::CONTROLLER_GET_NEXT_BROKER_ID, broker_id::next),
-    (rc::CONTROLLER_APPLY_BROKER_ID, broker_id::apply),
-    (rc::CONTROLLER_REGISTER_BROKER, register::register),
-    (rc::CONTROLLER_GET_REPLICA_INFO, replicas::replica_info),
-    (rc::CONTROLLER_GET_SYNC_STATE_DATA, replicas::sync_state_data),
-    (rc::CONTROLLER_ELECT_MASTER, elect::elect),
-    (rc::CONTROLLER_ALTER_SYNC_STATE_SET, alter::alter),
-    (rc::CLEAN_BROKER_DATA, clean::clean),
+/// One RocketMQ controller request's declaration. (Petrel's Raft messages are served before
+/// these, behind the Raft gate: `raft::tcp::serve_raft`.)
+pub(crate) struct Unit {
+    pub code: i32,
+    pub handle: HandlerFn,
+}
+
+impl petrel_remoting::dispatch::Unit for Unit {
+    fn code(&self) -> i32 {
+        self.code
+    }
+}
+
+/// Every request file of a controller, one line each.
+const FILES: &[&[Unit]] = &[
+    metadata::UNITS,
+    heartbeat::UNITS,
+    broker_id::UNITS,
+    register::UNITS,
+    replicas::UNITS,
+    elect::UNITS,
+    alter::UNITS,
+    clean::UNITS,
 ];
+
+static DISPATCHER: std::sync::LazyLock<Dispatcher<Unit>> = std::sync::LazyLock::new(|| Dispatcher::new(FILES));
 
 /// The request codes a controller answers (besides Petrel's Raft codes).
 #[must_use]
 pub fn served_codes() -> Vec<i32> {
-    TABLE.iter().map(|(code, _)| *code).collect()
+    DISPATCHER.served_codes().collect()
 }
 
 /// The remoting handler of a controller's listener.
@@ -212,15 +226,7 @@ impl Handler for ControllerHandler {
         if let Some(deferred) = serve_raft(self.0.node.raft(), &request) {
             return Reply::Later(deferred);
         }
-        match TABLE.iter().find(|(code, _)| *code == request.code) {
-            Some((_, handler)) => handler(&self.0, conn, request),
-            None if request.is_oneway() => Reply::None,
-            None => Reply::Now(error(
-                &request,
-                resp::REQUEST_CODE_NOT_SUPPORTED,
-                format!(" request type {} not supported", request.code),
-            )),
-        }
+        DISPATCHER.dispatch(request, |unit, request| (unit.handle)(&self.0, conn, request))
     }
 }
 

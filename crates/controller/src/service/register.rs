@@ -1,6 +1,8 @@
 //! CONTROLLER_REGISTER_BROKER (1003): a broker with an id comes up (perhaps at a new address) and
 //! learns its set's master, if that master is alive, and the SyncStateSet.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -48,3 +50,9 @@ pub(super) fn register(controller: &Arc<Controller>, _conn: &Arc<Connection>, re
         Ok(answer(&request, resp::SUCCESS).with_ext_fields(header.to_ext()).with_body(body))
     })
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CONTROLLER_REGISTER_BROKER,
+    handle: register,
+}];

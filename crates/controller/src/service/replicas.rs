@@ -1,6 +1,8 @@
 //! CONTROLLER_GET_REPLICA_INFO (1004), which brokers poll for their set's master, and
 //! CONTROLLER_GET_SYNC_STATE_DATA (1006), which `mqadmin getSyncStateSet` shows.
 
+use super::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -113,3 +115,15 @@ fn describe(controller: &Controller, set: &BrokerSet) -> ReplicasInfo {
         not_in_sync_replicas: not_in_sync,
     }
 }
+
+/// This file's requests, registered by one line in `service/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::CONTROLLER_GET_REPLICA_INFO,
+        handle: replica_info,
+    },
+    Unit {
+        code: rc::CONTROLLER_GET_SYNC_STATE_DATA,
+        handle: sync_state_data,
+    },
+];

@@ -1,6 +1,10 @@
 //! REGISTER_BROKER (103) and UNREGISTER_BROKER (104).
 
+use super::Unit;
+#[allow(unused_imports, reason = "each file's rules name what they need")]
+use crate::access::{self, ROUTES_ARE_PUBLIC, Rule};
 use petrel_protocol::body::{RegisterBrokerBody, from_json, register_body_crc32};
+use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, RegisterBrokerRequestHeader, RegisterBrokerResponseHeader, UnregisterBrokerRequestHeader};
 use petrel_protocol::{ExtFields, RemotingCommand};
@@ -68,3 +72,18 @@ pub(super) fn unregister(ns: &NameServer, request: &RemotingCommand, _origin: Or
         .unregister(&h.cluster_name, &h.broker_name, &h.broker_addr, h.broker_id);
     answer(request, resp::SUCCESS)
 }
+
+/// This file's requests: each code with its access rule and its handler, registered by one
+/// line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::REGISTER_BROKER,
+        rule: Rule::Write(access::broker_clusters),
+        handle: register,
+    },
+    Unit {
+        code: rc::UNREGISTER_BROKER,
+        rule: Rule::Write(access::broker_clusters),
+        handle: unregister,
+    },
+];

@@ -1,8 +1,12 @@
 //! PUT_KV_CONFIG (100), GET_KV_CONFIG (101), DELETE_KV_CONFIG (102) and
 //! GET_KVLIST_BY_NAMESPACE (219).
 
+use super::Unit;
+#[allow(unused_imports, reason = "each file's rules name what they need")]
+use crate::access::{self, ROUTES_ARE_PUBLIC, Rule};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::body::{KvTable, to_json};
+use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, GetKvConfigRequestHeader, PutKvConfigRequestHeader};
 use petrel_remoting::{answer, error};
@@ -62,3 +66,28 @@ pub(super) fn list(ns: &NameServer, request: &RemotingCommand, _origin: Origin) 
         None => error(request, resp::QUERY_NOT_FOUND, "No config item"),
     }
 }
+
+/// This file's requests: each code with its access rule and its handler, registered by one
+/// line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::PUT_KV_CONFIG,
+        rule: Rule::Write(access::named_cluster),
+        handle: put,
+    },
+    Unit {
+        code: rc::GET_KV_CONFIG,
+        rule: Rule::Open("KV configuration (order-topic routes, namespaces) is read by clients as routes are"),
+        handle: get,
+    },
+    Unit {
+        code: rc::DELETE_KV_CONFIG,
+        rule: Rule::Write(access::named_cluster),
+        handle: delete,
+    },
+    Unit {
+        code: rc::GET_KVLIST_BY_NAMESPACE,
+        rule: Rule::Open("KV configuration (order-topic routes, namespaces) is read by clients as routes are"),
+        handle: list,
+    },
+];

@@ -1,6 +1,7 @@
-//! The name server's request codes: a table from code to the file that answers it.
+//! The name server's request units: each file declares its codes, their access rules and
+//! handlers (`UNITS`), registered by one line here and served through remoting's dispatcher.
 //!
-//! Owns: dispatch and the answer to an unknown code. Must never: answer a oneway request.
+//! Owns: the list of request files. Must never: answer a oneway request.
 
 mod broker;
 mod cluster;
@@ -8,12 +9,13 @@ mod kv;
 mod route;
 mod topics;
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use petrel_protocol::RemotingCommand;
-use petrel_protocol::codes::{request_code as rc, response_code as resp};
-use petrel_remoting::{Connection, Handler, Reply, error};
+use petrel_remoting::dispatch::{Dispatcher, not_supported};
+use petrel_remoting::{Connection, Handler, Reply};
 
+use crate::access::Rule;
 use crate::state::NameServer;
 
 /// Who sent a request: a connection, or the broker in the same process.
@@ -24,25 +26,33 @@ pub(crate) struct Origin {
 
 type HandlerFn = fn(&NameServer, &RemotingCommand, Origin) -> RemotingCommand;
 
-/// The handler of each request code the name server serves.
-const TABLE: &[(i32, HandlerFn)] = &[
-    (rc::REGISTER_BROKER, broker::register),
-    (rc::UNREGISTER_BROKER, broker::unregister),
-    (rc::GET_ROUTEINFO_BY_TOPIC, route::get),
-    (rc::GET_BROKER_CLUSTER_INFO, cluster::get),
-    (rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER, topics::all),
-    (rc::GET_TOPICS_BY_CLUSTER, topics::by_cluster),
-    (rc::DELETE_TOPIC_IN_NAMESRV, topics::delete),
-    (rc::PUT_KV_CONFIG, kv::put),
-    (rc::GET_KV_CONFIG, kv::get),
-    (rc::DELETE_KV_CONFIG, kv::delete),
-    (rc::GET_KVLIST_BY_NAMESPACE, kv::list),
-];
+/// One request code's declaration: its access rule and its handler.
+pub(crate) struct Unit {
+    pub code: i32,
+    pub rule: Rule,
+    pub handle: HandlerFn,
+}
+
+impl petrel_remoting::dispatch::Unit for Unit {
+    fn code(&self) -> i32 {
+        self.code
+    }
+}
+
+/// Every request file of the name server, one line each.
+const FILES: &[&[Unit]] = &[broker::UNITS, route::UNITS, cluster::UNITS, topics::UNITS, kv::UNITS];
+
+static DISPATCHER: LazyLock<Dispatcher<Unit>> = LazyLock::new(|| Dispatcher::new(FILES));
+
+/// The unit serving `code`.
+pub(crate) fn unit_for(code: i32) -> Option<&'static Unit> {
+    DISPATCHER.unit(code)
+}
 
 /// The request codes the name server answers.
 #[must_use]
 pub fn served_codes() -> Vec<i32> {
-    TABLE.iter().map(|(code, _)| *code).collect()
+    DISPATCHER.served_codes().collect()
 }
 
 impl NameServer {
@@ -52,13 +62,9 @@ impl NameServer {
     }
 
     pub(crate) fn handle_from(&self, request: &RemotingCommand, origin: Origin) -> Option<RemotingCommand> {
-        let response = match TABLE.iter().find(|(code, _)| *code == request.code) {
-            Some((_, handler)) => handler(self, request, origin),
-            None => error(
-                request,
-                resp::REQUEST_CODE_NOT_SUPPORTED,
-                format!(" request type {} not supported", request.code),
-            ),
+        let response = match DISPATCHER.unit(request.code) {
+            Some(unit) => (unit.handle)(self, request, origin),
+            None => not_supported(request),
         };
         (!request.is_oneway()).then_some(response)
     }

@@ -1,6 +1,10 @@
 //! GET_ROUTEINFO_BY_TOPIC (105).
 
+use super::Unit;
+#[allow(unused_imports, reason = "each file's rules name what they need")]
+use crate::access::{self, ROUTES_ARE_PUBLIC, Rule};
 use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, GetRouteInfoRequestHeader};
 use petrel_remoting::{answer, error};
@@ -27,3 +31,11 @@ pub(super) fn get(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -
         None => error(request, resp::TOPIC_NOT_EXIST, no_route_remark(&h.topic)),
     }
 }
+
+/// This file's requests: each code with its access rule and its handler, registered by one
+/// line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::GET_ROUTEINFO_BY_TOPIC,
+    rule: Rule::Open(ROUTES_ARE_PUBLIC),
+    handle: get,
+}];

@@ -1,8 +1,12 @@
 //! GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224) and
 //! DELETE_TOPIC_IN_NAMESRV (216).
 
+use super::Unit;
+#[allow(unused_imports, reason = "each file's rules name what they need")]
+use crate::access::{self, ROUTES_ARE_PUBLIC, Rule};
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::body::{TopicList, to_json};
+use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::codes::response_code as resp;
 use petrel_protocol::header::{CommandHeader, DeleteTopicFromNamesrvRequestHeader, GetTopicsByClusterRequestHeader};
 use petrel_remoting::{answer, error};
@@ -56,3 +60,23 @@ pub(super) fn delete(ns: &NameServer, request: &RemotingCommand, _origin: Origin
     }
     answer(request, resp::SUCCESS)
 }
+
+/// This file's requests: each code with its access rule and its handler, registered by one
+/// line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+        rule: Rule::Open(ROUTES_ARE_PUBLIC),
+        handle: all,
+    },
+    Unit {
+        code: rc::GET_TOPICS_BY_CLUSTER,
+        rule: Rule::Open(ROUTES_ARE_PUBLIC),
+        handle: by_cluster,
+    },
+    Unit {
+        code: rc::DELETE_TOPIC_IN_NAMESRV,
+        rule: Rule::Write(access::topic_clusters),
+        handle: delete,
+    },
+];

@@ -1,5 +1,9 @@
 //! GET_BROKER_CONFIG (26): every setting as `key=value` lines, and the topic table's version.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -15,3 +19,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     r.put_ext("version", body::to_json(&version));
     Reply::Now(r)
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // The broker's configuration (its secrets are masked in the answer as well).
+    Unit {
+        code: rc::GET_BROKER_CONFIG,
+        rule: Rule::Cluster(GET),
+        handle,
+    },
+];

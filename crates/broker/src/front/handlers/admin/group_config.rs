@@ -3,6 +3,10 @@
 //! (207, `mqadmin deleteSubGroup`) and GET_SUBSCRIPTIONGROUP_CONFIG (352). Changes are made on a
 //! master; its slaves copy the table.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -61,3 +65,24 @@ pub(crate) fn one(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remoti
         None => Reply::Now(answer(&request, resp::SUBSCRIPTION_GROUP_NOT_EXIST).with_remark("No group in this broker")),
     }
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // Can disable or reshape another group: Update on the group the body names.
+    Unit {
+        code: rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        rule: Rule::Custom(group_config),
+        handle: update,
+    },
+    Unit {
+        code: rc::DELETE_SUBSCRIPTIONGROUP,
+        rule: Rule::Fields(DELETE, &[Named::Group("groupName")]),
+        handle: delete,
+    },
+    Unit {
+        code: rc::GET_SUBSCRIPTIONGROUP_CONFIG,
+        rule: Rule::Fields(GET, &[Named::Group("group")]),
+        handle: one,
+    },
+];

@@ -2,6 +2,10 @@
 //! (`_UNIQUE_KEY_QUERY=true`: `queryMsgByUniqueKey`, and `queryMsgById` for a client-made id),
 //! found through the store's key index. Both answers carry where the index stands.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -38,3 +42,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(reply.with_ext_fields(index.to_ext()))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::QUERY_MESSAGE,
+    rule: Rule::Fields(SUB_GET, &[Named::Topic("topic")]),
+    handle,
+}];

@@ -3,6 +3,10 @@
 //! each queue's next pull answers PULL_OFFSET_MOVED to the new offset, so consumers online or
 //! not move there. The answer lists every queue's new offset.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -43,3 +47,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(answer(&request, resp::SUCCESS).with_body(body.to_json().into_bytes()))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::INVOKE_BROKER_TO_RESET_OFFSET,
+    rule: Rule::Fields(UPDATE, &[Named::Group("group"), Named::Topic("topic")]),
+    handle,
+}];

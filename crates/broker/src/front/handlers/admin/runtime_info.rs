@@ -1,6 +1,10 @@
 //! GET_BROKER_RUNTIME_INFO (28): what `mqadmin clusterList` and `brokerStatus` show, with the
 //! replication state (a master's slaves and their lag, a slave's master).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -19,3 +23,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(answer(&request, resp::SUCCESS).with_body(body::to_json(&KvTable { table })))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::GET_BROKER_RUNTIME_INFO,
+    rule: Rule::Cluster(GET),
+    handle,
+}];

@@ -2,6 +2,10 @@
 //! caller must be allowed to read the record's own topic, whatever topic the request names
 //! (RocketMQ checks nothing when it names none).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -21,3 +25,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(answer(&request, resp::SUCCESS).with_body(record))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // The handler checks the found record's topic too (RocketMQ checks nothing without `topic`).
+    Unit {
+        code: rc::VIEW_MESSAGE_BY_ID,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle,
+    },
+];

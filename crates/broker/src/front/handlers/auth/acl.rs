@@ -2,6 +2,10 @@
 //! subject's policies by resource, as in RocketMQ — AUTH_DELETE_ACL (3008), AUTH_GET_ACL (3009)
 //! and AUTH_LIST_ACL (3010).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_auth::AclInfo;
@@ -53,3 +57,33 @@ pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remot
         .list_acls(field(&request, "subjectFilter"), field(&request, "resourceFilter"));
     found(&request, (!acls.is_empty()).then_some(&acls))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::AUTH_CREATE_ACL,
+        rule: Rule::Cluster(UPDATE),
+        handle: put,
+    },
+    Unit {
+        code: rc::AUTH_UPDATE_ACL,
+        rule: Rule::Cluster(UPDATE),
+        handle: put,
+    },
+    Unit {
+        code: rc::AUTH_DELETE_ACL,
+        rule: Rule::Cluster(UPDATE),
+        handle: delete,
+    },
+    Unit {
+        code: rc::AUTH_GET_ACL,
+        rule: Rule::Cluster(GET),
+        handle: get,
+    },
+    Unit {
+        code: rc::AUTH_LIST_ACL,
+        rule: Rule::Cluster(GET),
+        handle: list,
+    },
+];

@@ -4,6 +4,10 @@
 //! RocketMQ). Only a super user is shown passwords (RocketMQ shows them to anyone allowed
 //! `Cluster:Get`).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_auth::{ACCESS_KEY, AuthError, UserInfo};
@@ -125,3 +129,33 @@ pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remot
         .collect();
     found(&request, (!users.is_empty()).then_some(&users))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::AUTH_CREATE_USER,
+        rule: Rule::Cluster(UPDATE),
+        handle: create,
+    },
+    Unit {
+        code: rc::AUTH_UPDATE_USER,
+        rule: Rule::Cluster(UPDATE),
+        handle: update,
+    },
+    Unit {
+        code: rc::AUTH_DELETE_USER,
+        rule: Rule::Cluster(UPDATE),
+        handle: delete,
+    },
+    Unit {
+        code: rc::AUTH_GET_USER,
+        rule: Rule::Cluster(GET),
+        handle: get,
+    },
+    Unit {
+        code: rc::AUTH_LIST_USER,
+        rule: Rule::Cluster(GET),
+        handle: list,
+    },
+];

@@ -2,6 +2,10 @@
 //! accepted; SQL92 compiles when `enablePropertyFilter` is on (else SYSTEM_ERROR), and one that
 //! does not compile gets SUBSCRIPTION_PARSE_FAILED with the reason, so `start()` fails there.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -32,3 +36,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CHECK_CLIENT_CONFIG,
+    rule: Rule::Custom(check_client_config),
+    handle,
+}];

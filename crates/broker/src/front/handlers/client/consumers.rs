@@ -1,5 +1,9 @@
 //! GET_CONSUMER_LIST_BY_GROUP (38) and GET_CONSUMER_CONNECTION_LIST (203).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -58,3 +62,18 @@ pub(crate) fn connections(broker: &Arc<Broker>, _conn: &Arc<Connection>, request
         ),
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::GET_CONSUMER_LIST_BY_GROUP,
+        rule: Rule::Fields(SUB_GET, &[Named::Group("consumerGroup")]),
+        handle: list,
+    },
+    Unit {
+        code: rc::GET_CONSUMER_CONNECTION_LIST,
+        rule: Rule::Fields(GET, &[Named::Group("consumerGroup")]),
+        handle: connections,
+    },
+];

@@ -1,5 +1,9 @@
 //! HEART_BEAT (34): consumer and producer groups, and each consumer group's retry topic.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,3 +62,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(reply)
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::HEART_BEAT,
+    rule: Rule::Custom(heartbeat),
+    handle,
+}];

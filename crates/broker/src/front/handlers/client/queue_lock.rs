@@ -1,5 +1,9 @@
 //! LOCK_BATCH_MQ (41) and UNLOCK_BATCH_MQ (42): an orderly consumer's hold on its queues.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -33,3 +37,18 @@ pub(crate) fn unlock(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Err(e) => from_error(&request, &e),
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::LOCK_BATCH_MQ,
+        rule: Rule::Custom(queue_lock),
+        handle: lock,
+    },
+    Unit {
+        code: rc::UNLOCK_BATCH_MQ,
+        rule: Rule::Custom(queue_lock),
+        handle: unlock,
+    },
+];

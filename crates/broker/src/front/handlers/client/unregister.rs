@@ -1,5 +1,9 @@
 //! UNREGISTER_CLIENT (35).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::codes::response_code as resp;
@@ -17,3 +21,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         .unregister(&h.client_id, h.producer_group.as_deref(), h.consumer_group.as_deref());
     Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::default()))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::UNREGISTER_CLIENT,
+    rule: Rule::Fields(PUB_SUB, &[Named::Group("consumerGroup")]),
+    handle,
+}];

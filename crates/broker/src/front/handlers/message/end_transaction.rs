@@ -4,6 +4,10 @@
 //! half message's real topic, whatever topic the request names (RocketMQ checks nothing when it
 //! names none).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -47,3 +51,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         })
     }))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // Without a topic RocketMQ checks nothing; the handler checks the half message's topic.
+    Unit {
+        code: rc::END_TRANSACTION,
+        rule: Rule::Fields(PUB, &[Named::Topic("topic")]),
+        handle,
+    },
+];

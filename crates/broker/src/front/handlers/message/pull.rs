@@ -1,6 +1,10 @@
 //! PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361): the flags to a typed pull, RocketMQ's status
 //! to response-code table.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -106,6 +110,21 @@ fn answer_pull(request: &RemotingCommand, offset: i64, got: PullOutcome, role: R
         .with_ext_fields(header.to_ext())
         .with_body(got.body)
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::PULL_MESSAGE,
+        rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB))),
+        handle,
+    },
+    Unit {
+        code: rc::LITE_PULL_MESSAGE,
+        rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB))),
+        handle,
+    },
+];
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,9 @@
 //! SEND_MESSAGE (10, long keys), SEND_MESSAGE_V2 (310, short keys) and SEND_BATCH_MESSAGE (320).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -92,3 +96,23 @@ pub(super) fn refused(request: &RemotingCommand, e: &BrokerError, region: &str) 
     r.put_ext("MSG_REGION", region);
     r
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::SEND_MESSAGE,
+        rule: Rule::Custom(|r| Ok(send(r, "topic"))),
+        handle,
+    },
+    Unit {
+        code: rc::SEND_MESSAGE_V2,
+        rule: Rule::Custom(|r| Ok(send(r, "b"))),
+        handle,
+    },
+    Unit {
+        code: rc::SEND_BATCH_MESSAGE,
+        rule: Rule::Custom(|r| Ok(send(r, "b"))),
+        handle,
+    },
+];

@@ -3,6 +3,10 @@
 //! the group's dead-letter queue once it was retried enough. The caller must be allowed to read
 //! the topic of the record at the offset it names (RocketMQ checks only the group).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -36,3 +40,15 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(answer(&request, resp::SUCCESS))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // The record at the offset is checked by the handler too (RocketMQ checks only the group,
+    // so a consumer could copy any topic's message into its retry topic and read it).
+    Unit {
+        code: rc::CONSUMER_SEND_MSG_BACK,
+        rule: Rule::Fields(SUB, &[Named::Group("group")]),
+        handle,
+    },
+];

@@ -5,6 +5,10 @@
 //! it in `<cluster>_REPLY_TOPIC` (`storeReplyMessageEnable`). The replier's answer says whether
 //! the requester took it: SYSTEM_ERROR with RocketMQ's remark when it did not.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -119,3 +123,18 @@ fn not_stored(request: &RemotingCommand, broker: &Broker) -> RemotingCommand {
     };
     answer(request, resp::SUCCESS).with_ext_fields(header.to_ext())
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::SEND_REPLY_MESSAGE,
+        rule: Rule::Custom(|r| Ok(send(r, "topic"))),
+        handle,
+    },
+    Unit {
+        code: rc::SEND_REPLY_MESSAGE_V2,
+        rule: Rule::Custom(|r| Ok(send(r, "b"))),
+        handle,
+    },
+];

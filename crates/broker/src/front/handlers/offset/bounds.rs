@@ -1,6 +1,10 @@
 //! The queue offset lookups consumers start from: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 //! GET_EARLIEST_MSG_STORETIME (32), SEARCH_OFFSET_BY_TIMESTAMP (29).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -47,3 +51,28 @@ pub(crate) fn search_by_time(broker: &Arc<Broker>, _conn: &Arc<Connection>, requ
         Ok(ok_with(&request, &OffsetResponseHeader { offset }))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::GET_MAX_OFFSET,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle: max,
+    },
+    Unit {
+        code: rc::GET_MIN_OFFSET,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle: min,
+    },
+    Unit {
+        code: rc::GET_EARLIEST_MSG_STORETIME,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle: earliest_store_time,
+    },
+    Unit {
+        code: rc::SEARCH_OFFSET_BY_TIMESTAMP,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle: search_by_time,
+    },
+];

@@ -1,5 +1,9 @@
 //! QUERY_CONSUMER_OFFSET (14).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -31,3 +35,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         .with_ext_fields(petrel_protocol::ExtFields::default()),
     )
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::QUERY_CONSUMER_OFFSET,
+    rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB_GET))),
+    handle,
+}];

@@ -1,6 +1,10 @@
 //! UPDATE_CONSUMER_OFFSET (15). The queue must be one of the topic's: RocketMQ takes any queue
 //! id, and each one stays in the offset table for good.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -37,3 +41,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         },
     )
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::UPDATE_CONSUMER_OFFSET,
+    rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB_UPDATE))),
+    handle,
+}];

@@ -2,6 +2,10 @@
 //! queues of a topic it reads, and whether by pull or by pop; SET_MESSAGE_REQUEST_MODE (401):
 //! `mqadmin setConsumeMode` puts a group's reading of a topic in POP (or PULL) mode.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -58,3 +62,18 @@ pub(crate) fn set_mode(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: R
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::QUERY_ASSIGNMENT,
+        rule: Rule::Custom(assignment),
+        handle: query,
+    },
+    Unit {
+        code: rc::SET_MESSAGE_REQUEST_MODE,
+        rule: Rule::Custom(request_mode),
+        handle: set_mode,
+    },
+];

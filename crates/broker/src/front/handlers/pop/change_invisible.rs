@@ -1,6 +1,10 @@
 //! CHANGE_MESSAGE_INVISIBLETIME (200053): a popped message comes back after `invisibleTime`
 //! (a POP consumer's RECONSUME_LATER); the answer carries its new pop time, its new handle.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -34,3 +38,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::CHANGE_MESSAGE_INVISIBLETIME,
+    rule: Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
+    handle,
+}];

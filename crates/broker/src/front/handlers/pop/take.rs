@@ -2,6 +2,10 @@
 //! pops until acked or its invisible time passes. The answer's header carries the pop time and
 //! invisible time the client builds each message's `POP_CK` handle from.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,3 +74,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         Ok(reply.with_ext_fields(header.to_ext()))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::POP_MESSAGE,
+    rule: Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
+    handle,
+}];

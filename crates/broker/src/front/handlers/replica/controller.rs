@@ -2,6 +2,10 @@
 //! controllers' notice after an election, and GET_BROKER_EPOCH_CACHE (1007), its epoch entries
 //! for `mqadmin getBrokerEpoch`.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -52,3 +56,18 @@ pub(crate) fn epoch_cache(broker: &Arc<Broker>, _conn: &Arc<Connection>, request
     });
     Reply::Now(answer(&request, resp::SUCCESS).with_body(body.to_string().into_bytes()))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    Unit {
+        code: rc::NOTIFY_BROKER_ROLE_CHANGED,
+        rule: Rule::Cluster(UPDATE),
+        handle: role_changed,
+    },
+    Unit {
+        code: rc::GET_BROKER_EPOCH_CACHE,
+        rule: Rule::Cluster(GET),
+        handle: epoch_cache,
+    },
+];

@@ -4,6 +4,10 @@
 //! `subscriptionGroup.json`, `messageRequestMode.json`). Petrel has no POP request modes yet, so
 //! that table is empty, as on a RocketMQ broker that never used them.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -31,3 +35,35 @@ pub(crate) fn timer_checkpoint(broker: &Arc<Broker>, _conn: &Arc<Connection>, re
 pub(crate) fn message_request_modes(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
     Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.pop.modes_json()))
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // What a slave copies from its master (it signs with the inner credentials, a super user):
+    // every group's offsets and settings, so cluster-wide reads.
+    Unit {
+        code: rc::GET_ALL_CONSUMER_OFFSET,
+        rule: Rule::Cluster(GET),
+        handle: consumer_offsets,
+    },
+    Unit {
+        code: rc::GET_ALL_DELAY_OFFSET,
+        rule: Rule::Cluster(GET),
+        handle: delay_offsets,
+    },
+    Unit {
+        code: rc::GET_TIMER_CHECK_POINT,
+        rule: Rule::Cluster(GET),
+        handle: timer_checkpoint,
+    },
+    Unit {
+        code: rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+        rule: Rule::Cluster(GET),
+        handle: subscription_groups,
+    },
+    Unit {
+        code: rc::GET_ALL_MESSAGE_REQUEST_MODE,
+        rule: Rule::Cluster(GET),
+        handle: message_request_modes,
+    },
+];

@@ -1,6 +1,10 @@
 //! GET_ALL_TOPIC_CONFIG (21) and GET_TOPIC_CONFIG (351; Java's TopicConfigAndQueueMapping
 //! without a mapping is the plain TopicConfig).
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -30,3 +34,19 @@ pub(crate) fn one(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remoti
         ),
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[
+    // Every topic's configuration: a cluster-wide read.
+    Unit {
+        code: rc::GET_ALL_TOPIC_CONFIG,
+        rule: Rule::Cluster(GET),
+        handle: all,
+    },
+    Unit {
+        code: rc::GET_TOPIC_CONFIG,
+        rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+        handle: one,
+    },
+];

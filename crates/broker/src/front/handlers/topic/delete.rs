@@ -1,6 +1,10 @@
 //! DELETE_TOPIC_IN_BROKER (215): the config, the offsets and the consume-queue files go; the
 //! records in the commit log age out with retention.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -25,3 +29,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(answer(&request, resp::SUCCESS))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::DELETE_TOPIC_IN_BROKER,
+    rule: Rule::Fields(DELETE, &[Named::Topic("topic")]),
+    handle,
+}];

@@ -1,5 +1,9 @@
 //! GET_TOPIC_STATS_INFO (202): each queue's offsets and last store time.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -38,3 +42,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(answer(&request, resp::SUCCESS).with_body(table.to_json()))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::GET_TOPIC_STATS_INFO,
+    rule: Rule::Fields(GET, &[Named::Topic("topic")]),
+    handle,
+}];

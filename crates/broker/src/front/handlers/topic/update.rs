@@ -1,5 +1,9 @@
 //! UPDATE_AND_CREATE_TOPIC (17): answered once the topic is saved and the name servers know it.
 
+#[allow(unused_imports, reason = "each file's rules name the helpers they need")]
+use crate::access::rules::*;
+use crate::front::unit::Unit;
+use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
@@ -30,3 +34,11 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         Ok(answer(&request, resp::SUCCESS))
     })
 }
+
+/// This file's requests: each code with its access rule (what it touches, for whom) and its
+/// handler. Registered by one line in `handlers/mod.rs`.
+pub(crate) const UNITS: &[Unit] = &[Unit {
+    code: rc::UPDATE_AND_CREATE_TOPIC,
+    rule: Rule::Fields(CREATE, &[Named::Topic("topic")]),
+    handle,
+}];

@@ -1,0 +1,304 @@
+//! The request units in process: the broker's real dispatcher, access gate and handlers over a
+//! broker on a temporary directory, on a connection attached to no socket. Each family's
+//! answers and its refusals, with RocketMQ's codes.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
+use petrel_remoting::{Connection, Handler, Reply};
+
+use super::RocketMqFront;
+use crate::config::{BrokerConfig, Secret};
+use crate::services::testing::TestBroker;
+
+fn peer() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 40_123))
+}
+
+fn req(code: i32, fields: &[(&str, &str)]) -> RemotingCommand {
+    let mut r = RemotingCommand::request(code, 1);
+    for (k, v) in fields {
+        r.put_ext(*k, *v);
+    }
+    r
+}
+
+/// The answer the broker gives `request` on `conn`.
+async fn call(front: &RocketMqFront, conn: &Arc<Connection>, request: RemotingCommand) -> RemotingCommand {
+    match front.handle(conn, request) {
+        Reply::Now(answer) => answer,
+        Reply::Later(work) => work.await.expect("a request is answered"),
+        Reply::None => panic!("no answer to a request that wants one"),
+    }
+}
+
+fn create_topic(topic: &str) -> RemotingCommand {
+    req(
+        rc::UPDATE_AND_CREATE_TOPIC,
+        &[
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("readQueueNums", "2"),
+            ("writeQueueNums", "2"),
+            ("perm", "6"),
+            ("topicFilterType", "SINGLE_TAG"),
+            ("order", "false"),
+        ],
+    )
+}
+
+fn send(topic: &str, queue_id: i32, body: &[u8]) -> RemotingCommand {
+    let queue = queue_id.to_string();
+    req(
+        rc::SEND_MESSAGE,
+        &[
+            ("producerGroup", "pg"),
+            ("topic", topic),
+            ("defaultTopic", "TBW102"),
+            ("defaultTopicQueueNums", "4"),
+            ("queueId", &queue),
+            ("sysFlag", "0"),
+            ("bornTimestamp", "1700000000000"),
+            ("flag", "0"),
+            ("properties", "TAGS\u{1}A\u{2}WAIT\u{1}true\u{2}"),
+        ],
+    )
+    .with_body(body.to_vec())
+}
+
+fn started(configure: impl FnOnce(&mut BrokerConfig)) -> (TestBroker, RocketMqFront, Arc<Connection>) {
+    let broker = TestBroker::start(configure);
+    let front = RocketMqFront(broker.broker.clone());
+    (broker, front, Connection::detached(peer()))
+}
+
+#[tokio::test]
+async fn unknown_codes_are_not_supported_and_oneway_requests_get_no_answer() {
+    let (broker, front, conn) = started(|_| {});
+    let answer = call(&front, &conn, req(99_999, &[])).await;
+    assert_eq!(answer.code, resp::REQUEST_CODE_NOT_SUPPORTED);
+    assert_eq!(answer.remark.as_deref(), Some(" request type 99999 not supported"));
+    let mut oneway = req(99_999, &[]);
+    oneway.mark_oneway();
+    assert!(matches!(front.handle(&conn, oneway), Reply::None));
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn sends_store_and_their_refusals_name_rocketmq_codes() {
+    let (broker, front, conn) = started(|c| {
+        c.auto_create_topic_enable = false;
+        c.max_message_size_bytes = 1024;
+    });
+    assert_eq!(call(&front, &conn, create_topic("orders")).await.code, resp::SUCCESS);
+    let stored = call(&front, &conn, send("orders", 0, b"hello")).await;
+    assert_eq!(stored.code, resp::SUCCESS, "{:?}", stored.remark);
+    assert!(stored.ext("msgId").is_some_and(|id| id.len() == 32), "{stored:?}");
+    assert_eq!(stored.ext("queueOffset"), Some("0"));
+    let missing = call(&front, &conn, send("no-such-topic", 0, b"x")).await;
+    assert_eq!(missing.code, resp::TOPIC_NOT_EXIST, "{:?}", missing.remark);
+    let too_large = call(&front, &conn, send("orders", 0, &[b'x'; 2048])).await;
+    assert_eq!(too_large.code, resp::MESSAGE_ILLEGAL, "{:?}", too_large.remark);
+    let mut no_topic = send("orders", 0, b"x");
+    no_topic.ext_fields.as_mut().expect("fields").shift_remove("topic");
+    let no_topic = call(&front, &conn, no_topic).await;
+    assert_eq!(
+        no_topic.code,
+        resp::SYSTEM_ERROR,
+        "a header without its topic: {:?}",
+        no_topic.remark
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn pulls_and_offsets_read_what_was_stored_and_refuse_what_is_not() {
+    let (broker, front, conn) = started(|c| c.auto_create_topic_enable = false);
+    assert_eq!(call(&front, &conn, create_topic("t")).await.code, resp::SUCCESS);
+    assert_eq!(call(&front, &conn, send("t", 1, b"one")).await.code, resp::SUCCESS);
+    broker.wait_dispatched();
+    let pull = |offset: &str| {
+        req(
+            rc::PULL_MESSAGE,
+            &[
+                ("consumerGroup", "cg"),
+                ("topic", "t"),
+                ("queueId", "1"),
+                ("queueOffset", offset),
+                ("maxMsgNums", "32"),
+                ("sysFlag", "0"),
+                ("commitOffset", "0"),
+                ("suspendTimeoutMillis", "0"),
+                ("subVersion", "0"),
+            ],
+        )
+    };
+    let got = call(&front, &conn, pull("0")).await;
+    assert_eq!(got.code, resp::SUCCESS, "{:?}", got.remark);
+    let messages = petrel_protocol::decode_messages(&got.body).expect("records");
+    assert_eq!(messages.len(), 1);
+    assert_eq!(&messages[0].body[..], b"one");
+    let beyond = call(&front, &conn, pull("5")).await;
+    assert_eq!(beyond.code, resp::PULL_OFFSET_MOVED, "{:?}", beyond.remark);
+
+    let update = req(
+        rc::UPDATE_CONSUMER_OFFSET,
+        &[("consumerGroup", "cg"), ("topic", "t"), ("queueId", "1"), ("commitOffset", "1")],
+    );
+    let unknown_group = call(&front, &conn, update.clone()).await;
+    assert_eq!(unknown_group.code, resp::SUBSCRIPTION_GROUP_NOT_EXIST, "{:?}", unknown_group.remark);
+    crate::services::testing::heartbeat_consumer(&broker.broker, "cg", "t");
+    assert_eq!(call(&front, &conn, update).await.code, resp::SUCCESS);
+    let query = |group: &str| {
+        req(
+            rc::QUERY_CONSUMER_OFFSET,
+            &[("consumerGroup", group), ("topic", "t"), ("queueId", "1")],
+        )
+    };
+    let found = call(&front, &conn, query("cg")).await;
+    assert_eq!((found.code, found.ext("offset")), (resp::SUCCESS, Some("1")));
+    let max = call(&front, &conn, req(rc::GET_MAX_OFFSET, &[("topic", "t"), ("queueId", "1")])).await;
+    assert_eq!((max.code, max.ext("offset")), (resp::SUCCESS, Some("1")));
+    let bad = call(
+        &front,
+        &conn,
+        req(rc::QUERY_CONSUMER_OFFSET, &[("consumerGroup", "cg"), ("topic", "t")]),
+    )
+    .await;
+    assert_eq!(bad.code, resp::SYSTEM_ERROR, "a header without its queueId: {:?}", bad.remark);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn admin_creates_and_reads_topics_and_masks_secrets() {
+    let (broker, front, conn) = started(|c| {
+        c.init_authentication_user = Some(Secret::new(r#"{"username":"root","password":"hunter2-hunter2"}"#));
+    });
+    assert_eq!(call(&front, &conn, create_topic("admin-made")).await.code, resp::SUCCESS);
+    let config = call(&front, &conn, req(rc::GET_TOPIC_CONFIG, &[("topic", "admin-made")])).await;
+    assert_eq!(config.code, resp::SUCCESS, "{:?}", config.remark);
+    assert!(String::from_utf8_lossy(&config.body).contains("admin-made"));
+    let missing = call(&front, &conn, req(rc::GET_TOPIC_CONFIG, &[("topic", "nope")])).await;
+    assert_eq!(missing.code, resp::TOPIC_NOT_EXIST, "{:?}", missing.remark);
+    let illegal = call(&front, &conn, create_topic("bad topic!")).await;
+    assert_eq!(
+        illegal.code,
+        resp::INVALID_PARAMETER,
+        "a topic name outside RocketMQ's characters: {:?}",
+        illegal.remark
+    );
+    let broker_config = call(&front, &conn, req(rc::GET_BROKER_CONFIG, &[])).await;
+    let text = String::from_utf8_lossy(&broker_config.body).into_owned();
+    assert!(
+        text.contains("initAuthenticationUser=******") && !text.contains("hunter2"),
+        "{text}"
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn pop_takes_and_acks_and_refuses_a_forged_receipt() {
+    let (broker, front, conn) = started(|c| c.auto_create_topic_enable = false);
+    assert_eq!(call(&front, &conn, create_topic("p")).await.code, resp::SUCCESS);
+    assert_eq!(call(&front, &conn, send("p", 0, b"popped")).await.code, resp::SUCCESS);
+    broker.wait_dispatched();
+    crate::services::testing::heartbeat_consumer(&broker.broker, "pg-pop", "p");
+    let pop = req(
+        rc::POP_MESSAGE,
+        &[
+            ("consumerGroup", "pg-pop"),
+            ("topic", "p"),
+            ("queueId", "-1"),
+            ("maxMsgNums", "8"),
+            ("invisibleTime", "60000"),
+            ("pollTime", "0"),
+            ("bornTime", "1700000000000"),
+            ("initMode", "0"),
+        ],
+    );
+    let popped = call(&front, &conn, pop).await;
+    assert_eq!(popped.code, resp::SUCCESS, "{:?}", popped.remark);
+    let messages = petrel_protocol::decode_messages(&popped.body).expect("records");
+    assert_eq!(messages.len(), 1);
+    // The handle a client builds from the answer's pop time (RocketMQ's ExtraInfoUtil layout).
+    let pop_time = popped.ext("popTime").expect("the pop time");
+    let receipt = format!(
+        "0 {pop_time} 60000 0 0 broker-a {} {}",
+        messages[0].queue_id, messages[0].queue_offset
+    );
+    let ack = |extra: &str| {
+        req(
+            rc::ACK_MESSAGE,
+            &[
+                ("consumerGroup", "pg-pop"),
+                ("topic", "p"),
+                ("queueId", "0"),
+                ("extraInfo", extra),
+                ("offset", "0"),
+            ],
+        )
+    };
+    assert_eq!(call(&front, &conn, ack(&receipt)).await.code, resp::SUCCESS);
+    let forged = call(&front, &conn, ack("not a receipt")).await;
+    assert_eq!(
+        forged.code,
+        resp::INVALID_PARAMETER,
+        "a receipt handle that does not parse: {:?}",
+        forged.remark
+    );
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn end_transaction_refuses_an_offset_with_no_half_message() {
+    let (broker, front, conn) = started(|_| {});
+    let end = req(
+        rc::END_TRANSACTION,
+        &[
+            ("producerGroup", "tx-pg"),
+            ("tranStateTableOffset", "0"),
+            ("commitLogOffset", "123456"),
+            ("commitOrRollback", "8"),
+            ("msgId", "0A0000010000000000000000"),
+        ],
+    );
+    let answer = call(&front, &conn, end).await;
+    assert_eq!(answer.code, resp::SYSTEM_ERROR, "no half message there: {:?}", answer.remark);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn acl_requests_need_a_signature_and_a_super_user() {
+    let (broker, front, conn) = started(|c| {
+        c.authentication_enabled = true;
+        c.authorization_enabled = true;
+        c.init_authentication_user = Some(Secret::new(r#"{"username":"root","password":"root-secret-123"}"#));
+    });
+    let create = |name: &str| {
+        req(rc::AUTH_CREATE_USER, &[("username", name)])
+            .with_body(format!(r#"{{"username":"{name}","password":"pw-{name}-123","userType":"Normal"}}"#).into_bytes())
+    };
+    let unsigned = call(&front, &conn, create("alice")).await;
+    assert_eq!(
+        unsigned.code,
+        resp::NO_PERMISSION,
+        "an unsigned admin request: {:?}",
+        unsigned.remark
+    );
+    let mut signed = create("alice");
+    petrel_auth::sign(&mut signed, "root", "root-secret-123");
+    let made = call(&front, &conn, signed).await;
+    assert_eq!(made.code, resp::SUCCESS, "{:?}", made.remark);
+    let mut by_alice = create("mallory");
+    petrel_auth::sign(&mut by_alice, "alice", "pw-alice-123");
+    let refused = call(&front, &conn, by_alice).await;
+    assert_eq!(
+        refused.code,
+        resp::NO_PERMISSION,
+        "a normal user cannot make users: {:?}",
+        refused.remark
+    );
+    broker.stop().await;
+}
