@@ -297,3 +297,95 @@ fn the_item_reader_sees_what_the_text_split_missed() {
         "a #[cfg(test)] module is skipped whole"
     );
 }
+
+/// Non-test code of `crates/*/src`, item by item (test items and `#[cfg(test)] mod x;` files
+/// left out), as `(file, text)`.
+fn production_sources() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root().join("crates")).expect("crates/") {
+        let src = entry.expect("entry").path().join("src");
+        if !src.is_dir() {
+            continue;
+        }
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for file in files {
+            let name = file.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if name == "tests.rs" || name == "testing.rs" {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).expect("readable source");
+            let parsed = syn::parse_file(&text).unwrap_or_else(|e| panic!("{} does not parse: {e}", file.display()));
+            let kept: Vec<syn::Item> = parsed
+                .items
+                .into_iter()
+                .filter(|item| !matches!(item, syn::Item::Mod(m) if is_test_only(&m.attrs)))
+                .collect();
+            let code: String = kept.iter().map(quote_item).collect::<Vec<_>>().join("\n");
+            out.push((file.strip_prefix(root()).expect("under the root").display().to_string(), code));
+        }
+    }
+    out
+}
+
+/// An item's text, tokens spaced as `proc_macro2` prints them.
+fn quote_item(item: &syn::Item) -> String {
+    use quote::ToTokens;
+    item.to_token_stream().to_string()
+}
+
+/// The `Result`s of `code` whose error is a `String` or a boxed `dyn Error`.
+fn stringly_results(code: &str) -> Vec<String> {
+    let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+    let mut found = Vec::new();
+    for (at, _) in compact.match_indices("Result<") {
+        // The error type: after the last top-level comma of the Result's arguments.
+        let rest = &compact[at + "Result<".len()..];
+        let mut depth = 0usize;
+        let mut last_comma = None;
+        let mut end = rest.len();
+        for (i, c) in rest.char_indices() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' | ')' | ']' if depth == 0 => {
+                    end = i;
+                    break;
+                }
+                '>' | ')' | ']' => depth -= 1,
+                ',' if depth == 0 => last_comma = Some(i),
+                _ => {}
+            }
+        }
+        let Some(comma) = last_comma else { continue };
+        let error = &rest[comma + 1..end];
+        if error == "String" || error.starts_with("Box<dyn") {
+            found.push(format!("Result<{}>", &rest[..end]));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_error_scan_finds_text_and_boxed_errors_and_passes_typed_ones() {
+    let found = stringly_results(
+        "fn a() -> Result<Vec<(u8, String)>, String> {} fn b() -> io::Result<()> {} fn c() -> Result<(), Box<dyn std::error::Error>> {} fn d() -> Result<String, E> {}",
+    );
+    assert_eq!(found, ["Result<Vec<(u8,String)>,String>", "Result<(),Box<dynstd::error::Error>>"]);
+}
+
+/// One error style and no hand-written exposition format: no production signature returns a
+/// `Result` whose error is a `String` or a boxed `dyn Error`, and the broker writes no `# TYPE`
+/// line itself (prometheus-client does).
+#[test]
+fn errors_are_typed_and_metrics_are_the_crates() {
+    let mut stringly = Vec::new();
+    let mut hand_written = Vec::new();
+    for (file, code) in production_sources() {
+        stringly.extend(stringly_results(&code).into_iter().map(|r| format!("{file}: {r}")));
+        if file.starts_with("crates/broker/src") && code.contains("# TYPE") {
+            hand_written.push(file);
+        }
+    }
+    assert!(stringly.is_empty(), "errors as text or boxed, not typed: {stringly:#?}");
+    assert!(hand_written.is_empty(), "Prometheus text written by hand: {hand_written:?}");
+}

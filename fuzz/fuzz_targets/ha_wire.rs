@@ -42,13 +42,13 @@ fuzz_target!(|data: &[u8]| {
     while let Ok(Some((m, used))) = SlaveMessage::decode(rest) {
         assert!(used > 0 && used <= rest.len());
         let again = m.encode();
-        assert_eq!(SlaveMessage::decode(&again), Ok(Some((m, again.len()))), "a slave message round-trips");
+        assert_eq!(SlaveMessage::decode(&again).ok(), Some(Some((m, again.len()))), "a slave message round-trips");
         rest = &rest[used..];
     }
     if let Ok(Some((h, used))) = MasterHeader::decode(data, 1 << 20) {
         assert!(used <= data.len());
         let again = h.encode();
-        assert_eq!(MasterHeader::decode(&again, 1 << 20), Ok(Some((h, again.len()))), "a master header round-trips");
+        assert_eq!(MasterHeader::decode(&again, 1 << 20).ok(), Some(Some((h, again.len()))), "a master header round-trips");
     }
     let _ = decode_epochs(data);
     let secret = PeerSecret::new("the fuzzer never holds this").expect("secret");

@@ -111,19 +111,7 @@ impl Broker {
                 .map_err(BrokerError::io("starting the store pool"))?,
         );
         let stats = Arc::new(BrokerStats::default());
-        let topics = Arc::new(
-            TopicService::open(
-                &root,
-                TopicSettings {
-                    cluster: config.broker_cluster_name.clone(),
-                    broker: config.broker_name.clone(),
-                    default_queue_nums: config.default_topic_queue_nums,
-                    auto_create: config.auto_create_topic_enable,
-                    max_topics: config.max_topics,
-                },
-            )
-            .map_err(BrokerError::io("opening the topic table"))?,
-        );
+        let topics = Arc::new(TopicService::open(&root, topic_settings(&config)).map_err(BrokerError::io("opening the topic table"))?);
         let table = Arc::new(OffsetTable::open(&root).map_err(BrokerError::io("opening the consumer offsets"))?);
         if store.commit_log().recovery_report().unclean {
             let clamped = table.clamp_to_queue_max(|topic, queue_id| store.queue_offsets(topic, queue_id).1);
@@ -159,53 +147,15 @@ impl Broker {
             access.clone(),
         );
         topics.set_announcer(registrar.clone());
-        let schedule =
-            Arc::new(ScheduleService::open(&root, &config.message_delay_level).map_err(BrokerError::io("opening the delay offsets"))?);
-        let transactions = Arc::new(
-            TransactionService::open(
-                &root,
-                TransactionSettings {
-                    timeout_ms: config.transaction_time_out_ms,
-                    check_max: u32::try_from(config.transaction_check_max).expect("transactionCheckMax is checked to be 1..=1000"),
-                    check_interval_ms: config.transaction_check_interval_ms,
-                },
-            )
-            .map_err(BrokerError::io("opening the transaction checks"))?,
-        );
-        let timer = Arc::new(
-            TimerService::open(
-                &root,
-                TimerSettings {
-                    enabled: config.timer_wheel_enable,
-                    max_delay_ms: config.timer_max_delay_sec.saturating_mul(1000),
-                    max_pending: config.timer_max_pending,
-                },
-            )
-            .map_err(BrokerError::io("opening the timer checkpoint"))?,
-        );
+        let routing = open_routing(&config, &root)?;
+        let (schedule, timer, transactions) = (routing.schedule.clone(), routing.timer.clone(), routing.transactions.clone());
         let produce = ProduceService::new(
             store.clone(),
             topics.clone(),
-            Routing {
-                schedule: schedule.clone(),
-                timer: timer.clone(),
-                transactions: transactions.clone(),
-            },
+            routing,
             pool.clone(),
             stats.clone(),
-            ProduceSettings {
-                store_host,
-                cluster: config.broker_cluster_name.clone(),
-                broker_name: config.broker_name.clone(),
-                region_id: config.region_id.clone(),
-                trace_on: config.trace_on,
-                max_message_size_bytes: config.max_message_size_bytes,
-                sync_flush_timeout: std::time::Duration::from_millis(config.sync_flush_timeout_ms),
-                role: role.clone(),
-                replicas: replication.gate(),
-                slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
-                reject_transaction_message: config.reject_transaction_message,
-            },
+            produce_settings(&config, store_host, role.clone(), &replication),
         );
         let consume = ConsumeService::new(
             store.clone(),
@@ -215,11 +165,7 @@ impl Broker {
             long_poll.clone(),
             pool.clone(),
             stats.clone(),
-            ConsumeSettings {
-                long_polling_enable: config.long_polling_enable,
-                short_polling_time: std::time::Duration::from_millis(config.short_polling_time_ms),
-                enable_property_filter: config.enable_property_filter,
-            },
+            consume_settings(&config),
         );
         let pop = Arc::new(
             PopService::open(
@@ -306,5 +252,78 @@ impl Broker {
         })
         .await
         .map_err(|e| BrokerError::Internal(format!("shutdown failed: the shutdown task {e}")))?
+    }
+}
+
+fn topic_settings(config: &BrokerConfig) -> TopicSettings {
+    TopicSettings {
+        cluster: config.broker_cluster_name.clone(),
+        broker: config.broker_name.clone(),
+        default_queue_nums: config.default_topic_queue_nums,
+        auto_create: config.auto_create_topic_enable,
+        max_topics: config.max_topics,
+    }
+}
+
+/// The services a send may be routed to instead of its topic: delay levels, the timer, the
+/// transaction half queue.
+fn open_routing(config: &BrokerConfig, root: &std::path::Path) -> Result<Routing, BrokerError> {
+    let schedule =
+        Arc::new(ScheduleService::open(root, &config.message_delay_level).map_err(BrokerError::io("opening the delay offsets"))?);
+    let transactions = Arc::new(
+        TransactionService::open(
+            root,
+            TransactionSettings {
+                timeout_ms: config.transaction_time_out_ms,
+                check_max: u32::try_from(config.transaction_check_max).expect("transactionCheckMax is checked to be 1..=1000"),
+                check_interval_ms: config.transaction_check_interval_ms,
+            },
+        )
+        .map_err(BrokerError::io("opening the transaction checks"))?,
+    );
+    let timer = Arc::new(
+        TimerService::open(
+            root,
+            TimerSettings {
+                enabled: config.timer_wheel_enable,
+                max_delay_ms: config.timer_max_delay_sec.saturating_mul(1000),
+                max_pending: config.timer_max_pending,
+            },
+        )
+        .map_err(BrokerError::io("opening the timer checkpoint"))?,
+    );
+    Ok(Routing {
+        schedule,
+        timer,
+        transactions,
+    })
+}
+
+fn produce_settings(
+    config: &BrokerConfig,
+    store_host: std::net::SocketAddr,
+    role: Arc<crate::role::Role>,
+    replication: &Replication,
+) -> ProduceSettings {
+    ProduceSettings {
+        store_host,
+        cluster: config.broker_cluster_name.clone(),
+        broker_name: config.broker_name.clone(),
+        region_id: config.region_id.clone(),
+        trace_on: config.trace_on,
+        max_message_size_bytes: config.max_message_size_bytes,
+        sync_flush_timeout: std::time::Duration::from_millis(config.sync_flush_timeout_ms),
+        role,
+        replicas: replication.gate(),
+        slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
+        reject_transaction_message: config.reject_transaction_message,
+    }
+}
+
+fn consume_settings(config: &BrokerConfig) -> ConsumeSettings {
+    ConsumeSettings {
+        long_polling_enable: config.long_polling_enable,
+        short_polling_time: std::time::Duration::from_millis(config.short_polling_time_ms),
+        enable_property_filter: config.enable_property_filter,
     }
 }

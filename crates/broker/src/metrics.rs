@@ -200,6 +200,66 @@ pub fn render(sources: &Sources) -> String {
         one(load(&s.got_messages)),
     );
 
+    render_store(&mut out, broker);
+    let pending = broker.schedule.pending(&broker.store);
+    let samples: Vec<(Labels, f64)> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (vec![("level", (i + 1).to_string())], n as f64))
+        .collect();
+    out.metric(
+        "petrel_delayed_messages_pending",
+        "gauge",
+        "Delayed messages (DELAY levels, retries) not yet moved to their queues, per level.",
+        samples,
+    );
+    let timer_pending = broker.timer.pending(|q| broker.store.queue_offsets(TIMER_TOPIC, q).1);
+    out.metric(
+        "petrel_timer_messages_pending",
+        "gauge",
+        "Timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) stored and not yet delivered.",
+        one(timer_pending as f64),
+    );
+    out.metric(
+        "petrel_pop_messages_inflight",
+        "gauge",
+        "Messages popped (POP consumption) and not yet acked, over all groups and queues.",
+        one(broker.pop.inflight() as f64),
+    );
+    out.metric(
+        "petrel_disk_used_ratio",
+        "gauge",
+        "Used fraction of the commit log's disk.",
+        one(broker.store.commit_log().disk_used_ratio().unwrap_or(0.0)),
+    );
+    let (consumers, producers) = broker.groups.connection_count();
+    out.metric(
+        "petrel_client_connections",
+        "gauge",
+        "Connected clients by role.",
+        vec![
+            (vec![("role", "consumer".to_owned())], consumers as f64),
+            (vec![("role", "producer".to_owned())], producers as f64),
+        ],
+    );
+    out.metric(
+        "petrel_uptime_seconds",
+        "gauge",
+        "Seconds since the broker started.",
+        one(broker.admin.uptime().as_secs_f64()),
+    );
+    render_pipeline(&mut out, broker);
+    render_bounds(&mut out, sources);
+    render_lock(&mut out, broker.store.commit_log());
+    if let Some((cpu_s, rss_bytes)) = process_usage() {
+        out.metric("process_cpu_seconds_total", "counter", "User and system CPU time.", one(cpu_s));
+        out.metric("process_resident_memory_bytes", "gauge", "Resident set size.", one(rss_bytes));
+    }
+    out.encode()
+}
+
+/// The commit log's extent and the dispatcher's progress.
+fn render_store(out: &mut Scrape, broker: &Broker) {
     let log = broker.store.commit_log();
     let max = log.max_offset() as f64;
     out.metric("petrel_commitlog_max_offset_bytes", "gauge", "End of the commit log.", one(max));
@@ -233,56 +293,10 @@ pub fn render(sources: &Sources) -> String {
         "The commit-log offset of the record the dispatcher is stuck at (-1: it is not stuck).",
         one(stall.as_ref().map_or(-1.0, |s| s.offset as f64)),
     );
-    let pending = broker.schedule.pending(&broker.store);
-    let samples: Vec<(Labels, f64)> = pending
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| (vec![("level", (i + 1).to_string())], n as f64))
-        .collect();
-    out.metric(
-        "petrel_delayed_messages_pending",
-        "gauge",
-        "Delayed messages (DELAY levels, retries) not yet moved to their queues, per level.",
-        samples,
-    );
-    let timer_pending = broker.timer.pending(|q| broker.store.queue_offsets(TIMER_TOPIC, q).1);
-    out.metric(
-        "petrel_timer_messages_pending",
-        "gauge",
-        "Timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) stored and not yet delivered.",
-        one(timer_pending as f64),
-    );
-    out.metric(
-        "petrel_pop_messages_inflight",
-        "gauge",
-        "Messages popped (POP consumption) and not yet acked, over all groups and queues.",
-        one(broker.pop.inflight() as f64),
-    );
-    out.metric(
-        "petrel_disk_used_ratio",
-        "gauge",
-        "Used fraction of the commit log's disk.",
-        one(log.disk_used_ratio().unwrap_or(0.0)),
-    );
-    let (consumers, producers) = broker.groups.connection_count();
-    out.metric(
-        "petrel_client_connections",
-        "gauge",
-        "Connected clients by role.",
-        vec![
-            (vec![("role", "consumer".to_owned())], consumers as f64),
-            (vec![("role", "producer".to_owned())], producers as f64),
-        ],
-    );
-    out.metric(
-        "petrel_uptime_seconds",
-        "gauge",
-        "Seconds since the broker started.",
-        one(broker.admin.uptime().as_secs_f64()),
-    );
-    render_pipeline(&mut out, broker);
-    render_bounds(&mut out, sources);
+}
 
+/// The put-message lock: its counters, and the wait histogram it keeps.
+fn render_lock(out: &mut Scrape, log: &petrel_store::CommitLog) {
     let lock = log.lock_snapshot();
     let c = &lock.counters;
     let kind = || vec![("kind", lock.kind.name().to_owned())];
@@ -351,12 +365,6 @@ pub fn render(sources: &Sources) -> String {
         c.acquisitions,
         buckets,
     );
-
-    if let Some((cpu_s, rss_bytes)) = process_usage() {
-        out.metric("process_cpu_seconds_total", "counter", "User and system CPU time.", one(cpu_s));
-        out.metric("process_resident_memory_bytes", "gauge", "Resident set size.", one(rss_bytes));
-    }
-    out.encode()
 }
 
 /// The send path's stages: the append's critical section, the flush, the wait for it, and

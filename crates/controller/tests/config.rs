@@ -93,6 +93,10 @@ fn rocketmq_peer_lists_parse_and_bad_values_name_their_key() {
         Some(Some("controllerType".to_owned())),
         "RocketMQ keys Petrel does not use are reported, not fatal"
     );
+    assert!(
+        config.set("controllerRaftSecret", "  ").is_err(),
+        "a secret of spaces is refused, not taken for unset"
+    );
     let typo = petrel_kit::config::apply_set(&mut config, "controllerDLegerPeer=n0-127.0.0.1:9877").expect_err("a typo");
     assert!(typo.to_string().contains("unknown key \"controllerDLegerPeer\""), "{typo}");
     let mut tight = ControllerConfig::default();

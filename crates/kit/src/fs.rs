@@ -46,6 +46,12 @@ pub fn write_atomically(path: &Path, contents: &[u8], mode: Mode) -> std::io::Re
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let tmp = dir.join(format!(".{name}.tmp{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+    // A temporary a crash left behind (same name, another process) is garbage: remove it, so
+    // that the new file is created fresh (with its mode) rather than refused.
+    match std::fs::remove_file(&tmp) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let written = (|| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);
@@ -142,6 +148,18 @@ mod tests {
             .collect();
         assert_eq!(names, ["offsets.json"], "no temporary left beside it");
         assert_eq!(read_if_exists(&dir.path().join("missing")).expect("read"), None);
+    }
+
+    #[test]
+    fn a_temporary_a_crash_left_behind_does_not_block_the_next_write() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("vote.json");
+        // Every temporary name a new process could pick first, left by a crashed one.
+        for n in 0..64 {
+            std::fs::write(dir.path().join(format!(".vote.json.tmp{n}")), b"torn").expect("stale");
+        }
+        write_atomically(&path, b"new", Mode::OwnerOnly).expect("written over the leftovers");
+        assert_eq!(std::fs::read(&path).expect("read"), b"new");
     }
 
     #[test]

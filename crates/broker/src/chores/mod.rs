@@ -6,6 +6,7 @@
 //! the blocking pool).
 
 pub mod controller;
+mod cursor;
 mod error;
 pub mod expiry;
 pub mod offset_flush;

@@ -12,9 +12,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use petrel_protocol::message::decode_messages;
-use petrel_store::GetStatus;
 
+use super::cursor::{self, Read};
 use crate::broker::Broker;
 use crate::services::produce::Delivered;
 use crate::services::schedule::SCHEDULE_TOPIC;
@@ -45,33 +44,29 @@ async fn deliver_due(broker: &Broker, level: i32) {
     let mut delivered_this_tick = 0;
     while delivered_this_tick < MAX_DUE_PER_TICK {
         let offset = broker.schedule.offset(level);
-        let got = broker.store.get_messages(SCHEDULE_TOPIC, queue_id, offset, BATCH, None);
-        match got.status {
-            GetStatus::Found => {}
-            GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => {
+        let records = match cursor::read(broker, SCHEDULE_TOPIC, queue_id, offset, BATCH).await {
+            Read::Records(records) => records,
+            Read::TooSmall { next } | Read::PastEnd { next } => {
                 // Retention removed the level's oldest messages, or this broker's log is shorter
                 // than the offset it was given (a new master): go on from where the queue is.
-                tracing::warn!(
-                    level,
-                    offset,
-                    next = got.next_begin_offset,
-                    "delay level offset moved to the queue's bounds"
-                );
-                broker.schedule.reset(level, got.next_begin_offset);
+                tracing::warn!(level, offset, next, "delay level offset moved to the queue's bounds");
+                broker.schedule.reset(level, next);
                 return;
             }
-            _ => return,
-        }
-        let Ok(messages) = decode_messages(&got.body) else {
-            tracing::error!(level, offset, "unreadable record in the schedule queue; the level waits");
-            return;
+            Read::End => return,
+            Read::Unreadable => {
+                tracing::error!(level, offset, "unreadable record in the schedule queue; the level waits");
+                return;
+            }
         };
+        let read = records.len();
         let now_ms = crate::now_ms();
-        let due: Vec<_> = messages
+        let due: Vec<_> = records
             .into_iter()
+            .map(|(_, m)| m)
             .take_while(|m| m.store_timestamp.saturating_add(delay_ms) <= now_ms)
             .collect();
-        let all_read_were_due = due.len() == got.message_count;
+        let all_read_were_due = due.len() == read;
         if due.is_empty() {
             return;
         }

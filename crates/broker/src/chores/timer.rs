@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
-use petrel_protocol::message::{MessageExt, decode_messages};
-use petrel_store::GetStatus;
+use petrel_protocol::message::MessageExt;
 
+use super::cursor::{self, Read};
 use crate::broker::Broker;
 use crate::services::BrokerError;
 use crate::services::produce::Delivered;
@@ -30,7 +30,7 @@ pub const MAX_PER_TICK: usize = 16 * BATCH;
 pub async fn run(broker: Arc<Broker>) {
     super::every_while_master(broker, TICK, |broker| async move {
         for queue_id in [ARRIVALS_QUEUE, ROLLED_QUEUE] {
-            read_into_index(&broker, queue_id);
+            read_into_index(&broker, queue_id).await;
         }
         deliver_due(&broker).await;
         roll_pinning(&broker).await;
@@ -41,29 +41,24 @@ pub async fn run(broker: Arc<Broker>) {
 }
 
 /// Indexes what was stored in `queue_id` since the last read, up to [`MAX_PER_TICK`].
-fn read_into_index(broker: &Broker, queue_id: i32) {
+async fn read_into_index(broker: &Broker, queue_id: i32) {
     let mut read = 0;
     while read < MAX_PER_TICK && !broker.timer.index_full() {
         let offset = broker.timer.scanned(queue_id);
-        let got = broker.store.get_messages(TIMER_TOPIC, queue_id, offset, BATCH, None);
-        match got.status {
-            GetStatus::Found => {}
-            GetStatus::OffsetTooSmall | GetStatus::OffsetOverflowBadly => {
-                tracing::warn!(
-                    queue_id,
-                    offset,
-                    next = got.next_begin_offset,
-                    "timer queue read moved to the queue's bounds"
-                );
-                broker.timer.skip_to(queue_id, got.next_begin_offset);
+        let records = match cursor::read(broker, TIMER_TOPIC, queue_id, offset, BATCH).await {
+            Read::Records(records) => records,
+            Read::TooSmall { next } | Read::PastEnd { next } => {
+                tracing::warn!(queue_id, offset, next, "timer queue read moved to the queue's bounds");
+                broker.timer.skip_to(queue_id, next);
                 return;
             }
-            _ => return,
-        }
-        let Ok(messages) = decode_messages(&got.body) else {
-            tracing::error!(queue_id, offset, "unreadable record in the timer queue; reading waits");
-            return;
+            Read::End => return,
+            Read::Unreadable => {
+                tracing::error!(queue_id, offset, "unreadable record in the timer queue; reading waits");
+                return;
+            }
         };
+        let messages: Vec<MessageExt> = records.into_iter().map(|(_, m)| m).collect();
         for m in &messages {
             if m.queue_offset != broker.timer.scanned(queue_id) {
                 tracing::error!(queue_id, offset = m.queue_offset, "timer queue record out of order; reading waits");
@@ -106,9 +101,11 @@ where
     Fut: Future<Output = Result<(), BrokerError>>,
 {
     for chunk in list.chunks(BATCH) {
+        let found = cursor::read_each(broker, TIMER_TOPIC, chunk.to_vec()).await;
         let read: Vec<_> = chunk
             .iter()
-            .filter_map(|&(q, o)| read_one(broker, q, o).map(|m| (q, o, m)))
+            .zip(found)
+            .filter_map(|(&(q, o), found)| one_record(broker, q, o, found).map(|m| (q, o, m)))
             .collect();
         let results = join_all(read.into_iter().map(|(q, o, m)| {
             let stored = store(m);
@@ -127,14 +124,14 @@ where
 
 /// The message at `offset` of timer queue `queue_id`; `None` when retention removed it (it is
 /// counted as done: nothing is left to deliver).
-fn read_one(broker: &Broker, queue_id: i32, offset: i64) -> Option<MessageExt> {
-    let got = broker.store.get_messages(TIMER_TOPIC, queue_id, offset, 1, None);
-    let m = (got.status == GetStatus::Found)
-        .then(|| decode_messages(&got.body).ok()?.into_iter().next())
-        .flatten();
-    if m.is_none() && got.status == GetStatus::OffsetTooSmall {
-        tracing::warn!(queue_id, offset, "a pending timer message was removed by retention");
-        broker.timer.done(queue_id, offset);
+fn one_record(broker: &Broker, queue_id: i32, offset: i64, found: Read) -> Option<MessageExt> {
+    match found {
+        Read::Records(records) => records.into_iter().next().map(|(_, m)| m),
+        Read::TooSmall { .. } => {
+            tracing::warn!(queue_id, offset, "a pending timer message was removed by retention");
+            broker.timer.done(queue_id, offset);
+            None
+        }
+        Read::End | Read::PastEnd { .. } | Read::Unreadable => None,
     }
-    m
 }

@@ -13,11 +13,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use petrel_protocol::message::{MessageExt, decode_messages};
+use petrel_protocol::message::MessageExt;
 use petrel_protocol::msgid::create_offset_msg_id;
 use petrel_protocol::properties::keys;
-use petrel_store::GetStatus;
 
+use super::cursor::{self, Read};
 use crate::broker::Broker;
 use crate::services::transactions::{CheckPositions, HALF_TOPIC, OP_TOPIC, TransactionService};
 use crate::services::{BrokerError, TransactionCheck};
@@ -28,7 +28,8 @@ const BATCH: usize = 64;
 pub const MAX_PER_PASS: usize = 64 * 1024;
 
 /// Reads the decisions still remembered back from the op queue, before any END_TRANSACTION is
-/// served: an answer repeated across a restart must find its transaction decided.
+/// served (blocking, at start-up): an answer repeated across a restart must find its
+/// transaction decided.
 pub fn load_decisions(broker: &Broker) {
     let mut at = broker.transactions.positions();
     read_decisions(broker, &mut at);
@@ -39,8 +40,18 @@ pub fn load_decisions(broker: &Broker) {
 pub async fn run(broker: Arc<Broker>) {
     let every = Duration::from_millis(broker.transactions.settings().check_interval_ms);
     super::every_while_master(broker, every, |broker| async move {
-        let mut at = broker.transactions.positions();
-        read_decisions(&broker, &mut at);
+        // The op queue is read off the runtime: the whole read is store work.
+        let reader = broker.clone();
+        let Ok(mut at) = tokio::task::spawn_blocking(move || {
+            let mut at = reader.transactions.positions();
+            read_decisions(&reader, &mut at);
+            at
+        })
+        .await
+        else {
+            tracing::warn!("reading the transaction decisions failed; the pass waits for the next");
+            return;
+        };
         if let Err(e) = check_half_messages(&broker, &mut at).await {
             tracing::warn!(error = %e, "transaction check pass stopped; it goes on at the next");
         }
@@ -50,20 +61,40 @@ pub async fn run(broker: Arc<Broker>) {
     .await;
 }
 
-/// The records of `topic`'s queue 0 from `offset`, with the offset each sits at; `None` at the
-/// end. Moves `offset` forward when retention removed what it pointed at.
-fn read_batch(broker: &Broker, topic: &str, offset: &mut i64) -> Option<Vec<(i64, MessageExt)>> {
-    let got = broker.store.get_messages(topic, 0, *offset, BATCH, None);
-    match got.status {
-        GetStatus::Found => {}
-        GetStatus::OffsetTooSmall => {
-            *offset = got.next_begin_offset;
-            return read_batch(broker, topic, offset);
+/// What a read of `topic`'s queue 0 from `offset` found; `None` at the end. Moves `offset`
+/// forward when retention removed what it pointed at (once: the next read starts at the
+/// queue's first record).
+fn records_or_move(read: Read, offset: &mut i64) -> Result<Option<Vec<(i64, MessageExt)>>, ()> {
+    match read {
+        Read::Records(records) => Ok(Some(records)),
+        Read::TooSmall { next } => {
+            *offset = next;
+            Err(())
         }
-        _ => return None,
+        Read::End | Read::PastEnd { .. } | Read::Unreadable => Ok(None),
     }
-    let messages = decode_messages(&got.body).ok()?;
-    Some((*offset..).zip(messages).collect())
+}
+
+/// [`records_or_move`] over blocking reads (the op queue, read off the runtime as a whole).
+fn read_batch_blocking(broker: &Broker, topic: &str, offset: &mut i64) -> Option<Vec<(i64, MessageExt)>> {
+    // Two reads at most: after a move the offset is the queue's first record.
+    for _ in 0..2 {
+        if let Ok(found) = records_or_move(cursor::read_blocking(&broker.store, topic, 0, *offset, BATCH), offset) {
+            return found;
+        }
+    }
+    None
+}
+
+/// [`records_or_move`] over reads on the store pool (the half queue, read by the async pass).
+async fn read_batch(broker: &Broker, topic: &'static str, offset: &mut i64) -> Option<Vec<(i64, MessageExt)>> {
+    // Two reads at most: after a move the offset is the queue's first record.
+    for _ in 0..2 {
+        if let Ok(found) = records_or_move(cursor::read(broker, topic, 0, *offset, BATCH).await, offset) {
+            return found;
+        }
+    }
+    None
 }
 
 /// Reads the op records from `at.op_offset` into the decided roots, forgets decisions older than
@@ -75,7 +106,7 @@ fn read_decisions(broker: &Broker, at: &mut CheckPositions) {
     let mut read = 0;
     let mut all_old_so_far = true;
     while read < MAX_PER_PASS {
-        let Some(batch) = read_batch(broker, OP_TOPIC, &mut next) else {
+        let Some(batch) = read_batch_blocking(broker, OP_TOPIC, &mut next) else {
             break;
         };
         for (offset, op) in batch {
@@ -101,7 +132,7 @@ async fn check_half_messages(broker: &Broker, at: &mut CheckPositions) -> Result
     let settings = transactions.settings().clone();
     let mut read = 0;
     while read < MAX_PER_PASS {
-        let Some(batch) = read_batch(broker, HALF_TOPIC, &mut at.half_offset) else {
+        let Some(batch) = read_batch(broker, HALF_TOPIC, &mut at.half_offset).await else {
             return Ok(());
         };
         for (offset, half) in batch {

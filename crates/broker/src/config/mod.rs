@@ -30,6 +30,17 @@ fn bad(key: &str, value: &str, expected: impl Into<String>) -> ConfigError {
 /// settings, from rocketmq-all-5.3.3): those Petrel does not use are ignored with a warning.
 const ROCKETMQ_KEYS: &str = include_str!("rocketmq_broker_keys.txt");
 
+/// Keys of RocketMQ's own sample broker.conf files (4.x spellings and paths RocketMQ 5 derives)
+/// that its 5.x broker ignores silently: ignored here too, with the same warning.
+const ROCKETMQ_LEGACY_KEYS: &[&str] = &[
+    "storePathConsumeQueue",
+    "storePathIndex",
+    "storeCheckpoint",
+    "abortFile",
+    "mapedFileSizeCommitLog",
+    "mapedFileSizeConsumeQueue",
+];
+
 /// Where a key is documented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
@@ -414,7 +425,7 @@ impl petrel_kit::config::Table for BrokerConfig {
         BrokerConfig::set(self, key, value)
     }
     fn known_to_rocketmq(key: &str) -> bool {
-        ROCKETMQ_KEYS.lines().any(|k| k == key)
+        ROCKETMQ_KEYS.lines().any(|k| k == key) || ROCKETMQ_LEGACY_KEYS.contains(&key)
     }
 }
 

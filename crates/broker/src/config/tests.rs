@@ -39,6 +39,8 @@ fn a_key_neither_petrel_nor_rocketmq_reads_is_an_error_naming_its_line() {
         ["brokerPermission", "serverWorkerThreads"],
         "maxMessageSize is Petrel's too"
     );
+    let ignored = apply(&mut c, "storePathConsumeQueue=/data/cq\nmapedFileSizeCommitLog=1073741824\n").unwrap();
+    assert_eq!(ignored.len(), 2, "RocketMQ's sample files' older keys");
 }
 
 #[test]

@@ -289,11 +289,14 @@ macro_rules! config_table {
             /// # Errors
             /// A value that does not parse or fails its key's check, naming the key.
             pub fn set_from_table(&mut self, key: &str, raw: &str) -> Result<bool, $crate::config::ConfigError> {
-                let raw = raw.trim();
                 match key {
                     $($( $key => {
-                        // A secret's text never reaches an error message (which is logged).
-                        let shown = if <$ty as $crate::config::ConfigValue>::SECRET { $crate::config::REDACTED } else { raw };
+                        // A secret is taken as written (a properties file keeps trailing spaces, and a
+                        // secret of spaces is refused, not taken for unset); its text never reaches
+                        // an error message (which is logged).
+                        let secret = <$ty as $crate::config::ConfigValue>::SECRET;
+                        let raw = if secret { raw } else { raw.trim() };
+                        let shown = if secret { $crate::config::REDACTED } else { raw };
                         let v: $ty = $crate::config::ConfigValue::parse(raw)
                             .ok_or_else(|| $crate::config::ConfigError::bad(key, shown, <$ty as $crate::config::ConfigValue>::EXPECTED))?;
                         $( ($check)(&v).map_err(|why| $crate::config::ConfigError::bad(key, shown, why.to_string()))?; )?
@@ -380,7 +383,8 @@ mod tests {
                 .starts_with("demo.conf:1: port: \"12x\"")
         );
         let mut d = Demo::default();
-        assert!(apply_set(&mut d, "password=hunter2").expect("a secret").is_none());
+        assert!(apply_set(&mut d, "password=hunter2 ").expect("a secret").is_none());
+        assert_eq!(d.password.as_ref().map(Secret::expose), Some("hunter2 "), "a secret as written");
         assert_eq!(d.get("password").as_deref(), Some(REDACTED));
         let e = apply_set(&mut d, "port=-1").expect_err("negative").to_string();
         assert!(e.starts_with("--set: port"), "{e}");
