@@ -18,6 +18,20 @@ pub trait Unit: 'static {
     fn code(&self) -> i32;
 }
 
+/// A request unit as a process declares it in the request's own file: its code, its access rule
+/// (the process's own kind) and its handler (the process's own signature).
+pub struct Declared<R, H> {
+    pub code: i32,
+    pub rule: R,
+    pub handle: H,
+}
+
+impl<R: 'static, H: 'static> Unit for Declared<R, H> {
+    fn code(&self) -> i32 {
+        self.code
+    }
+}
+
 /// The code pages request codes live in: RocketMQ's remoting codes (below 4096), its POP and
 /// newer codes (200 000 and up), and Petrel's own (300 000 and up).
 const PAGES: [(i32, usize); 3] = [(0, 4096), (200_000, 512), (300_000, 256)];

@@ -13,15 +13,5 @@ use crate::broker::Broker;
 /// A handler: the broker's services, the connection the request came on, the request.
 pub(crate) type HandlerFn = fn(&Arc<Broker>, &Arc<Connection>, RemotingCommand) -> Reply;
 
-/// One request code's declaration.
-pub(crate) struct Unit {
-    pub code: i32,
-    pub rule: Rule,
-    pub handle: HandlerFn,
-}
-
-impl petrel_remoting::dispatch::Unit for Unit {
-    fn code(&self) -> i32 {
-        self.code
-    }
-}
+/// One request code's declaration: its code, its access rule, its handler.
+pub(crate) type Unit = petrel_remoting::dispatch::Declared<Rule, HandlerFn>;

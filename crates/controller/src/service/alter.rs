@@ -58,5 +58,6 @@ pub(super) fn alter(controller: &Arc<Controller>, _conn: &Arc<Connection>, reque
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CONTROLLER_ALTER_SYNC_STATE_SET,
+    rule: (),
     handle: alter,
 }];

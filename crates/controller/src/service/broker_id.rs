@@ -50,10 +50,12 @@ pub(super) fn apply(controller: &Arc<Controller>, _conn: &Arc<Connection>, reque
 pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::CONTROLLER_GET_NEXT_BROKER_ID,
+        rule: (),
         handle: next,
     },
     Unit {
         code: rc::CONTROLLER_APPLY_BROKER_ID,
+        rule: (),
         handle: apply,
     },
 ];

@@ -49,5 +49,6 @@ fn parse_ids(text: &str) -> Result<BTreeSet<u64>, Refused> {
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CLEAN_BROKER_DATA,
+    rule: (),
     handle: clean,
 }];

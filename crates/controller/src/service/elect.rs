@@ -186,5 +186,6 @@ fn notify_role_changed(controller: &Arc<Controller>, broker_name: &str, outcome:
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CONTROLLER_ELECT_MASTER,
+    rule: (),
     handle: elect,
 }];

@@ -106,5 +106,6 @@ pub(super) fn connection_closed(controller: &Controller, connection: u64) {
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::BROKER_HEARTBEAT,
+    rule: (),
     handle: beat,
 }];

@@ -28,5 +28,6 @@ pub(super) fn get(controller: &Arc<Controller>, _conn: &Arc<Connection>, request
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CONTROLLER_GET_METADATA_INFO,
+    rule: (),
     handle: get,
 }];

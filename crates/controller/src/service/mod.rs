@@ -174,18 +174,10 @@ fn now_or_fail(request: &RemotingCommand, answered: Result<RemotingCommand, Fail
 
 type HandlerFn = fn(&Arc<Controller>, &Arc<Connection>, RemotingCommand) -> Reply;
 
-/// One RocketMQ controller request's declaration. (Petrel's Raft messages are served before
-/// these, behind the Raft gate: `raft::tcp::serve_raft`.)
-pub(crate) struct Unit {
-    pub code: i32,
-    pub handle: HandlerFn,
-}
-
-impl petrel_remoting::dispatch::Unit for Unit {
-    fn code(&self) -> i32 {
-        self.code
-    }
-}
+/// One RocketMQ controller request's declaration. Its rule is `()`: brokers and mqadmin need no
+/// signature here, as on RocketMQ's controller; Petrel's Raft messages are served before these,
+/// behind the Raft gate (`raft::tcp::serve_raft`).
+pub(crate) type Unit = petrel_remoting::dispatch::Declared<(), HandlerFn>;
 
 /// Every request file of a controller, one line each.
 const FILES: &[&[Unit]] = &[

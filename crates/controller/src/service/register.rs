@@ -54,5 +54,6 @@ pub(super) fn register(controller: &Arc<Controller>, _conn: &Arc<Connection>, re
 /// This file's requests, registered by one line in `service/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CONTROLLER_REGISTER_BROKER,
+    rule: (),
     handle: register,
 }];

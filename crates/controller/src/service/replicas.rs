@@ -120,10 +120,12 @@ fn describe(controller: &Controller, set: &BrokerSet) -> ReplicasInfo {
 pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::CONTROLLER_GET_REPLICA_INFO,
+        rule: (),
         handle: replica_info,
     },
     Unit {
         code: rc::CONTROLLER_GET_SYNC_STATE_DATA,
+        rule: (),
         handle: sync_state_data,
     },
 ];

@@ -26,18 +26,8 @@ pub(crate) struct Origin {
 
 type HandlerFn = fn(&NameServer, &RemotingCommand, Origin) -> RemotingCommand;
 
-/// One request code's declaration: its access rule and its handler.
-pub(crate) struct Unit {
-    pub code: i32,
-    pub rule: Rule,
-    pub handle: HandlerFn,
-}
-
-impl petrel_remoting::dispatch::Unit for Unit {
-    fn code(&self) -> i32 {
-        self.code
-    }
-}
+/// One request code's declaration: its code, its access rule, its handler.
+pub(crate) type Unit = petrel_remoting::dispatch::Declared<Rule, HandlerFn>;
 
 /// Every request file of the name server, one line each.
 const FILES: &[&[Unit]] = &[broker::UNITS, route::UNITS, cluster::UNITS, topics::UNITS, kv::UNITS];
