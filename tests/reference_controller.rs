@@ -207,6 +207,7 @@ fn body(i: usize) -> String {
 
 #[test]
 #[ignore = "needs Apache RocketMQ 5.5.0: run scripts/interop-controller.sh"]
+#[expect(clippy::too_many_lines, reason = "one scenario, step by step, as the test reads")]
 fn apache_rocketmq_brokers_fail_over_through_petrel_controllers_without_losing_an_acknowledged_message() {
     let dir = tempfile::tempdir().unwrap();
     let (_ns, namesrv) = start_namesrv(dir.path());

@@ -164,6 +164,7 @@ async fn abs_sample(client: &petrel_client::Client, addr: &str, flush: &str, t_s
     })
 }
 
+#[expect(clippy::too_many_lines, reason = "one study: its runs in sequence, each a few lines")]
 pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     let exe = match &a.petrel {
         Some(p) => p.clone(),
@@ -357,6 +358,7 @@ fn gap_verdict(ratios: &[f64]) -> String {
 /// One row per (size, producers): each lock's TPS and CPU, then ABS against the best fixed lock
 /// (TPS) and against the mutex (CPU, and CPU per message, since more messages cost more CPU).
 /// `raw` holds every round, to tell a gap from noise.
+#[expect(clippy::too_many_lines, reason = "one report: a table row per figure")]
 pub fn markdown(
     cells: &[Cell],
     raw: &[Cell],

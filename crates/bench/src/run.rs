@@ -383,6 +383,10 @@ fn merge(into: &mut Histogram<u64>, from: &Histogram<u64>) {
 }
 
 /// Runs the workload and returns its report.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the workload's phases in order: setup, tasks, reporter, drain, report"
+)]
 pub async fn run(w: Workload) -> Result<Report, BenchError> {
     if w.producers == 0 && w.kind != Kind::Consume {
         return Err(BenchError::Invalid("at least one producer".into()));

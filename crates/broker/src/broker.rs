@@ -95,6 +95,10 @@ impl Broker {
     /// # Errors
     /// The store or a metadata file cannot be opened.
     #[doc(hidden)]
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the broker's one assembly: each service opened in dependency order, a line or two each"
+    )]
     pub fn open_with(
         config: BrokerConfig,
         name_servers: NameServers,
