@@ -183,10 +183,7 @@ const BODY_DEBT: &[&str] = &[
     "pop.rs",
     "produce/mod.rs",
     "queue_locks.rs",
-    "schedule.rs",
-    "timer.rs",
     "topics.rs",
-    "transactions.rs",
 ];
 
 /// What the services may not name: the wire's command, its headers, its codes, its transport.

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use petrel_protocol::body::{from_json, to_json};
+use petrel_protocol::fastjson::from_slice_lenient as from_json;
 use petrel_protocol::properties::{Properties, keys};
 use serde::{Deserialize, Serialize};
 
@@ -187,7 +187,7 @@ impl ScheduleService {
 
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
-        to_json(&self.table()).into_bytes()
+        serde_json::to_vec(&self.table()).expect("the delay offsets serialize to JSON")
     }
 
     /// Writes the offsets if they changed since the last write. Blocking.

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
-use petrel_protocol::body::{from_json, to_json};
+use petrel_protocol::fastjson::from_slice_lenient as from_json;
 use petrel_protocol::properties::{Properties, keys};
 use serde::{Deserialize, Serialize};
 
@@ -372,7 +372,7 @@ impl TimerService {
 
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
-        to_json(&self.checkpoint()).into_bytes()
+        serde_json::to_vec(&self.checkpoint()).expect("the timer checkpoint serializes to JSON")
     }
 
     /// Writes the checkpoint if it changed since the last write. Blocking.

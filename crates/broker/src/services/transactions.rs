@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use parking_lot::Mutex;
-use petrel_protocol::body::{from_json, to_json};
+use petrel_protocol::fastjson::from_slice_lenient as from_json;
 use petrel_protocol::properties::{Properties, keys};
 use serde::{Deserialize, Serialize};
 
@@ -161,7 +161,10 @@ impl TransactionService {
             changed
         };
         if changed {
-            write_atomically(&self.path, to_json(&positions).as_bytes())?;
+            write_atomically(
+                &self.path,
+                &serde_json::to_vec(&positions).expect("the check positions serialize to JSON"),
+            )?;
         }
         Ok(())
     }
