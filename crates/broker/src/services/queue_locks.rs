@@ -16,7 +16,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use petrel_protocol::body::MessageQueue;
 
 use super::{BrokerError, validate_group_name};
 
@@ -25,7 +24,15 @@ struct Holder {
     renewed: Instant,
 }
 
-type Key = (String, MessageQueue);
+/// A topic queue on a broker, as the services name one (the front end maps its wire form).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueRef {
+    pub topic: String,
+    pub broker_name: String,
+    pub queue_id: i32,
+}
+
+type Key = (String, QueueRef);
 
 pub struct QueueLockService {
     max_live: Duration,
@@ -51,7 +58,7 @@ impl QueueLockService {
     ///
     /// # Errors
     /// A group name RocketMQ would refuse, or an empty client id.
-    pub fn lock(&self, group: &str, client_id: &str, queues: &[MessageQueue], now: Instant) -> Result<Vec<MessageQueue>, BrokerError> {
+    pub fn lock(&self, group: &str, client_id: &str, queues: &[QueueRef], now: Instant) -> Result<Vec<QueueRef>, BrokerError> {
         check(group, client_id)?;
         let mut table = self.table.lock();
         let mut granted = Vec::with_capacity(queues.len());
@@ -101,7 +108,7 @@ impl QueueLockService {
     ///
     /// # Errors
     /// As [`QueueLockService::lock`].
-    pub fn unlock(&self, group: &str, client_id: &str, queues: &[MessageQueue]) -> Result<usize, BrokerError> {
+    pub fn unlock(&self, group: &str, client_id: &str, queues: &[QueueRef]) -> Result<usize, BrokerError> {
         check(group, client_id)?;
         let mut table = self.table.lock();
         let mut released = 0;
@@ -117,7 +124,7 @@ impl QueueLockService {
 
     /// Who holds `mq` for `group` now, if anybody.
     #[must_use]
-    pub fn holder(&self, group: &str, mq: &MessageQueue, now: Instant) -> Option<String> {
+    pub fn holder(&self, group: &str, mq: &QueueRef, now: Instant) -> Option<String> {
         let table = self.table.lock();
         table
             .get(&(group.to_owned(), mq.clone()))
@@ -138,8 +145,8 @@ fn check(group: &str, client_id: &str) -> Result<(), BrokerError> {
 mod tests {
     use super::*;
 
-    fn mq(queue_id: i32) -> MessageQueue {
-        MessageQueue {
+    fn mq(queue_id: i32) -> QueueRef {
+        QueueRef {
             topic: "T".into(),
             broker_name: "broker-a".into(),
             queue_id,
