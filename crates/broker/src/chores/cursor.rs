@@ -1,8 +1,7 @@
 //! The one reader of a system queue for the chores — the delay levels of
 //! `SCHEDULE_TOPIC_XXXX`, the timer queues, the transaction half and op queues: a batch of
-//! records from an offset, each with its queue offset, read on the store pool (or, when it is
-//! full, tokio's blocking pool) so that no chore reads the store on the async runtime, and one
-//! answer for each way a read can end.
+//! records from an offset, each with its queue offset, read on tokio's blocking pool so that no
+//! chore reads the store on the async runtime, and one answer for each way a read can end.
 //!
 //! Owns: reading a system queue. Must never: read on a runtime worker, retry without a bound,
 //! or hide a record that does not decode (the reader waits on it, and says so).
@@ -32,7 +31,7 @@ pub(crate) enum Read {
 }
 
 /// Reads up to `max` records of `topic`'s queue `queue_id` from `from`, here (blocking: for
-/// start-up, before the runtime serves anything, or from the store pool).
+/// start-up, before the runtime serves anything, or from the blocking pool).
 pub(crate) fn read_blocking(store: &MessageStore, topic: &str, queue_id: i32, from: i64, max: usize) -> Read {
     let got = store.get_messages(topic, queue_id, from, max, None);
     match got.status {
@@ -59,10 +58,10 @@ pub(crate) fn read_blocking(store: &MessageStore, topic: &str, queue_id: i32, fr
     Read::Records((from..).zip(messages).collect())
 }
 
-/// [`read_blocking`] on the store pool.
+/// [`read_blocking`] off the runtime.
 pub(crate) async fn read(broker: &Broker, topic: &'static str, queue_id: i32, from: i64, max: usize) -> Read {
     let store: Arc<MessageStore> = broker.store.clone();
-    off_runtime(broker, move || read_blocking(&store, topic, queue_id, from, max))
+    off_runtime(move || read_blocking(&store, topic, queue_id, from, max))
         .await
         .unwrap_or(Read::End)
 }
@@ -73,32 +72,17 @@ pub(crate) async fn read_each(broker: &Broker, topic: &'static str, at: Vec<(i32
     let store: Arc<MessageStore> = broker.store.clone();
     let count = at.len();
     let read = move || at.iter().map(|&(q, o)| read_blocking(&store, topic, q, o, 1)).collect::<Vec<_>>();
-    off_runtime(broker, read)
-        .await
-        .unwrap_or_else(|| (0..count).map(|_| Read::End).collect())
+    off_runtime(read).await.unwrap_or_else(|| (0..count).map(|_| Read::End).collect())
 }
 
-/// Runs `read` on the store pool, or on tokio's blocking pool when the store pool is full (a
-/// chore's read is not refused as a client's would be: delayed and timer messages must still
-/// come due under load); `None` when neither could run it.
-async fn off_runtime<R: Send + 'static>(broker: &Broker, read: impl FnOnce() -> R + Send + 'static) -> Option<R> {
-    // The pool takes the closure only if it has room; else it comes back for the fallback.
-    let shared = Arc::new(std::sync::Mutex::new(Some(read)));
-    let pooled = shared.clone();
-    match broker.pool.run(move || pooled.lock().ok().and_then(|mut r| r.take()).map(|r| r())) {
-        Ok(job) => match job.await {
-            Ok(result) => result,
-            Err(e) => {
-                tracing::warn!(error = %e, "a system queue read failed");
-                None
-            }
-        },
-        Err(e) => {
-            tracing::debug!(error = %e, "the store pool is full: a system queue read runs on the blocking pool");
-            let read = shared.lock().ok().and_then(|mut r| r.take())?;
-            tokio::task::spawn_blocking(read).await.ok()
-        }
-    }
+/// Runs `read` on tokio's blocking pool, as the chores' writes run (`super::write_off_runtime`):
+/// a chore reads one batch at a time, and its read must not be refused at the store pool's bound
+/// as a client's is (delayed and timer messages still come due under load).
+async fn off_runtime<R: Send + 'static>(read: impl FnOnce() -> R + Send + 'static) -> Option<R> {
+    tokio::task::spawn_blocking(read)
+        .await
+        .inspect_err(|e| tracing::warn!(error = %e, "a system queue read failed"))
+        .ok()
 }
 
 #[cfg(test)]
@@ -107,7 +91,7 @@ mod tests {
     use crate::services::testing::TestBroker;
 
     #[tokio::test]
-    async fn reads_end_move_and_find_records_on_the_pool() {
+    async fn reads_end_move_and_find_records_off_the_runtime() {
         let b = TestBroker::start(|_| {});
         b.send_n("cursor-topic", 0, 3).await;
         b.wait_dispatched();

@@ -86,7 +86,7 @@ fn read_batch_blocking(broker: &Broker, topic: &str, offset: &mut i64) -> Option
     None
 }
 
-/// [`records_or_move`] over reads on the store pool (the half queue, read by the async pass).
+/// [`records_or_move`] over reads off the runtime (the half queue, read by the async pass).
 async fn read_batch(broker: &Broker, topic: &'static str, offset: &mut i64) -> Option<Vec<(i64, MessageExt)>> {
     // Two reads at most: after a move the offset is the queue's first record.
     for _ in 0..2 {
