@@ -58,15 +58,17 @@ struct Scrape {
 
 impl Scrape {
     /// A counter or gauge family; a counter's `name` ends in `_total`, as its samples are named.
-    fn metric(&mut self, name: &str, kind: &str, help: &str, samples: Vec<(Labels, f64)>) {
-        let (name, kind) = match kind {
-            "counter" => {
-                let family = name.strip_suffix("_total");
-                assert!(family.is_some(), "counter {name} is named without _total");
-                (family.unwrap_or(name), MetricType::Counter)
-            }
-            "gauge" => (name, MetricType::Gauge),
-            other => unreachable!("metric kind {other}"),
+    fn metric(&mut self, name: &str, kind: MetricType, help: &str, samples: Vec<(Labels, f64)>) {
+        assert!(
+            matches!(kind, MetricType::Counter | MetricType::Gauge),
+            "{name}: a counter or a gauge"
+        );
+        let name = if matches!(kind, MetricType::Counter) {
+            let family = name.strip_suffix("_total");
+            assert!(family.is_some(), "counter {name} is named without _total");
+            family.unwrap_or(name)
+        } else {
+            name
         };
         let samples = samples.into_iter().map(|(l, v)| (l, Value::Number(v))).collect();
         self.families.push(Family {
@@ -78,7 +80,7 @@ impl Scrape {
     }
 
     /// One unlabelled sample per family, all of one kind.
-    fn metrics_of_kind(&mut self, kind: &str, families: &[(&str, &str, f64)]) {
+    fn metrics_of_kind(&mut self, kind: MetricType, families: &[(&str, &str, f64)]) {
         for (name, help, v) in families {
             self.metric(name, kind, help, one(*v));
         }
@@ -177,25 +179,25 @@ pub fn render(sources: &Sources) -> String {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed) as f64;
     out.metric(
         "petrel_messages_put_total",
-        "counter",
+        MetricType::Counter,
         "Messages stored.",
         one(load(&s.put_messages)),
     );
     out.metric(
         "petrel_message_bytes_put_total",
-        "counter",
+        MetricType::Counter,
         "Bytes of messages stored.",
         one(load(&s.put_bytes)),
     );
     out.metric(
         "petrel_put_failures_total",
-        "counter",
+        MetricType::Counter,
         "Sends refused or failed.",
         one(load(&s.put_failures)),
     );
     out.metric(
         "petrel_messages_got_total",
-        "counter",
+        MetricType::Counter,
         "Messages returned to pulls.",
         one(load(&s.got_messages)),
     );
@@ -209,33 +211,33 @@ pub fn render(sources: &Sources) -> String {
         .collect();
     out.metric(
         "petrel_delayed_messages_pending",
-        "gauge",
+        MetricType::Gauge,
         "Delayed messages (DELAY levels, retries) not yet moved to their queues, per level.",
         samples,
     );
     let timer_pending = broker.timer.pending(|q| broker.store.queue_offsets(TIMER_TOPIC, q).1);
     out.metric(
         "petrel_timer_messages_pending",
-        "gauge",
+        MetricType::Gauge,
         "Timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC, TIMER_DELAY_MS) stored and not yet delivered.",
         one(timer_pending as f64),
     );
     out.metric(
         "petrel_pop_messages_inflight",
-        "gauge",
+        MetricType::Gauge,
         "Messages popped (POP consumption) and not yet acked, over all groups and queues.",
         one(broker.pop.inflight() as f64),
     );
     out.metric(
         "petrel_disk_used_ratio",
-        "gauge",
+        MetricType::Gauge,
         "Used fraction of the commit log's disk.",
         one(broker.store.commit_log().disk_used_ratio().unwrap_or(0.0)),
     );
     let (consumers, producers) = broker.groups.connection_count();
     out.metric(
         "petrel_client_connections",
-        "gauge",
+        MetricType::Gauge,
         "Connected clients by role.",
         vec![
             (vec![("role", "consumer".to_owned())], consumers as f64),
@@ -244,7 +246,7 @@ pub fn render(sources: &Sources) -> String {
     );
     out.metric(
         "petrel_uptime_seconds",
-        "gauge",
+        MetricType::Gauge,
         "Seconds since the broker started.",
         one(broker.admin.uptime().as_secs_f64()),
     );
@@ -252,8 +254,18 @@ pub fn render(sources: &Sources) -> String {
     render_bounds(&mut out, sources);
     render_lock(&mut out, broker.store.commit_log());
     if let Some((cpu_s, rss_bytes)) = process_usage() {
-        out.metric("process_cpu_seconds_total", "counter", "User and system CPU time.", one(cpu_s));
-        out.metric("process_resident_memory_bytes", "gauge", "Resident set size.", one(rss_bytes));
+        out.metric(
+            "process_cpu_seconds_total",
+            MetricType::Counter,
+            "User and system CPU time.",
+            one(cpu_s),
+        );
+        out.metric(
+            "process_resident_memory_bytes",
+            MetricType::Gauge,
+            "Resident set size.",
+            one(rss_bytes),
+        );
     }
     out.encode()
 }
@@ -262,34 +274,39 @@ pub fn render(sources: &Sources) -> String {
 fn render_store(out: &mut Scrape, broker: &Broker) {
     let log = broker.store.commit_log();
     let max = log.max_offset() as f64;
-    out.metric("petrel_commitlog_max_offset_bytes", "gauge", "End of the commit log.", one(max));
+    out.metric(
+        "petrel_commitlog_max_offset_bytes",
+        MetricType::Gauge,
+        "End of the commit log.",
+        one(max),
+    );
     out.metric(
         "petrel_commitlog_min_offset_bytes",
-        "gauge",
+        MetricType::Gauge,
         "Start of the commit log's oldest segment.",
         one(log.min_offset() as f64),
     );
     out.metric(
         "petrel_commitlog_unflushed_bytes",
-        "gauge",
+        MetricType::Gauge,
         "Appended but not yet on disk.",
         one(max - log.flushed_offset() as f64),
     );
     out.metric(
         "petrel_dispatch_behind_bytes",
-        "gauge",
+        MetricType::Gauge,
         "Appended but not yet in the consume queues.",
         one(max - broker.store.dispatched_offset() as f64),
     );
     let stall = broker.store.dispatch_stall();
     out.metric("petrel_dispatch_stuck_seconds",
-        "gauge",
+        MetricType::Gauge,
         "How long the dispatcher has been stuck at a record it cannot read (0: it is not); while it is, consumers see nothing past it and sends are refused.",
         one(stall.as_ref().map_or(0.0, |s| s.since.elapsed().as_secs_f64())),
     );
     out.metric(
         "petrel_dispatch_stuck_offset_bytes",
-        "gauge",
+        MetricType::Gauge,
         "The commit-log offset of the record the dispatcher is stuck at (-1: it is not stuck).",
         one(stall.as_ref().map_or(-1.0, |s| s.offset as f64)),
     );
@@ -303,38 +320,38 @@ fn render_lock(out: &mut Scrape, log: &petrel_store::CommitLog) {
     let with_kind = |v: f64| vec![(kind(), v)];
     out.metric(
         "petrel_put_lock_acquisitions_total",
-        "counter",
+        MetricType::Counter,
         "Put-message lock acquisitions.",
         with_kind(c.acquisitions as f64),
     );
     out.metric(
         "petrel_put_lock_contended_total",
-        "counter",
+        MetricType::Counter,
         "Acquisitions that found the lock held.",
         with_kind(c.contended as f64),
     );
     out.metric(
         "petrel_put_lock_spins_total",
-        "counter",
+        MetricType::Counter,
         "Busy-wait iterations of contended acquisitions.",
         with_kind(c.spins as f64),
     );
     out.metric(
         "petrel_put_lock_retreats_total",
-        "counter",
+        MetricType::Counter,
         "Spin rounds that ended in a yield.",
         with_kind(c.retreats as f64),
     );
     out.metric(
         "petrel_put_lock_switches_total",
-        "counter",
+        MetricType::Counter,
         "Adaptive lock switches between spinning and the mutex.",
         with_kind(lock.switches as f64),
     );
     if let Some(k) = lock.k {
         out.metric(
             "petrel_put_lock_spin_budget",
-            "gauge",
+            MetricType::Gauge,
             "Spins per round before a yield (k).",
             with_kind(f64::from(k)),
         );
@@ -343,7 +360,7 @@ fn render_lock(out: &mut Scrape, log: &petrel_store::CommitLog) {
         let mutex = matches!(mode, petrel_lock::Mode::Mutex);
         out.metric(
             "petrel_put_lock_mutex_mode",
-            "gauge",
+            MetricType::Gauge,
             "1 while the adaptive lock blocks, 0 while it spins.",
             with_kind(if mutex { 1.0 } else { 0.0 }),
         );
@@ -458,7 +475,7 @@ fn render_pipeline(out: &mut Scrape, broker: &Broker) {
             load(&s.busy_refusals),
         ),
     ];
-    out.metrics_of_kind("counter", &counters);
+    out.metrics_of_kind(MetricType::Counter, &counters);
     render_page_cache(out, broker.store.page_cache_stats());
     render_replication(out, broker);
 }
@@ -485,7 +502,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
                 c.confirmed.get() as f64,
             ),
         ];
-        out.metrics_of_kind("gauge", &gauges);
+        out.metrics_of_kind(MetricType::Gauge, &gauges);
     }
     if let Some(slave) = broker.replication.slave() {
         let st = slave.state();
@@ -501,7 +518,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
                 (load(&st.master_offset) - broker.store.commit_log().max_offset() as f64).max(0.0),
             ),
         ];
-        out.metrics_of_kind("gauge", &gauges);
+        out.metrics_of_kind(MetricType::Gauge, &gauges);
         let counters = [
             (
                 "petrel_ha_received_bytes_total",
@@ -514,7 +531,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
                 load(&st.reconnects),
             ),
         ];
-        out.metrics_of_kind("counter", &counters);
+        out.metrics_of_kind(MetricType::Counter, &counters);
         return;
     }
     let Some(gate) = broker.replication.gate() else { return };
@@ -525,7 +542,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
         .collect();
     out.metric(
         "petrel_ha_slave_lag_bytes",
-        "gauge",
+        MetricType::Gauge,
         "The master's end minus what each slave reported holding.",
         samples,
     );
@@ -542,7 +559,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
             gate.replicated().get() as f64,
         ),
     ];
-    out.metrics_of_kind("gauge", &gauges);
+    out.metrics_of_kind(MetricType::Gauge, &gauges);
     let s = &broker.stats;
     out.histogram(
         "petrel_replica_wait_seconds",
@@ -562,7 +579,7 @@ fn render_replication(out: &mut Scrape, broker: &Broker) {
             load(&s.slave_not_available),
         ),
     ];
-    out.metrics_of_kind("counter", &counters);
+    out.metrics_of_kind(MetricType::Counter, &counters);
 }
 
 /// The page-cache budget: resident bytes against it, and what releasing and flow control did.
@@ -585,7 +602,7 @@ fn render_page_cache(out: &mut Scrape, pc: &petrel_store::PageCacheStats) {
             if pc.busy.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
         ),
     ];
-    out.metrics_of_kind("gauge", &gauges);
+    out.metrics_of_kind(MetricType::Gauge, &gauges);
     let counters = [
         (
             "petrel_page_cache_releases_total",
@@ -603,7 +620,7 @@ fn render_page_cache(out: &mut Scrape, pc: &petrel_store::PageCacheStats) {
             load(&pc.busy_refusals),
         ),
     ];
-    out.metrics_of_kind("counter", &counters);
+    out.metrics_of_kind(MetricType::Counter, &counters);
 }
 
 /// Every bound's current use beside its limit.
@@ -639,10 +656,10 @@ fn render_bounds(out: &mut Scrape, sources: &Sources) {
         ),
     ];
     for (name, help, now, limit) in gauges {
-        out.metric(name, "gauge", help, one(now));
+        out.metric(name, MetricType::Gauge, help, one(now));
         out.metric(
             &format!("{name}_limit"),
-            "gauge",
+            MetricType::Gauge,
             &format!("The bound on {}", help.to_ascii_lowercase()),
             one(limit),
         );
@@ -655,29 +672,32 @@ fn render_bounds(out: &mut Scrape, sources: &Sources) {
             .collect()
     };
     // (name, type, help, reading)
-    type Family = (&'static str, &'static str, &'static str, fn(&ServerStats) -> f64);
+    type Family = (&'static str, MetricType, &'static str, fn(&ServerStats) -> f64);
     let families: [Family; 5] = [
-        ("petrel_connections", "gauge", "Open connections.", |s| {
+        ("petrel_connections", MetricType::Gauge, "Open connections.", |s| {
             s.open.load(Ordering::Relaxed) as f64
         }),
-        ("petrel_connections_accepted_total", "counter", "Connections accepted.", |s| {
-            s.accepted.load(Ordering::Relaxed) as f64
-        }),
+        (
+            "petrel_connections_accepted_total",
+            MetricType::Counter,
+            "Connections accepted.",
+            |s| s.accepted.load(Ordering::Relaxed) as f64,
+        ),
         (
             "petrel_connections_refused_total",
-            "counter",
+            MetricType::Counter,
             "Connections closed on arrival at maxConnections.",
             |s| s.refused.load(Ordering::Relaxed) as f64,
         ),
         (
             "petrel_connections_closed_idle_total",
-            "counter",
+            MetricType::Counter,
             "Connections closed after the idle timeout.",
             |s| s.closed_idle.load(Ordering::Relaxed) as f64,
         ),
         (
             "petrel_connections_closed_bad_frame_total",
-            "counter",
+            MetricType::Counter,
             "Connections closed after a bad frame.",
             |s| s.closed_bad_frame.load(Ordering::Relaxed) as f64,
         ),
