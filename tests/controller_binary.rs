@@ -11,12 +11,14 @@ mod common;
 use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{Client, free_port};
+use nix::sys::signal::Signal;
+use petrel_chaos::process::Process;
+use petrel_chaos::proxy::Proxies;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{
     AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CleanControllerBrokerDataRequestHeader,
@@ -29,58 +31,38 @@ const SET: &str = "broker-a";
 struct ControllerProc {
     port: u16,
     metrics_port: u16,
-    child: Option<Child>,
-    args: Vec<String>,
-    log: std::path::PathBuf,
+    /// `petrel controller` with its `--set` keys, through the harness tests and chaos share.
+    process: Process,
 }
 
 impl ControllerProc {
+    /// Starts it and waits until it listens.
     fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
-            .arg("controller")
-            .args(&self.args)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "controller did not listen:\n{}",
-                std::fs::read_to_string(&self.log).unwrap_or_default()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.process.start().unwrap();
+        let port = self.port;
+        self.process
+            .wait_until(Duration::from_secs(20), |_| {
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+            })
+            .unwrap_or_else(|e| panic!("controller did not listen: {e}"));
     }
 
     fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        self.process.kill().unwrap().expect("running");
+    }
+
+    fn pid(&self) -> u32 {
+        self.process.pid().expect("running")
     }
 
     fn call(&self, request: RemotingCommand) -> Option<RemotingCommand> {
         Client::try_connect(self.port)?.try_call(request)
     }
 
-    fn signal(&self, sig: i32) {
-        let pid = self.child.as_ref().expect("running").id();
-        // SAFETY: kill(2) on our child's pid.
-        assert_eq!(unsafe { libc::kill(pid as i32, sig) }, 0);
-        if sig == libc::SIGSTOP {
-            wait_stopped(pid);
-        }
-    }
-}
-
-impl Drop for ControllerProc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+    fn signal(&self, sig: Signal) {
+        self.process.signal(sig).unwrap();
+        if sig == Signal::SIGSTOP {
+            wait_stopped(self.pid());
         }
     }
 }
@@ -112,12 +94,17 @@ fn start_group_with(dir: &Path, extra: &[&str]) -> Vec<ControllerProc> {
             .chain(extra.iter().copied())
             .flat_map(|a| ["--set".to_owned(), a.to_owned()])
             .collect();
+        let mut args: Vec<String> = args;
+        args.insert(0, "controller".into());
         let mut c = ControllerProc {
             port: *port,
             metrics_port: metrics_ports[i],
-            child: None,
-            args,
-            log: dir.join(format!("c{i}.log")),
+            process: Process::new(
+                format!("controller {i}"),
+                env!("CARGO_BIN_EXE_petrel"),
+                args,
+                dir.join(format!("c{i}.log")),
+            ),
         };
         c.spawn();
         group.push(c);
@@ -165,7 +152,7 @@ fn leader(group: &[ControllerProc], live: &[usize]) -> usize {
 fn logs_tail(group: &[ControllerProc]) -> String {
     let mut text = String::new();
     for (i, c) in group.iter().enumerate() {
-        let log = std::fs::read_to_string(&c.log).unwrap_or_default();
+        let log = c.process.log();
         let lines: Vec<&str> = log.lines().collect();
         let from = lines.len().saturating_sub(40);
         text.push_str(&format!("--- controller n{i} ---\n{}\n", lines[from..].join("\n")));
@@ -398,11 +385,7 @@ fn a_forged_vote_deposes_an_unprotected_leader_and_is_refused_with_a_raft_secret
             metrics.contains(&format!("petrel_controller_raft_refused_total {}", answers.len())),
             "{metrics}"
         );
-        assert!(
-            std::fs::read_to_string(&group[l].log)
-                .unwrap()
-                .contains("did not prove controllerRaftSecret")
-        );
+        assert!(group[l].process.log().contains("did not prove controllerRaftSecret"));
     }
 }
 
@@ -611,9 +594,7 @@ fn a_paused_controller_leader_resumes_as_a_follower_and_changes_nothing() {
 
     // SIGSTOP the leading controller for longer than an election timeout. While it sleeps, the
     // others elect a leader of their own, and the master of the broker set dies.
-    let pid = group[first].child.as_ref().unwrap().id() as i32;
-    // SAFETY: plain kill(2) on our child's pid.
-    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    group[first].process.signal(Signal::SIGSTOP).unwrap();
     let others: Vec<usize> = (0..3).filter(|i| *i != first).collect();
     let second = leader(&group, &others);
     alive.lock().unwrap().remove(&1);
@@ -624,8 +605,7 @@ fn a_paused_controller_leader_resumes_as_a_follower_and_changes_nothing() {
     }
     // It wakes up believing it leads, with a heartbeat table where every broker is silent: it
     // must not commit anything of that term, and must follow the new leader.
-    // SAFETY: as above.
-    unsafe { libc::kill(pid, libc::SIGCONT) };
+    group[first].process.signal(Signal::SIGCONT).unwrap();
     let agreed = leader(&group, &[0, 1, 2]);
     assert_ne!(agreed, first, "the woken controller follows");
     std::thread::sleep(Duration::from_secs(2));
@@ -635,41 +615,13 @@ fn a_paused_controller_leader_resumes_as_a_follower_and_changes_nothing() {
         (Some("3"), Some("2")),
         "nothing the paused leader proposed took effect: {info:?}"
     );
-    let log = std::fs::read_to_string(&group[first].log).unwrap();
+    let log = group[first].process.log();
     assert!(!log.contains("elected a new master broker_name=\"broker-a\" master=2"), "{log}");
     stop.store(true, Ordering::Relaxed);
     beats.join().unwrap();
 }
 
 /// A `petrel namesrv` process for brokers that outlive each other.
-struct NameServerProc(Child, u16);
-
-impl NameServerProc {
-    fn start(dir: &Path) -> NameServerProc {
-        let port = free_port();
-        let log = std::fs::File::create(dir.join("namesrv.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
-            .args(["namesrv", "--listen", &format!("127.0.0.1:{port}")])
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "the name server did not listen");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        NameServerProc(child, port)
-    }
-}
-
-impl Drop for NameServerProc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// A Petrel broker of set `broker-a` in controller mode.
 fn controlled_broker(ns_port: u16, controllers: &str, extra: &[&str]) -> common::Petrel {
     let ns = format!("127.0.0.1:{ns_port}");
@@ -706,12 +658,12 @@ fn controlled_broker(ns_port: u16, controllers: &str, extra: &[&str]) -> common:
 }
 
 /// A name server, three controllers and three brokers of `broker-a` in controller mode.
-fn controlled_set(dir: &Path, extra: &[&str]) -> (NameServerProc, Vec<ControllerProc>, Vec<common::Petrel>) {
-    let ns = NameServerProc::start(dir);
+fn controlled_set(dir: &Path, extra: &[&str]) -> (common::NameServer, Vec<ControllerProc>, Vec<common::Petrel>) {
+    let ns = common::NameServer::start(dir, &[]);
     let group = start_group(dir);
     let controllers: Vec<String> = group.iter().map(|c| format!("127.0.0.1:{}", c.port)).collect();
     let controllers = controllers.join(";");
-    let brokers = (0..3).map(|_| controlled_broker(ns.1, &controllers, extra)).collect();
+    let brokers = (0..3).map(|_| controlled_broker(ns.port, &controllers, extra)).collect();
     (ns, group, brokers)
 }
 
@@ -916,10 +868,9 @@ fn wait_rejoined(group: &[ControllerProc], master: &str, old: &common::Petrel) {
     }
 }
 
-fn signal(b: &common::Petrel, sig: i32) {
-    // SAFETY: kill(2) on our child's pid.
-    assert_eq!(unsafe { libc::kill(b.pid() as i32, sig) }, 0);
-    if sig == libc::SIGSTOP {
+fn signal(b: &common::Petrel, sig: Signal) {
+    b.signal(sig);
+    if sig == Signal::SIGSTOP {
         wait_stopped(b.pid());
     }
 }
@@ -957,7 +908,7 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     // Both slaves stop: the master writes, but no send is acknowledged.
     let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
     for s in &slaves {
-        signal(&brokers[*s], libc::SIGSTOP);
+        signal(&brokers[*s], Signal::SIGSTOP);
     }
     for seq in 100..103 {
         let a = c.call(common::send_v2("Cut", 0, "t", seq, format!("lost{seq}").as_bytes()));
@@ -972,7 +923,7 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     assert_eq!(queue_max(&mut c, "Cut"), 20, "consumers see only confirmed messages");
     brokers[m].kill();
     for s in &slaves {
-        signal(&brokers[*s], libc::SIGCONT);
+        signal(&brokers[*s], Signal::SIGCONT);
     }
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&brokers, &new_addr);
@@ -1038,7 +989,7 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     let (_ns, group, brokers) = controlled_set(dir.path(), &["--set", "slaveTimeout=1000"]);
     let (master_addr, m, mut c, mut acked) = master_with_twenty(&group, &brokers);
     // Paused past its heartbeat timeout (3 s): the controllers elect another member.
-    signal(&brokers[m], libc::SIGSTOP);
+    signal(&brokers[m], Signal::SIGSTOP);
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&brokers, &new_addr);
     let mut d = brokers[n].broker();
@@ -1049,9 +1000,9 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     // it leads: its SyncStateSet's other members follow the new master, and nothing it takes is
     // acknowledged.
     for ctl in &group {
-        ctl.signal(libc::SIGSTOP);
+        ctl.signal(Signal::SIGSTOP);
     }
-    signal(&brokers[m], libc::SIGCONT);
+    signal(&brokers[m], Signal::SIGCONT);
     for i in 0..3 {
         let a = c.call(common::send_v2("Fail", 0, "t", 100 + i, b"from the old master"));
         assert_eq!(
@@ -1062,7 +1013,7 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
         );
     }
     for ctl in &group {
-        ctl.signal(libc::SIGCONT);
+        ctl.signal(Signal::SIGCONT);
     }
     // It learns the new epoch, becomes a replica, drops what it took alone, and rejoins.
     wait_rejoined(&group, &new_addr, &brokers[m]);
@@ -1076,77 +1027,32 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     assert_queue(&brokers[m], &acked, "the old master, now a replica");
 }
 
-/// A TCP proxy that can cut its connections off without closing them, as a network partition
-/// does: while blocked nothing is read on either side, so bytes wait in the kernel's buffers
-/// and flow again when it heals.
-struct Proxy {
-    port: u16,
-    blocked: Arc<AtomicBool>,
-}
-
-impl Proxy {
-    fn start(target: u16) -> Proxy {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let blocked = Arc::new(AtomicBool::new(false));
-        let b = blocked.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { continue };
-                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", target)) else {
-                    continue;
-                };
-                for (from, to) in [(client.try_clone().unwrap(), server.try_clone().unwrap()), (server, client)] {
-                    let b = b.clone();
-                    std::thread::spawn(move || pipe(from, to, &b));
-                }
-            }
-        });
-        Proxy { port, blocked }
-    }
-}
-
-fn pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream, blocked: &AtomicBool) {
-    use std::io::{Read, Write};
-    from.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-    let mut buf = [0u8; 16 * 1024];
-    loop {
-        if blocked.load(Ordering::Acquire) {
-            std::thread::sleep(Duration::from_millis(10));
-            continue;
-        }
-        match from.read(&mut buf) {
-            Ok(0) => break,
-            Ok(n) => {
-                if to.write_all(&buf[..n]).is_err() {
-                    break;
-                }
-            }
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
-            Err(_) => break,
-        }
-    }
-    let _ = to.shutdown(std::net::Shutdown::Both);
-}
-
 #[test]
 fn a_master_partitioned_from_the_controllers_is_replaced_and_acknowledges_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let ns = NameServerProc::start(dir.path());
+    let ns = common::NameServer::start(dir.path(), &[]);
     let group = start_group(dir.path());
-    // Each broker reaches each controller through a proxy of its own.
-    let proxies: Vec<Vec<Proxy>> = (0..3).map(|_| group.iter().map(|c| Proxy::start(c.port)).collect()).collect();
-    let brokers: Vec<common::Petrel> = proxies
-        .iter()
-        .map(|ps| {
-            let addrs: Vec<String> = ps.iter().map(|p| format!("127.0.0.1:{}", p.port)).collect();
-            controlled_broker(ns.1, &addrs.join(";"), &["--set", "slaveTimeout=1000"])
+    // Each broker (process b) reaches each controller (process 3 + i) through a link of the
+    // chaos harness's fault proxy: cutting a link stalls it both ways, closing nothing, as a
+    // network partition does.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let mut proxies = runtime.block_on(Proxies::start(6, &[])).unwrap();
+    let controllers = [3, 4, 5];
+    let brokers: Vec<common::Petrel> = (0..3)
+        .map(|b| {
+            let addrs: Vec<String> = group
+                .iter()
+                .zip(controllers)
+                .map(|(c, i)| {
+                    let backend = std::net::SocketAddr::from(([127, 0, 0, 1], c.port));
+                    runtime.block_on(proxies.link(b, i, backend)).unwrap().to_string()
+                })
+                .collect();
+            controlled_broker(ns.port, &addrs.join(";"), &["--set", "slaveTimeout=1000"])
         })
         .collect();
     let (master_addr, m, mut c, mut acked) = master_with_twenty(&group, &brokers);
-    for p in &proxies[m] {
-        p.blocked.store(true, Ordering::Release);
-    }
+    proxies.isolate(m, &controllers);
     // The controllers hear nothing from the master past its heartbeat timeout and elect another.
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&brokers, &new_addr);
@@ -1159,9 +1065,7 @@ fn a_master_partitioned_from_the_controllers_is_replaced_and_acknowledges_nothin
         let a = c.call(common::send_v2("Fail", 0, "t", 100 + i, b"from the partitioned master"));
         assert_ne!(a.code, resp::SUCCESS, "a partitioned master acknowledged a send: {:?}", a.remark);
     }
-    for p in &proxies[m] {
-        p.blocked.store(false, Ordering::Release);
-    }
+    proxies.heal(m, &controllers);
     wait_rejoined(&group, &new_addr, &brokers[m]);
     send_acknowledged(&mut d, &mut acked, 1);
     assert_queue(&brokers[n], &acked, "the new master");

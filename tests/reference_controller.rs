@@ -12,35 +12,21 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::{Client, free_port, free_port_block, mqadmin, pull_bodies, send_v2};
+use petrel_chaos::process::Process;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{CommandHeader, GetReplicaInfoRequestHeader};
 
-/// A child process killed on drop.
-struct Proc(Option<Child>);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn petrel(args: &[String], log: &Path) -> Proc {
-    let log = std::fs::File::create(log).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(args)
-        .stdout(Stdio::from(log.try_clone().unwrap()))
-        .stderr(Stdio::from(log))
-        .spawn()
-        .unwrap();
-    Proc(Some(child))
+/// `petrel` with `args`, its output in `log`, started through the harness tests and chaos
+/// share (killed on drop).
+fn petrel(args: &[String], log: &Path) -> Process {
+    let mut process = Process::new(args.join(" "), env!("CARGO_BIN_EXE_petrel"), args.to_vec(), log);
+    process.start().unwrap();
+    process
 }
 
 fn wait_listening(port: u16) {
@@ -154,7 +140,7 @@ fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, b
 
 /// Three controllers: Petrel's, or Apache RocketMQ's own with PETREL_FAILOVER_CONTROLLERS=rocketmq
 /// (for a side-by-side figure in docs/benchmarks.md). Returns their ports and processes.
-fn start_controllers(dir: &Path) -> (Vec<u16>, Vec<Proc>, Vec<RefProcess>) {
+fn start_controllers(dir: &Path) -> (Vec<u16>, Vec<Process>, Vec<RefProcess>) {
     let controller_ports: Vec<u16> = (0..3).map(|_| free_port()).collect();
     let peers: Vec<String> = controller_ports
         .iter()
@@ -162,7 +148,7 @@ fn start_controllers(dir: &Path) -> (Vec<u16>, Vec<Proc>, Vec<RefProcess>) {
         .map(|(i, p)| format!("n{i}-127.0.0.1:{p}"))
         .collect();
     let reference_controllers = std::env::var("PETREL_FAILOVER_CONTROLLERS").is_ok_and(|v| v == "rocketmq");
-    let mut _controllers: Vec<Proc> = Vec::new();
+    let mut _controllers: Vec<Process> = Vec::new();
     let mut _reference_controllers: Vec<RefProcess> = Vec::new();
     for (i, port) in controller_ports.iter().enumerate() {
         if reference_controllers {
@@ -193,7 +179,7 @@ fn start_controllers(dir: &Path) -> (Vec<u16>, Vec<Proc>, Vec<RefProcess>) {
 }
 
 /// A `petrel namesrv` for the brokers, and its address.
-fn start_namesrv(dir: &Path) -> (Proc, String) {
+fn start_namesrv(dir: &Path) -> (Process, String) {
     let ns_port = free_port();
     let namesrv = format!("127.0.0.1:{ns_port}");
     let ns = petrel(&["namesrv".into(), "--listen".into(), namesrv.clone()], &dir.join("namesrv.log"));

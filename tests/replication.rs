@@ -219,8 +219,9 @@ fn a_slave_that_joins_late_with_sync_from_last_file_starts_at_the_newest_segment
         commit_log(&s.data_dir()).len() < commit_log(&m.data_dir()).len(),
         "the slave holds fewer segments than the master"
     );
-    let tail = pull_bodies(&mut sc, "Late", 0, first, 2400 - first as usize, Duration::from_secs(30));
-    assert_eq!(tail.first().map(String::as_str), Some(body(first as usize).as_str()));
+    let first_index = usize::try_from(first).expect("the slave's first offset is positive");
+    let tail = pull_bodies(&mut sc, "Late", 0, first, 2400 - first_index, Duration::from_secs(30));
+    assert_eq!(tail.first().map(String::as_str), Some(body(first_index).as_str()));
     assert_eq!(tail.last().map(String::as_str), Some(body(2399).as_str()));
     // Its queue still begins there after a restart.
     drop(sc);

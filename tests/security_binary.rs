@@ -41,15 +41,9 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 
 #[test]
 fn a_name_server_with_authentication_takes_registrations_only_from_signed_brokers() {
-    let ns_port = common::free_port();
-    let mut namesrv = std::process::Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(["namesrv", "--listen", &format!("127.0.0.1:{ns_port}")])
-        .args(["--set", "authenticationEnabled=true", "--set", INNER])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    wait_until("the name server", || std::net::TcpStream::connect(("127.0.0.1", ns_port)).is_ok());
+    let dir = tempfile::tempdir().unwrap();
+    let namesrv = common::NameServer::start(dir.path(), &["--set", "authenticationEnabled=true", "--set", INNER]);
+    let ns_port = namesrv.port;
     let external = format!("127.0.0.1:{ns_port}");
     let signed_broker = Petrel::start(&["--namesrv-addr", &external, "--set", INNER]);
     let unsigned_broker = Petrel::start(&["--namesrv-addr", &external, "--set", "brokerName=broker-x"]);
@@ -88,8 +82,7 @@ fn a_name_server_with_authentication_takes_registrations_only_from_signed_broker
     let mut signed_broker = signed_broker;
     assert!(signed_broker.terminate().success());
     assert!(!cluster_info(ns_port).contains(&format!("127.0.0.1:{}", signed_broker.broker_port)));
-    let _ = namesrv.kill();
-    let _ = namesrv.wait();
+    drop(namesrv);
 }
 
 #[test]

@@ -287,18 +287,9 @@ fn cluster_brokers(ns_port: u16) -> String {
 
 #[test]
 fn brokers_register_with_external_name_servers_and_unregister_on_sigterm() {
-    let ns_port = common::free_port();
-    let mut namesrv = std::process::Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(["namesrv", "--listen", &format!("127.0.0.1:{ns_port}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", ns_port)).is_err() {
-        assert!(Instant::now() < deadline, "name server did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let dir = tempfile::tempdir().unwrap();
+    let namesrv = common::NameServer::start(dir.path(), &[]);
+    let ns_port = namesrv.port;
     let external = format!("127.0.0.1:{ns_port}");
     let a = Petrel::start(&["--namesrv-addr", &external]);
     let mut b = Petrel::start(&["--namesrv-addr", &external, "--set", "brokerName=broker-b"]);
@@ -325,8 +316,7 @@ fn brokers_register_with_external_name_servers_and_unregister_on_sigterm() {
         "broker-b unregistered on SIGTERM: {info}"
     );
     assert!(info.contains(&format!("127.0.0.1:{}", a.broker_port)));
-    let _ = namesrv.kill();
-    let _ = namesrv.wait();
+    drop(namesrv);
 }
 
 /// One HTTP GET over a plain socket: (status line, body).
@@ -809,7 +799,7 @@ fn two_thousand_connections_trickling_large_frames_stay_within_the_frame_budget(
     assert_eq!(c.call(send_v2("TrickleTopic", 0, "T", 0, b"before")).code, resp::SUCCESS);
     let base = rss_bytes(petrel.pid());
     let mut start = Vec::with_capacity(256 << 10);
-    start.extend_from_slice(&(CLAIMED as i32 - 4).to_be_bytes());
+    start.extend_from_slice(&(i32::try_from(CLAIMED).expect("8 MiB fits a frame's length field") - 4).to_be_bytes());
     start.extend_from_slice(&16u32.to_be_bytes());
     start.resize(256 << 10, b'x');
     let (mut open, mut peak) = (Vec::new(), base);
@@ -909,7 +899,7 @@ fn well_behaved(port: u16, group: &str, secs: u64) -> Window {
     let mut producer = Client::connect(port);
     let mut w = Window::default();
     let started = Instant::now();
-    for i in 0..(secs as usize * 100) {
+    for i in 0..(usize::try_from(secs).expect("the test's length in seconds fits a usize") * 100) {
         let due = started + Duration::from_millis(i as u64 * 10);
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);

@@ -5,9 +5,10 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use petrel_chaos::process::Process;
 use petrel_protocol::codes::request_code as rc;
 use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2};
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
@@ -65,7 +66,8 @@ pub struct Petrel {
     pub ha_port: u16,
     /// Serve RocketMQ's "VIP channel" on `broker_port - 2` (off unless asked for).
     pub fast_channel: bool,
-    child: Option<Child>,
+    /// The running `petrel serve`, through the one process harness tests and chaos share.
+    process: Option<Process>,
     pub extra_args: Vec<String>,
     /// The process's open-file limit (soft and hard), if a test sets one.
     pub open_files: Option<u64>,
@@ -104,7 +106,7 @@ impl Petrel {
             broker_port: if fast_channel { free_port_block(3) + 2 } else { free_port() },
             ha_port: free_port(),
             fast_channel,
-            child: None,
+            process: None,
             extra_args: extra_args.iter().map(|s| s.to_string()).collect(),
             open_files: None,
         }
@@ -112,7 +114,7 @@ impl Petrel {
 
     /// The broker process's id.
     pub fn pid(&self) -> u32 {
-        self.child.as_ref().expect("running").id()
+        self.process.as_ref().and_then(Process::pid).expect("running")
     }
 
     pub fn log_path(&self) -> PathBuf {
@@ -128,66 +130,47 @@ impl Petrel {
     }
 
     pub fn spawn(&mut self) {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.log_path()).unwrap();
         let boots_before = self.log().matches("boot success").count();
-        let mut command = Command::new(env!("CARGO_BIN_EXE_petrel"));
+        let mut args: Vec<String> = vec![
+            "serve".into(),
+            "--store-dir".into(),
+            self.data_dir().to_str().unwrap().into(),
+            "--namesrv-listen".into(),
+            format!("127.0.0.1:{}", self.ns_port),
+            "--listen-port".into(),
+            self.broker_port.to_string(),
+            "--broker-ip".into(),
+            "127.0.0.1".into(),
+            "--set".into(),
+            format!("haListenPort={}", self.ha_port),
+            "--set".into(),
+            format!("fastListenPort={}", if self.fast_channel { self.broker_port - 2 } else { 0 }),
+        ];
+        args.extend(self.extra_args.iter().cloned());
+        let mut process = Process::new("petrel serve", env!("CARGO_BIN_EXE_petrel"), args, self.log_path());
         if let Some(limit) = self.open_files {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: setrlimit(2) only, between fork and exec.
-            unsafe {
-                command.pre_exec(move || {
-                    let l = libc::rlimit {
-                        rlim_cur: limit,
-                        rlim_max: limit,
-                    };
-                    if libc::setrlimit(libc::RLIMIT_NOFILE, &l) == 0 {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            process = process.with_open_files(limit);
         }
-        let child = command
-            .arg("serve")
-            .args(["--store-dir", self.data_dir().to_str().unwrap()])
-            .args(["--namesrv-listen", &format!("127.0.0.1:{}", self.ns_port)])
-            .args(["--listen-port", &self.broker_port.to_string()])
-            .args(["--broker-ip", "127.0.0.1"])
-            .args(["--set", &format!("haListenPort={}", self.ha_port)])
-            .args([
-                "--set",
-                &format!("fastListenPort={}", if self.fast_channel { self.broker_port - 2 } else { 0 }),
-            ])
-            .args(&self.extra_args)
-            .stdout(Stdio::from(log.try_clone().unwrap()))
-            .stderr(Stdio::from(log))
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while self.log().matches("boot success").count() <= boots_before {
-            assert!(Instant::now() < deadline, "petrel serve did not start:\n{}", self.log());
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("petrel serve exited with {status}:\n{}", self.log());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        process.start().unwrap();
+        process
+            .wait_until(Duration::from_secs(30), |p| p.log().matches("boot success").count() > boots_before)
+            .unwrap_or_else(|e| panic!("petrel serve did not start: {e}"));
+        self.process = Some(process);
+    }
+
+    /// Sends `sig` to the running process.
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        self.process.as_ref().expect("running").signal(sig).unwrap();
     }
 
     /// SIGKILL, then waits for the exit: the process stops wherever it was.
     pub fn kill(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
+        self.process.take().expect("running").kill().unwrap();
     }
 
     /// SIGTERM, then waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        let mut child = self.child.take().expect("running");
-        // SAFETY: plain kill(2) on our child's pid.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        child.wait().unwrap()
+        self.process.take().expect("running").terminate().unwrap()
     }
 
     pub fn broker(&self) -> Client {
@@ -203,12 +186,30 @@ impl Petrel {
     }
 }
 
-impl Drop for Petrel {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+/// `petrel namesrv` on a free port with `extra` arguments, through the harness tests and chaos
+/// share; killed on drop.
+pub struct NameServer {
+    pub process: Process,
+    pub port: u16,
+}
+
+impl NameServer {
+    /// Starts it, its log in `dir`, and waits until it listens.
+    pub fn start(dir: &Path, extra: &[&str]) -> NameServer {
+        let port = free_port();
+        let mut args = vec!["namesrv".to_owned(), "--listen".to_owned(), format!("127.0.0.1:{port}")];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let mut process = Process::new(
+            "namesrv",
+            env!("CARGO_BIN_EXE_petrel"),
+            args,
+            dir.join(format!("namesrv-{port}.log")),
+        );
+        process.start().unwrap();
+        process
+            .wait_until(Duration::from_secs(20), |_| TcpStream::connect(("127.0.0.1", port)).is_ok())
+            .unwrap_or_else(|e| panic!("the name server did not listen: {e}"));
+        NameServer { process, port }
     }
 }
 

@@ -20,7 +20,9 @@ use crate::store::{AuthStore, Entry};
 /// What is switched on (RocketMQ's `AuthConfig` keys).
 #[derive(Debug, Clone, Default)]
 pub struct AuthSettings {
+    /// Whether requests must carry a valid signature (`authenticationEnabled`).
     pub authentication_enabled: bool,
+    /// Whether requests are checked against the users' policies (`authorizationEnabled`).
     pub authorization_enabled: bool,
     /// Request codes served without a signature (`authenticationWhitelist`).
     pub authentication_whitelist: Vec<i32>,
@@ -33,6 +35,7 @@ pub struct AuthSettings {
 }
 
 impl AuthSettings {
+    /// Whether authentication or authorization is on, i.e. whether requests need checking at all.
     #[must_use]
     pub fn any_enabled(&self) -> bool {
         self.authentication_enabled || self.authorization_enabled
@@ -50,6 +53,7 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// The user name the request names or was signed by; `None` for an unchecked request without an `AccessKey`.
     #[must_use]
     pub fn name(&self) -> Option<&str> {
         match self {
@@ -62,7 +66,9 @@ impl Principal {
 /// One thing a request does: any of `actions` on `resource`.
 #[derive(Debug, Clone)]
 pub struct Check {
+    /// What the request acts on.
     pub resource: Resource,
+    /// The actions of which any one, if allowed, permits the request.
     pub actions: &'static [Action],
 }
 

@@ -12,13 +12,21 @@ use crate::error::AuthError;
 /// What a request does to a resource (RocketMQ's `Action`, spelt as its `getName()`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
+    /// Every action below.
     All,
+    /// Sending messages to a topic.
     Pub,
+    /// Consuming from a topic, or as a group.
     Sub,
+    /// Creating the resource (an admin request).
     Create,
+    /// Changing the resource (an admin request).
     Update,
+    /// Deleting the resource (an admin request).
     Delete,
+    /// Reading the resource's details (an admin request).
     Get,
+    /// Listing resources (an admin request).
     List,
 }
 
@@ -39,6 +47,7 @@ impl Action {
         })
     }
 
+    /// The name as RocketMQ spells it (`Pub`, `Sub`, ...), as shown in error messages and stored ACLs.
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
@@ -57,10 +66,15 @@ impl Action {
 /// The kinds of resource a policy names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ResourceType {
+    /// Every resource of every type: the bare `*` key.
     Any,
+    /// A cluster (`Cluster:name`).
     Cluster,
+    /// A namespace (`Namespace:name`).
     Namespace,
+    /// A topic (`Topic:name`).
     Topic,
+    /// A consumer group (`Group:name`); a retry topic stands for its group.
     Group,
 }
 
@@ -101,7 +115,9 @@ pub enum Pattern {
 /// A resource: in a policy a pattern, in a request always a literal name.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Resource {
+    /// Which type of resource this names.
     pub kind: ResourceType,
+    /// Which names of that type it matches.
     pub pattern: Pattern,
 }
 
@@ -109,6 +125,7 @@ pub struct Resource {
 pub const RETRY_PREFIX: &str = "%RETRY%";
 
 impl Resource {
+    /// A topic; a retry topic's name stands for its group, as in RocketMQ.
     #[must_use]
     pub fn topic(name: &str) -> Resource {
         if let Some(group) = name.strip_prefix(RETRY_PREFIX) {
@@ -130,6 +147,7 @@ impl Resource {
         }
     }
 
+    /// A cluster, by name.
     #[must_use]
     pub fn cluster(name: &str) -> Resource {
         Resource {
@@ -236,6 +254,7 @@ impl SourceIp {
         Ok(SourceIp { net, prefix_bits })
     }
 
+    /// Whether `ip` is this address or inside this block; an IPv4-mapped IPv6 address counts as its IPv4 address.
     #[must_use]
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = match (self.net, ip) {
@@ -274,8 +293,10 @@ impl fmt::Display for SourceIp {
 #[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct UserInfo {
+    /// The user's name, which requests send as `AccessKey`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub username: Option<String>,
+    /// The secret the user's requests are signed with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub password: Option<String>,
     /// `Super` or `Normal`.
@@ -309,12 +330,16 @@ impl UserInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EntryInfo {
+    /// The resource key the entry covers: `*`, `Topic:*`, `Topic:name`, `Group:prefix*`.
     #[serde(default)]
     pub resource: Option<String>,
+    /// The action names the entry covers (`Pub`, `Sub`, `All`, ...).
     #[serde(default)]
     pub actions: Option<Vec<String>>,
+    /// Addresses or CIDR blocks the request must come from; none means any source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source_ips: Option<Vec<String>>,
+    /// `Allow` or `Deny`.
     #[serde(default)]
     pub decision: Option<String>,
 }
@@ -323,8 +348,10 @@ pub struct EntryInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyInfo {
+    /// `Custom` or `Default`; absent means `Custom`.
     #[serde(default)]
     pub policy_type: Option<String>,
+    /// The policy's entries.
     #[serde(default)]
     pub entries: Option<Vec<EntryInfo>>,
 }
@@ -333,8 +360,10 @@ pub struct PolicyInfo {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AclInfo {
+    /// Whom the policies apply to, as `User:name`.
     #[serde(default)]
     pub subject: Option<String>,
+    /// The subject's policies.
     #[serde(default)]
     pub policies: Option<Vec<PolicyInfo>>,
 }

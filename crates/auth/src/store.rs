@@ -69,7 +69,9 @@ pub(crate) struct Tables {
 #[derive(Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Credentials {
+    /// The user name sent as `AccessKey`.
     pub access_key: String,
+    /// The key the request signature is an HMAC under; never sent.
     pub secret_key: String,
 }
 

@@ -16,6 +16,7 @@ pub struct CgroupSample {
     /// What the kernel charges the cgroup with (anon + page cache + kernel), the figure the limit
     /// is enforced against.
     pub usage_bytes: u64,
+    /// Anonymous memory (not file-backed) charged to the cgroup: v1 `total_rss`, v2 `anon`.
     pub anon_bytes: u64,
     /// Page cache charged to the cgroup (file-backed pages, mapped or not).
     pub cache_bytes: u64,
@@ -23,6 +24,7 @@ pub struct CgroupSample {
     pub oom_kills: u64,
 }
 
+/// A memory cgroup (v1 or v2) whose control files are read for samples.
 #[derive(Debug, Clone)]
 pub struct CgroupMemory {
     dir: PathBuf,
@@ -72,6 +74,7 @@ impl CgroupMemory {
         read_u64(&self.dir.join(if self.v2 { "memory.peak" } else { "memory.max_usage_in_bytes" }))
     }
 
+    /// The cgroup's memory now; `None` when a control file cannot be read (the cgroup is gone).
     pub fn sample(&self) -> Option<CgroupSample> {
         let stat = std::fs::read_to_string(self.dir.join("memory.stat")).ok()?;
         if self.v2 {

@@ -12,6 +12,7 @@ use crate::compare::{Comparison, Side};
 use crate::report::Report;
 use crate::run::{BenchError, Kind, SendMode, Workload, run};
 
+/// The subcommands of `petrel bench`.
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Send messages and report send latency, TPS and errors.
@@ -38,14 +39,20 @@ pub enum BenchCommand {
     ConnectionsWorker(crate::connections::WorkerArgs),
 }
 
+/// `--mode`: how producers send.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModeArg {
+    /// One send at a time per producer, each waiting for its answer.
     Sync,
+    /// Up to --in-flight sends at once per producer.
     Async,
+    /// Sends without an answer.
     Oneway,
+    /// --batch messages per SEND_BATCH_MESSAGE, waiting for each answer.
     Batch,
 }
 
+/// The options of a produce, consume or e2e run.
 #[derive(Args, Debug, Clone)]
 pub struct WorkloadArgs {
     /// Name server address(es), `host:port;host:port`.
@@ -54,6 +61,7 @@ pub struct WorkloadArgs {
     /// Topic (created with --queues queues if missing).
     #[arg(short = 't', long, default_value = "PetrelBench")]
     pub topic: String,
+    /// Queues of the topic when it is created.
     #[arg(long, default_value_t = 8)]
     pub queues: i32,
     /// Producers, each with its own connections.
@@ -65,6 +73,7 @@ pub struct WorkloadArgs {
     /// Message body size in bytes (at least 8 for consume and e2e: the first 8 carry the birth time).
     #[arg(short = 's', long, default_value_t = 128)]
     pub size: usize,
+    /// How producers send.
     #[arg(short = 'm', long, value_enum, default_value = "sync")]
     pub mode: ModeArg,
     /// Sends in flight per producer in async mode.
@@ -111,10 +120,12 @@ pub struct WorkloadArgs {
     /// `authenticationEnabled`); with --secret-key.
     #[arg(long, requires = "secret_key")]
     pub access_key: Option<String>,
+    /// The secret key that signs the requests of --access-key.
     #[arg(long, requires = "access_key")]
     pub secret_key: Option<String>,
 }
 
+/// The options of `petrel bench compare`.
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
     /// Name server of side A.
@@ -123,8 +134,10 @@ pub struct CompareArgs {
     /// Name server of side B.
     #[arg(long)]
     pub b: String,
+    /// Name of side A in the reports.
     #[arg(long, default_value = "A")]
     pub label_a: String,
+    /// Name of side B in the reports.
     #[arg(long, default_value = "B")]
     pub label_b: String,
     /// Broker process of side A, for CPU and RSS.
@@ -139,11 +152,16 @@ pub struct CompareArgs {
     /// produce or e2e.
     #[arg(long, default_value = "produce")]
     pub workload: String,
+    /// The workload each round runs; its --namesrv, --broker-pid and --label are set per side.
     #[command(flatten)]
     pub run: WorkloadArgs,
 }
 
 impl WorkloadArgs {
+    /// The workload of a `kind` run with these options.
+    ///
+    /// # Errors
+    /// [`BenchError::Invalid`] when the options contradict each other or are out of range.
     pub fn workload(&self, kind: Kind) -> Result<Workload, BenchError> {
         if self.size < 8 && kind != Kind::Produce {
             return Err(BenchError::Invalid(

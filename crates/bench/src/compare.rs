@@ -11,24 +11,38 @@ use crate::report::Report;
 /// Medians of one side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Side {
+    /// The side's name in the table (`--label-a`, `--label-b`).
     pub label: String,
+    /// The side's name server address(es).
     pub namesrv: String,
+    /// Median messages per second.
     pub tps: f64,
+    /// Median of the rounds' send P50.
     pub p50_us: u64,
+    /// Median of the rounds' send P99.
     pub p99_us: u64,
+    /// Median of the rounds' send P99.99.
     pub p9999_us: u64,
+    /// Failed requests over all rounds (a sum, not a median).
     pub errors: u64,
+    /// Median of the rounds' mean broker CPU, 100 = one core; `None` when no broker was sampled.
     pub broker_cpu_pct: Option<f64>,
+    /// Median of the rounds' highest broker RSS, MiB; `None` when no broker was sampled.
     pub broker_rss_mb: Option<f64>,
+    /// Messages per second of each round, in order.
     pub rounds: Vec<f64>,
 }
 
+/// The two sides of a comparison; ratios are B / A.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
+    /// The baseline.
     pub a: Side,
+    /// The side compared with the baseline.
     pub b: Side,
 }
 
+/// The median of `v` (the mean of the middle two for an even count); 0 for none.
 pub fn median_f64(mut v: Vec<f64>) -> f64 {
     if v.is_empty() {
         return 0.0;
@@ -38,11 +52,17 @@ pub fn median_f64(mut v: Vec<f64>) -> f64 {
     if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
 }
 
+/// The median of `v`, rounded to the nearest integer; 0 for none.
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "the median of u64 values is within u64's range; `as` saturates where f64 rounding lands past u64::MAX"
+)]
 pub fn median_u64(v: Vec<u64>) -> u64 {
     median_f64(v.into_iter().map(|x| x as f64).collect()).round() as u64
 }
 
 impl Side {
+    /// The medians of one side's `runs`.
     pub fn of(label: &str, namesrv: &str, runs: &[Report]) -> Side {
         let cpu: Vec<f64> = runs.iter().filter_map(|r| r.broker.as_ref().map(|b| b.cpu_pct_mean)).collect();
         let rss: Vec<f64> = runs.iter().filter_map(|r| r.broker.as_ref().map(|b| b.rss_mb_max)).collect();
@@ -70,6 +90,7 @@ fn opt(v: Option<f64>, unit: &str) -> String {
 }
 
 impl Comparison {
+    /// The comparison as a Markdown table: A, B and B / A for each figure.
     pub fn to_markdown(&self) -> String {
         let (a, b) = (&self.a, &self.b);
         let mut s = format!(

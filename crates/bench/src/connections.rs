@@ -32,6 +32,7 @@ const CONNECT_DEADLINE: Duration = Duration::from_secs(300);
 /// Connects under way at once in one worker (the listen backlog is finite).
 const CONNECTS_AT_ONCE: usize = 256;
 
+/// The options of `petrel bench connections`.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionsArgs {
     /// Idle connection counts to measure, comma-separated.
@@ -51,13 +52,16 @@ pub struct ConnectionsArgs {
     pub run: WorkloadArgs,
 }
 
+/// The options of a `connections-worker` process, set by `connections`.
 #[derive(Args, Debug, Clone)]
 pub struct WorkerArgs {
     /// The broker's address.
     #[arg(long)]
     pub broker: String,
+    /// Idle connections to open and hold.
     #[arg(long)]
     pub count: usize,
+    /// Seconds between each connection's heartbeats.
     #[arg(long, default_value_t = 30)]
     pub heartbeat_s: u64,
     /// Distinguishes this worker's client ids.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// Highest latency recorded exactly: one hour in microseconds.
 pub const MAX_LATENCY_US: u64 = 3_600_000_000;
 
+/// An empty latency histogram: 1 µs to [`MAX_LATENCY_US`], 3 significant digits.
 pub fn new_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LATENCY_US, 3).expect("valid histogram bounds")
 }
@@ -22,17 +23,26 @@ pub fn record(h: &mut Histogram<u64>, us: u64) {
 /// The percentiles every report shows, in microseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct Percentiles {
+    /// Samples recorded.
     pub count: u64,
+    /// Median.
     pub p50: u64,
+    /// 90th percentile.
     pub p90: u64,
+    /// 99th percentile.
     pub p99: u64,
+    /// 99.9th percentile.
     pub p999: u64,
+    /// 99.99th percentile.
     pub p9999: u64,
+    /// Highest sample.
     pub max: u64,
+    /// Mean of the samples.
     pub mean: f64,
 }
 
 impl Percentiles {
+    /// The percentiles of `h`; all zero when it is empty.
     pub fn of(h: &Histogram<u64>) -> Percentiles {
         if h.is_empty() {
             return Percentiles::default();

@@ -17,17 +17,22 @@ use serde::{Deserialize, Serialize};
 use crate::hist::fmt_us;
 use crate::run::{BenchError, Kind, SendMode, Workload, run};
 
+/// The options of `petrel bench lock-study`.
 #[derive(Args, Debug, Clone)]
 pub struct LockStudyArgs {
     /// The petrel binary to run as the broker (default: this one).
     #[arg(long)]
     pub petrel: Option<PathBuf>,
+    /// Put-message locks to compare (the broker's `putMessageLock` values).
     #[arg(long, default_value = "abs,mutex,spin,backoff", value_delimiter = ',')]
     pub locks: Vec<String>,
+    /// Message body sizes in bytes.
     #[arg(long, default_value = "2,1024", value_delimiter = ',')]
     pub sizes: Vec<usize>,
+    /// Producer counts.
     #[arg(long, default_value = "1,4,16,64", value_delimiter = ',')]
     pub producers: Vec<usize>,
+    /// Flush modes (the broker's `flushDiskType` values).
     #[arg(long, default_value = "ASYNC_FLUSH,SYNC_FLUSH", value_delimiter = ',')]
     pub flush: Vec<String>,
     /// Rounds over the whole matrix (brokers restarted each round); cells report medians.
@@ -65,16 +70,26 @@ struct Saved {
     abs_trace: Vec<AbsSample>,
 }
 
+/// One measurement (or the medians of a cell's rounds) of a lock under one flush mode, size and producer count.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
+    /// The broker's `flushDiskType`.
     pub flush: String,
+    /// The broker's `putMessageLock`.
     pub lock: String,
+    /// Message body size.
     pub size_bytes: usize,
+    /// Producer count.
     pub producers: usize,
+    /// Messages sent per second.
     pub tps: f64,
+    /// The broker's mean CPU use, 100 = one core; 0 when it could not be sampled.
     pub cpu_pct: f64,
+    /// Send latency P99.
     pub p99_us: u64,
+    /// Send latency P99.99.
     pub p9999_us: u64,
+    /// Failed sends (summed over rounds in a median cell).
     pub errors: u64,
 }
 
@@ -88,10 +103,15 @@ impl Cell {
 /// The adaptive lock's state, sampled from GET_BROKER_RUNTIME_INFO.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AbsSample {
+    /// Seconds since the study started.
     pub t_s: f64,
+    /// The flush mode the broker ran with.
     pub flush: String,
+    /// The adaptive lock's k (`putMessageLockK`).
     pub k: u64,
+    /// The lock mode it was in (`putMessageLockMode`).
     pub mode: String,
+    /// Mode switches so far (`putMessageLockSwitches`).
     pub switches: u64,
 }
 
@@ -114,7 +134,12 @@ impl Drop for Broker {
 fn start_broker(a: &LockStudyArgs, exe: &Path, index: usize, lock: &str, flush: &str) -> Result<Broker, BenchError> {
     let data = a.data.join(lock);
     let _ = std::fs::remove_dir_all(&data);
-    let ns_port = a.base_port + 2 * index as u16;
+    // The broker's port is the name server's + 1, so both must fit below u16::MAX.
+    let ns_port = u16::try_from(2 * index)
+        .ok()
+        .and_then(|offset| a.base_port.checked_add(offset))
+        .filter(|p| *p < u16::MAX)
+        .ok_or_else(|| BenchError::Invalid(format!("the ports of lock #{index} do not fit above --base-port {}", a.base_port)))?;
     let ns = format!("127.0.0.1:{ns_port}");
     let port = ns_port + 1;
     let child = Command::new(exe)
@@ -164,6 +189,7 @@ async fn abs_sample(client: &petrel_client::Client, addr: &str, flush: &str, t_s
     })
 }
 
+/// Runs the study (or, with `--render`, only rewrites its write-up) and writes it under `--out`.
 #[expect(clippy::too_many_lines, reason = "one study: its runs in sequence, each a few lines")]
 pub async fn lock_study(a: LockStudyArgs) -> Result<(), BenchError> {
     let exe = match &a.petrel {
@@ -315,8 +341,8 @@ pub fn medians(raw: &[Cell]) -> Vec<Cell> {
         out.push(Cell {
             tps: m(&|x| x.tps),
             cpu_pct: m(&|x| x.cpu_pct),
-            p99_us: m(&|x| x.p99_us as f64).round() as u64,
-            p9999_us: m(&|x| x.p9999_us as f64).round() as u64,
+            p99_us: crate::compare::median_u64(same.iter().map(|x| x.p99_us).collect()),
+            p9999_us: crate::compare::median_u64(same.iter().map(|x| x.p9999_us).collect()),
             errors: same.iter().map(|x| x.errors).sum(),
             ..c.clone()
         });
@@ -481,7 +507,9 @@ pub fn markdown(
 
 fn plot_tps(cells: &[Cell], a: &LockStudyArgs, path: &Path) -> Result<(), crate::run::BenchError> {
     let panels: Vec<(String, usize)> = a.flush.iter().flat_map(|f| a.sizes.iter().map(move |s| (f.clone(), *s))).collect();
-    let root = SVGBackend::new(path, (520 * panels.len().max(1) as u32, 400)).into_drawing_area();
+    let columns =
+        u32::try_from(panels.len().max(1)).map_err(|_| BenchError::Invalid(format!("{} panels do not fit one plot", panels.len())))?;
+    let root = SVGBackend::new(path, (520 * columns, 400)).into_drawing_area();
     root.fill(&WHITE)?;
     let areas = root.split_evenly((1, panels.len().max(1)));
     let colors = [RED, BLUE, GREEN, MAGENTA, CYAN, BLACK];

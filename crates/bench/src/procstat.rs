@@ -5,7 +5,9 @@
 
 use std::time::Instant;
 
+/// Samples one process's CPU use and RSS; each sample covers the time since the previous one.
 pub struct ProcSampler {
+    /// The process sampled.
     pub pid: u32,
     ticks_per_s: f64,
     last: Option<(Instant, u64)>,
@@ -28,6 +30,7 @@ pub fn rss_mb(pid: u32) -> Option<f64> {
 }
 
 impl ProcSampler {
+    /// Starts sampling `pid`: takes the first CPU reading, which the first [`ProcSampler::sample`] counts from.
     pub fn new(pid: u32) -> ProcSampler {
         let ticks = procfs::ticks_per_second();
         ProcSampler {

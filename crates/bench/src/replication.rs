@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use crate::report::{draw_legend, labelled_line};
 use crate::run::{BenchError, Kind, SendMode, Workload, run};
 
+/// The options of `petrel bench replication`.
 #[derive(Args, Debug, Clone)]
 pub struct ReplicationArgs {
     /// Slaves per run, comma-separated.
@@ -39,11 +40,13 @@ pub struct ReplicationArgs {
     /// `SYNC_MASTER` (a send waits for every slave: `allAckInSyncStateSet`) or `ASYNC_MASTER`.
     #[arg(long, default_value = "SYNC_MASTER")]
     pub role: String,
+    /// The brokers' `flushDiskType`: `ASYNC_FLUSH` or `SYNC_FLUSH`.
     #[arg(long, default_value = "ASYNC_FLUSH")]
     pub flush: String,
     /// Body size, bytes (at least 8: they carry the birth time).
     #[arg(short = 's', long, default_value_t = 128)]
     pub size: usize,
+    /// Queues of each cell's topic (raised to the receiver count, so each receiver has one).
     #[arg(long, default_value_t = 4)]
     pub queues: i32,
     /// The `petrel` binary to run (default: this one).
@@ -55,6 +58,7 @@ pub struct ReplicationArgs {
     /// Where the processes keep their data (removed before each run).
     #[arg(long, default_value = "bench-results/replication-data")]
     pub data: PathBuf,
+    /// Where the reports go: each cell's, and `replication.{json,md,svg}`.
     #[arg(short = 'o', long, default_value = "bench-results/replication")]
     pub out: PathBuf,
     /// Measure the cells against a running cluster at this name server instead of starting
@@ -69,26 +73,38 @@ pub struct ReplicationArgs {
 /// One measured cell.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Cell {
+    /// Slaves of the master.
     pub replicas: usize,
+    /// Producers.
     pub senders: usize,
+    /// Consumers.
     pub receivers: usize,
+    /// Messages sent.
     pub messages: u64,
     /// First sent to last received.
     pub run_s: f64,
     /// Messages over `run_s`.
     pub msgs_per_s: f64,
+    /// Send latency P50.
     pub send_p50_us: u64,
+    /// Send latency P99.
     pub send_p99_us: u64,
+    /// Send latency P99.99.
     pub send_p9999_us: u64,
+    /// Messages received.
     pub consumed: u64,
+    /// Failed requests.
     pub errors: u64,
 }
 
 /// The fit of one cell's times against the number of replicas.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Fit {
+    /// The cell's producers.
     pub senders: usize,
+    /// The cell's consumers.
     pub receivers: usize,
+    /// The time with no slave.
     pub t0_s: f64,
     /// The first replica's cost.
     pub first_s: f64,
@@ -130,7 +146,12 @@ impl Drop for Node {
 
 /// The `index`-th process (0 = the master): name server, broker and HA ports from `base`.
 fn start_node(a: &ReplicationArgs, exe: &Path, index: usize) -> Result<Node, BenchError> {
-    let base = a.base_port + 4 * index as u16;
+    // The node's highest port is `base + 2`, so that must fit in u16 too.
+    let base = u16::try_from(4 * index)
+        .ok()
+        .and_then(|offset| a.base_port.checked_add(offset))
+        .filter(|b| b.checked_add(2).is_some())
+        .ok_or_else(|| BenchError::Invalid(format!("the ports of node {index} do not fit above --base-port {}", a.base_port)))?;
     let (ns_port, port, ha_port) = (a.base_port, base + 1, base + 2);
     let dir = a.data.join(format!("node{index}"));
     let _ = std::fs::remove_dir_all(&dir);

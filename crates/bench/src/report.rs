@@ -15,13 +15,18 @@ use crate::hist::{Percentiles, fmt_us};
 /// Where a figure was measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
+    /// CPUs available to this process.
     pub cores: usize,
+    /// The CPU's model name from `/proc/cpuinfo`, or `unknown`.
     pub cpu_model: String,
+    /// The kernel release, or `unknown`.
     pub kernel: String,
+    /// The commit checked out in the current directory (12 hex digits), or `unknown`.
     pub git_revision: String,
 }
 
 impl Machine {
+    /// The machine this process runs on; a fact that cannot be read is `unknown`.
     pub fn detect() -> Machine {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let cpu_model = cpuinfo
@@ -51,11 +56,16 @@ impl Machine {
 /// One second of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Point {
+    /// Seconds since measuring began, at the end of this second.
     pub t_s: f64,
+    /// Messages sent per second during this second.
     pub tps: f64,
+    /// P99 latency during this second: of sends, or of born → consume in a consume-only run.
     pub p99_us: u64,
+    /// The broker's CPU use, 100 = one core, when a broker process is sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_cpu_pct: Option<f64>,
+    /// The broker's RSS in MiB, when a broker process is sampled.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub broker_rss_mb: Option<f64>,
     /// Messages consumed in this second (e2e and consume runs).
@@ -69,28 +79,46 @@ pub struct Point {
 /// Broker resource use over the measured part of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BrokerUsage {
+    /// The broker's process.
     pub pid: u32,
+    /// Mean of the per-second CPU samples, 100 = one core.
     pub cpu_pct_mean: f64,
+    /// Highest RSS sampled, MiB.
     pub rss_mb_max: f64,
 }
 
+/// The results of one run, with the settings and machine they came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Report {
+    /// The run's name.
     pub label: String,
+    /// `produce`, `consume` or `e2e`.
     pub workload: String,
     /// The options of the run, as given.
     pub settings: BTreeMap<String, String>,
+    /// Where the run was measured.
     pub machine: Machine,
+    /// When the run started, milliseconds since the Unix epoch.
     pub started_unix_ms: i64,
+    /// Length of the measured part, seconds.
     pub measured_s: f64,
+    /// Measured messages: sent, or consumed in a consume run.
     pub messages: u64,
+    /// `messages` per second measured.
     pub tps: f64,
+    /// Body bytes of `messages` per second measured, in MB (10^6 bytes).
     pub mb_per_s: f64,
+    /// Send latency, from the intended send time in open-loop runs.
     pub send_us: Percentiles,
+    /// Latency from the broker's store timestamp to consumption (millisecond resolution at the store end).
     pub store_to_consume_us: Percentiles,
+    /// Latency from the birth time in the body to consumption.
     pub born_to_consume_us: Percentiles,
+    /// Measured messages consumed (those born after measuring began).
     pub consumed: u64,
+    /// Failed requests, warm-up included, by kind (a response code by name, client timeout, ...).
     pub errors: BTreeMap<String, u64>,
+    /// One point per measured second.
     pub timeline: Vec<Point>,
     /// (percentile, µs) of send latency.
     pub send_curve: Vec<(f64, u64)>,
@@ -100,6 +128,7 @@ pub struct Report {
     /// whole run's time, first sent to last received (e2e).
     #[serde(default)]
     pub drained_s: Option<f64>,
+    /// The broker's resource use, when its process was sampled.
     pub broker: Option<BrokerUsage>,
 }
 
@@ -120,10 +149,12 @@ fn row(name: &str, p: &Percentiles) -> String {
 }
 
 impl Report {
+    /// Failed requests of every kind.
     pub fn total_errors(&self) -> u64 {
         self.errors.values().sum()
     }
 
+    /// The report as Markdown: headline figures, latency table, errors, broker use, settings and machine.
     pub fn to_markdown(&self) -> String {
         let mut s = format!("### {} — {}\n\n", self.label, self.workload);
         s.push_str(&format!(

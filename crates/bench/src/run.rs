@@ -27,14 +27,19 @@ use crate::hist::{Percentiles, new_histogram, percentile_curve, record};
 use crate::procstat::ProcSampler;
 use crate::report::{BrokerUsage, Machine, Point, Report};
 
+/// What a run does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
+    /// Only send, measuring send latency.
     Produce,
+    /// Only pull.
     Consume,
+    /// Send and pull at once, measuring latency from birth and from store to consumption too.
     E2e,
 }
 
 impl Kind {
+    /// The subcommand's name, used in labels and reports.
     pub fn name(self) -> &'static str {
         match self {
             Kind::Produce => "produce",
@@ -44,16 +49,21 @@ impl Kind {
     }
 }
 
+/// How producers send.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendMode {
+    /// One send at a time per producer, each waiting for its answer.
     Sync,
     /// At most this many sends in flight per producer.
     Async {
+        /// Sends in flight per producer.
         in_flight: usize,
     },
+    /// Sends marked oneway: no answer, so latency is only the time to queue the request.
     Oneway,
     /// This many messages per SEND_BATCH_MESSAGE.
     Batch {
+        /// Messages per batch.
         size: usize,
     },
 }
@@ -69,27 +79,42 @@ impl std::fmt::Display for SendMode {
     }
 }
 
+/// Everything a run needs to know: what to do, against which cluster, how hard and how long.
 #[derive(Debug, Clone)]
 pub struct Workload {
+    /// Produce, consume, or both.
     pub kind: Kind,
+    /// Name server address(es), `host:port;host:port`.
     pub namesrv: String,
+    /// The topic sent to and pulled from.
     pub topic: String,
+    /// Queues the topic is created with when it does not exist.
     pub queues: i32,
+    /// Producer tasks, each with its own connections.
     pub producers: usize,
+    /// Consumer connections.
     pub consumers: usize,
+    /// Body size of each message.
     pub message_bytes: usize,
+    /// How producers send.
     pub mode: SendMode,
     /// Messages per second for all producers together (open loop); `None`: as fast as possible.
     pub rate: Option<f64>,
+    /// Time run before measuring starts, not counted.
     pub warmup: Duration,
+    /// Time measured.
     pub duration: Duration,
     /// Stop after this many measured messages (before `duration` if it comes first).
     pub count: Option<u64>,
+    /// The broker's process, sampled every second for CPU and RSS.
     pub broker_pid: Option<u32>,
     /// The broker's memory cgroup, sampled every second beside its process.
     pub cgroup: Option<PathBuf>,
+    /// The run's name, in the progress line and the report's file names.
     pub label: String,
+    /// Whether to show a live progress line.
     pub progress: bool,
+    /// How long a send waits for its answer (a long-polling pull gets 2 seconds more).
     pub timeout: Duration,
     /// Consume from the start of each queue instead of from its end.
     pub from_beginning: bool,
@@ -98,6 +123,7 @@ pub struct Workload {
 }
 
 impl Workload {
+    /// The settings a report records beside its figures, by name.
     pub fn settings(&self) -> BTreeMap<String, String> {
         let mut s = BTreeMap::new();
         s.insert("namesrv".into(), self.namesrv.clone());
@@ -120,12 +146,16 @@ impl Workload {
     }
 }
 
+/// Why a bench command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
+    /// A call to the broker or name server failed where the run cannot go on without it.
     #[error("{0}")]
     Client(#[from] ClientError),
+    /// A report, file or process could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The options contradict each other or are out of range; says which.
     #[error("{0}")]
     Invalid(String),
     /// A chart could not be drawn or written.
@@ -247,10 +277,12 @@ async fn produce(ctx: ProducerCtx) {
     let interval = w
         .rate
         .map(|r| Duration::from_secs_f64(w.producers as f64 * per_message as f64 / r.max(0.001)));
-    let in_flight = Arc::new(Semaphore::new(match w.mode {
-        SendMode::Async { in_flight } => in_flight.max(1),
+    // The drain at the end takes every permit at once, and `acquire_many` counts in u32.
+    let permits = match w.mode {
+        SendMode::Async { in_flight } => u32::try_from(in_flight.max(1)).unwrap_or(u32::MAX),
         _ => 1,
-    }));
+    };
+    let in_flight = Arc::new(Semaphore::new(permits as usize));
     let mut next = Instant::now();
     let mut i = index;
     while !shared.stop_producers.load(Ordering::Relaxed) {
@@ -297,7 +329,7 @@ async fn produce(ctx: ProducerCtx) {
         let timeout = w.timeout;
         let stats_for = stats.clone();
         let finish = move |result: Result<(), ClientError>| {
-            let latency = intended.elapsed().as_micros() as u64;
+            let latency = u64::try_from(intended.elapsed().as_micros()).unwrap_or(u64::MAX);
             let mut s = stats_for.lock();
             match result {
                 Ok(()) if measuring => s.ok(latency, per_message, bytes),
@@ -322,8 +354,8 @@ async fn produce(ctx: ProducerCtx) {
         }
     }
     // Let async sends in flight finish.
-    if let SendMode::Async { in_flight: n } = w.mode {
-        let _ = in_flight.acquire_many(n.max(1) as u32).await;
+    if let SendMode::Async { .. } = w.mode {
+        let _ = in_flight.acquire_many(permits).await;
     }
 }
 

@@ -22,6 +22,7 @@ use crate::cli::WorkloadArgs;
 use crate::report::{Point, Report, draw_legend, labelled_line};
 use crate::run::{BenchError, Kind, run};
 
+/// The options of `petrel bench soak`.
 #[derive(Args, Debug, Clone)]
 pub struct SoakArgs {
     /// The page-cache budget the broker was given, in bytes (drawn as a line; not enforced here).
@@ -41,24 +42,37 @@ pub struct SoakArgs {
 /// What a soak showed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SoakSummary {
+    /// The run's name.
     pub label: String,
+    /// Message body size; 0 when the report does not say.
     pub size_bytes: usize,
+    /// Length of the measured part, seconds.
     pub measured_s: f64,
+    /// The cgroup's hard memory limit, if one is set.
     pub limit_bytes: Option<u64>,
+    /// The page-cache budget the broker was given (`--budget-bytes`).
     pub budget_bytes: Option<u64>,
     /// Means over the time after `settle_s`.
     pub send_tps_mean: f64,
+    /// Mean consume rate over the time after `settle_s`.
     pub consume_tps_mean: f64,
+    /// Length of the windows `send_tps_cv` compares, seconds.
     pub window_s: usize,
     /// Standard deviation over mean of the windows' mean send rates, after `settle_s`.
     pub send_tps_cv: f64,
+    /// The lowest of those windows' mean send rates.
     pub send_tps_window_min: f64,
     /// The larger of the sampled maximum and the kernel's high-water mark.
     pub cgroup_max_bytes: u64,
+    /// The highest anonymous memory sampled in the cgroup.
     pub anon_max_bytes: u64,
+    /// The highest page cache sampled in the cgroup.
     pub cache_max_bytes: u64,
+    /// The broker's highest RSS sampled, MiB; 0 without `--broker-pid`.
     pub rss_max_mb: f64,
+    /// The cgroup's OOM-kill count, highest sampled (the kernel counts from the cgroup's creation).
     pub oom_kills: u64,
+    /// Failed requests.
     pub errors: u64,
     /// The broker process still ran when the soak ended (`None`: no `--broker-pid`).
     pub broker_alive: Option<bool>,
@@ -98,6 +112,7 @@ fn alive(pid: u32) -> bool {
 }
 
 impl SoakSummary {
+    /// Summarises `report`; `limit_bytes` and `peak_bytes` come from the cgroup at the end of the run.
     pub fn of(
         report: &Report,
         args: &SoakArgs,
@@ -131,6 +146,7 @@ impl SoakSummary {
         }
     }
 
+    /// The Markdown table header the rows of [`SoakSummary::to_row`] go under.
     pub const TABLE_HEADER: &'static str = "| run | body | minutes | send msg/s | CV of 10 s means | slowest 10 s | consume msg/s | cgroup max | anon max | page cache max | broker RSS max | limit | OOM kills | send errors | broker alive at end |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|";
 
     /// One row under [`Self::TABLE_HEADER`].

@@ -28,27 +28,41 @@ use crate::services::transactions::{TransactionService, TransactionSettings};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
 
+/// One broker: its configuration, its store, and the services and chores over it.
 pub struct Broker {
+    /// The configuration it was opened with (`broker.conf` and its defaults).
     pub config: Arc<BrokerConfig>,
+    /// The commit log, consume queues and indexes every service reads and writes through.
     pub store: Arc<MessageStore>,
+    /// The threads that run store work which may block, off the async runtime.
     pub pool: Arc<StorePool>,
+    /// The topic table (`config/topics.json`).
     pub topics: Arc<TopicService>,
+    /// Connected clients by group, and the consumer groups' settings.
     pub groups: Arc<GroupService>,
+    /// Consumer groups' committed offsets (`config/consumerOffset.json`) and queue offset lookups.
     pub offsets: Arc<OffsetService>,
     /// Orderly consumers' queue locks.
     pub queue_locks: QueueLockService,
+    /// Sends: from their checks to a stored (and, under SYNC_FLUSH, durable) record.
     pub produce: ProduceService,
     /// Delay levels: which sends wait, and how far each level has delivered.
     pub schedule: Arc<ScheduleService>,
+    /// Timer messages: which sends wait for a due time, the index, and the checkpoint.
     pub timer: Arc<TimerService>,
     /// Half messages' decisions and the check chore's positions.
     pub transactions: Arc<TransactionService>,
+    /// Pulls: filtering, reads, and holding empty pulls until messages arrive.
     pub consume: ConsumeService,
     /// POP consumption and the groups that read by it.
     pub pop: Arc<PopService>,
+    /// What `mqadmin` and dashboards read: statistics, runtime info, a message by offset.
     pub admin: Arc<AdminService>,
+    /// Pulls and pops waiting for new messages in their queue.
     pub long_poll: Arc<LongPoll>,
+    /// Counters and stage timers for runtime info and the metrics endpoint.
     pub stats: Arc<BrokerStats>,
+    /// Registers this broker with the name servers, periodically and on topic changes.
     pub registrar: Arc<Registrar>,
     /// A master's HA server and ack gate, or a slave's HA client.
     pub replication: Replication,

@@ -7,6 +7,7 @@
 
 use petrel_store::StoreError;
 
+/// Why a broker service refused or failed a request; the text is the remark a client reads.
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
     /// A request field is missing or malformed (the remark names it).
@@ -30,11 +31,13 @@ pub enum BrokerError {
     /// A subscription expression cannot be used.
     #[error("{0}")]
     SubscriptionParseFailed(String),
+    /// The consumer group has no client connected to this broker.
     #[error("{0}")]
     ConsumerNotOnline(String),
     /// Something RocketMQ can do that Petrel does not (yet): SQL92 filters, transactions.
     #[error("{0}")]
     NotSupported(String),
+    /// A query for messages (by key or id) found none.
     #[error("{0}")]
     QueryNotFound(String),
     /// A bound is reached (waiters, pool queue, long polls); the client should back off.
@@ -49,40 +52,51 @@ pub enum BrokerError {
     /// The broker cannot take writes now (disk full, a flush failed, shutting down).
     #[error("{0}")]
     Unavailable(String),
+    /// The store refused or failed the operation.
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// A metadata file or another local resource failed; `what` names it.
     #[error("{what}: {source}")]
     Io {
+        /// The file or resource, and what was being done with it.
         what: String,
+        /// The operating system's error.
         #[source]
         source: std::io::Error,
     },
     /// A metadata file or a master's table is not the JSON it should be.
     #[error("{what}: {source}")]
     Corrupt {
+        /// The file or table that does not parse.
         what: String,
+        /// Why it does not parse.
         #[source]
         source: petrel_protocol::BodyError,
     },
     /// A table in standard JSON (a master's offsets) that does not parse.
     #[error("{what}: {source}")]
     Json {
+        /// The table that does not parse.
         what: &'static str,
+        /// Why it does not parse.
         #[source]
         source: serde_json::Error,
     },
     /// A background writer failed or stopped; its own error is kept.
     #[error("{what}: {source}")]
     Persist {
+        /// What the writer was saving.
         what: &'static str,
+        /// The writer's own failure.
         #[source]
         source: crate::persist::WriteFailed,
     },
     /// A stored record that does not decode; `what` says which and why it was read.
     #[error("{what}: {source}")]
     Record {
+        /// Which record, and why it was read.
         what: String,
+        /// Why it does not decode.
         #[source]
         source: petrel_protocol::MessageError,
     },

@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 
 use crate::error::BrokerError;
 
+/// The pulls and pops waiting for new messages, by queue, up to a bound on how many wait at once.
 pub struct LongPoll {
     /// topic -> queue id -> notifier; keyed by topic first so the dispatcher looks up by `&str`
     /// without allocating.
@@ -35,6 +36,7 @@ impl Drop for Place<'_> {
 }
 
 impl LongPoll {
+    /// Room for `max_waiters` held pulls at once (`maxLongPollWaiters`); panics if it is 0.
     #[must_use]
     pub fn new(max_waiters: usize) -> LongPoll {
         assert!(max_waiters > 0, "room for one waiter at least");

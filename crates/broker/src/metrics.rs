@@ -127,7 +127,12 @@ impl Scrape {
 fn whole(v: f64) -> Option<i64> {
     // 2^53: beyond it an f64 is not every integer, and the cast below stays exact below it.
     const EXACT: f64 = 9_007_199_254_740_992.0;
-    (v.fract() == 0.0 && v.abs() < EXACT).then_some(v as i64)
+    if v.fract() != 0.0 || v.abs() >= EXACT {
+        return None;
+    }
+    #[expect(clippy::cast_possible_truncation, reason = "whole and below 2^53 in magnitude: exact")]
+    let n = v as i64;
+    Some(n)
 }
 
 fn encode_value(value: &Value, kind: MetricType, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
@@ -167,7 +172,9 @@ impl Collector for Scrape {
 
 /// What a scrape reads besides the broker: the servers' connection counters.
 pub struct Sources {
+    /// The broker whose services and store the scrape reads.
     pub broker: Arc<Broker>,
+    /// Each server's name (the `server` label, e.g. `broker`, `namesrv`) and its connection counters.
     pub servers: Vec<(&'static str, Arc<ServerStats>)>,
 }
 

@@ -45,6 +45,8 @@ impl Drop for QuotaPlace {
 }
 
 impl Quota {
+    /// A pool named `what` in refusals, of which each client may hold `per_client` places;
+    /// panics if that is 0.
     #[must_use]
     pub fn new(what: &'static str, per_client: usize) -> Arc<Quota> {
         assert!(per_client > 0, "a client may hold one place at least");
@@ -94,6 +96,7 @@ pub struct Allowance {
 }
 
 impl Allowance {
+    /// An allowance of `per_client` for each client, named `what` in refusals.
     #[must_use]
     pub fn new(what: &'static str, per_client: usize) -> Allowance {
         Allowance {

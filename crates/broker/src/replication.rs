@@ -24,11 +24,16 @@ const RECONNECT_INTERVAL: Duration = Duration::from_secs(1);
 /// behind, for one frame (and one wake-up on each side) per millisecond rather than per record.
 const ASYNC_LINGER: Duration = Duration::from_millis(1);
 
+/// This broker's replication, as `brokerRole` or controller mode sets it up.
 pub enum Replication {
+    /// A master (ASYNC_MASTER or SYNC_MASTER): slaves copy its commit log.
     Master {
+        /// The HA server slaves connect to, with the gate sends wait on for their acks.
         ha: HaMaster,
     },
+    /// A slave: copies its master's commit log.
     Slave {
+        /// The HA client following the master.
         ha: HaSlave,
     },
     /// Controller mode: either, as the controllers say, switching at run time.
@@ -38,8 +43,10 @@ pub enum Replication {
 /// A controller-mode broker's replication: an HA server that takes slaves only while this
 /// broker is master, and an HA client started when it first becomes a slave.
 pub struct Controlled {
+    /// The HA server, taking slaves only while this broker is master.
     pub ha: HaMaster,
     slave: Mutex<Option<HaSlave>>,
+    /// The epoch file: which master epoch wrote which stretch of the commit log.
     pub epochs: Arc<EpochFile>,
     /// What every in-sync replica holds: consumers read no further, on a master or a slave.
     pub confirmed: Arc<Watermark>,
@@ -134,7 +141,7 @@ impl Controlled {
             epoch,
             recovered_end = end,
             readable_before = before,
-            quiet_ms = quiet.as_millis() as u64,
+            quiet_ms = u64::try_from(quiet.as_millis()).unwrap_or(u64::MAX),
             "declining to lead: this log recovered to less than the SyncStateSet confirmed; silent to the controllers so that they elect a member that holds it"
         );
         Err(declined())
@@ -499,6 +506,7 @@ impl Replication {
         }
     }
 
+    /// A controller-mode broker's replication, which switches roles at run time.
     #[must_use]
     pub fn controlled(&self) -> Option<&Arc<Controlled>> {
         match self {
@@ -507,6 +515,7 @@ impl Replication {
         }
     }
 
+    /// A slave's HA client (not a controller-mode broker's, which [`Replication::controlled`] holds).
     #[must_use]
     pub fn slave(&self) -> Option<&HaSlave> {
         match self {
@@ -515,6 +524,7 @@ impl Replication {
         }
     }
 
+    /// Stops the HA server and client, whichever run (shutdown).
     pub fn stop(&self) {
         match self {
             Replication::Master { ha } => ha.stop(),

@@ -14,6 +14,8 @@ use crate::config::BrokerConfig;
 /// controllers answered): the broker does not register at all then.
 pub const UNKNOWN_ID: i64 = -1;
 
+/// Whether this broker is master now and the id it registers under, shared by the services
+/// that refuse writes on a slave and the chores that register and heartbeat.
 pub struct Role {
     master: AtomicBool,
     /// The id registered with the name servers: 0 while master.
@@ -41,6 +43,7 @@ impl Role {
         }
     }
 
+    /// Whether this broker is master now and takes writes.
     #[must_use]
     pub fn is_master(&self) -> bool {
         self.master.load(Ordering::Acquire)
@@ -52,11 +55,15 @@ impl Role {
         self.broker_id.load(Ordering::Acquire)
     }
 
+    /// Controller mode: the master epoch of the current role; 0 in classic mode and before the
+    /// controllers named one.
     #[must_use]
     pub fn master_epoch(&self) -> i32 {
         self.master_epoch.load(Ordering::Acquire)
     }
 
+    /// Controller mode: the master's remoting address (this broker's own while it is master);
+    /// `None` in classic mode and before the controllers named one.
     #[must_use]
     pub fn master_addr(&self) -> Option<String> {
         self.master_addr.read().clone()

@@ -6,11 +6,16 @@ use std::sync::atomic::AtomicU64;
 
 use petrel_store::Log2Histogram;
 
+/// Counters and stage timers since the broker started; every one only grows.
 #[derive(Default)]
 pub struct BrokerStats {
+    /// Messages stored (each message of a batch counts).
     pub put_messages: AtomicU64,
+    /// Bytes of stored records, as laid out in the commit log.
     pub put_bytes: AtomicU64,
+    /// Sends refused or failed.
     pub put_failures: AtomicU64,
+    /// Messages returned to pulls.
     pub got_messages: AtomicU64,
     /// Sends whose durability wait passed `syncFlushTimeout`.
     pub flush_timeouts: AtomicU64,

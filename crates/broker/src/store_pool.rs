@@ -17,6 +17,7 @@ use crate::error::BrokerError;
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// Threads for store work that may block, fed by a bounded queue.
 pub struct StorePool {
     tx: Mutex<Option<SyncSender<Job>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -94,6 +95,7 @@ impl StorePool {
         self.queued.load(Ordering::Relaxed)
     }
 
+    /// Jobs that may wait in the queue at once (the broker's `storePoolQueueCapacity`).
     #[must_use]
     pub fn capacity(&self) -> usize {
         self.capacity

@@ -11,14 +11,17 @@ pub const UNAVAILABLE_THRESHOLD_MS: u64 = 200;
 /// Examples kept per finding.
 const EXAMPLES: usize = 20;
 
+/// What the checker found: the run passes when nothing acknowledged was lost and nothing reordered.
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct Verdict {
     /// Messages sent (each counted once, however many attempts).
     pub sent: u64,
+    /// Messages whose send was acknowledged.
     pub acked: u64,
     /// Acknowledged, and then missing from the queues at the end or never given to the
     /// consumer group: must be 0.
     pub lost: u64,
+    /// Keys of the first lost messages, at most 20.
     pub lost_examples: Vec<String>,
     /// Of `lost`: missing from its queue at the end (whether or not consumed before).
     pub lost_from_log: u64,
@@ -32,6 +35,7 @@ pub struct Verdict {
     /// something that no longer exists. Must be 0. Counted apart from `lost`, which it overlaps
     /// for acknowledged messages.
     pub consumed_lost: u64,
+    /// The first of `consumed_lost`, at most 20, each with the queue and offset it was delivered from.
     pub consumed_lost_examples: Vec<String>,
     /// Never acknowledged and never delivered (allowed).
     pub unacked_lost: u64,
@@ -39,7 +43,9 @@ pub struct Verdict {
     pub unacked_delivered: u64,
     /// Deliveries beyond the first, per cause.
     pub duplicated: u64,
+    /// Of `duplicated`: deliveries of extra copies stored by a producer's retried send.
     pub duplicated_by_producer_retry: u64,
+    /// Of `duplicated`: the consumer side given the same stored copy again.
     pub duplicated_by_redelivery: u64,
     /// Messages stored twice whose producer tried them once: the broker's doing.
     pub stored_twice_without_retry: u64,
@@ -47,11 +53,13 @@ pub struct Verdict {
     pub reordered: u64,
     /// The same, in the queues' own order at the end: must be 0.
     pub reordered_in_log: u64,
+    /// The first reorders of either kind, at most 20, each saying whether it was seen delivered or stored.
     pub reorder_examples: Vec<String>,
     /// Deliveries of keys no producer of this run sent.
     pub foreign: u64,
     /// The longest time with no acknowledgement, and every such window over the threshold.
     pub max_unavailable_ms: u64,
+    /// The windows of the producers' run with no acknowledgement for at least `UNAVAILABLE_THRESHOLD_MS`.
     pub unavailable: Vec<Window>,
 }
 
@@ -68,6 +76,7 @@ impl Window {
 }
 
 impl Verdict {
+    /// Whether nothing acknowledged or consumed was lost and nothing ordered was reordered.
     pub fn passed(&self) -> bool {
         self.lost == 0 && self.consumed_lost == 0 && self.reordered == 0 && self.reordered_in_log == 0
     }

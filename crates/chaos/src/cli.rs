@@ -32,6 +32,7 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
+    /// The kind's name as written on the command line and in the reports.
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::Kill => "kill",
@@ -58,6 +59,7 @@ pub enum Network {
     Loopback,
 }
 
+/// The options of `petrel chaos`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ChaosArgs {
     /// The cluster to start.
@@ -117,6 +119,7 @@ pub struct ChaosArgs {
     /// Shortest and longest quiet time after a fault is healed, milliseconds.
     #[arg(long, value_delimiter = ',', default_values_t = [1500u64, 3000])]
     pub quiet_ms: Vec<u64>,
+    /// How the processes reach each other.
     #[arg(long, value_enum, default_value = "auto")]
     pub network: Network,
     /// Keep the work directory.
@@ -149,6 +152,7 @@ fn parse_key_value(text: &str) -> Result<(String, String), NotKeyValue> {
 }
 
 impl ChaosArgs {
+    /// Petrel, or Apache RocketMQ when `--rocketmq-lib` is given.
     pub fn implementation(&self) -> crate::cluster::Implementation {
         match &self.rocketmq_lib {
             Some(lib) => crate::cluster::Implementation::RocketMq(lib.clone()),
@@ -161,6 +165,7 @@ impl ChaosArgs {
         range(&self.hold_ms)
     }
 
+    /// The (shortest, longest) quiet time after a heal.
     pub fn quiet(&self) -> (Duration, Duration) {
         range(&self.quiet_ms)
     }

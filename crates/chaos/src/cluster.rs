@@ -3,17 +3,15 @@
 //! partitions, a full disk).
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-use tokio::process::{Child, Command};
+use nix::sys::signal::Signal;
 
 use crate::cli::{Mode, Network};
 use crate::disk::Tmpfs;
 use crate::error::{ChaosError, Result};
 use crate::net::Netns;
+use crate::process::Process;
 use crate::proxy::{BACKEND_IP, FRONT_IP, Proxies};
 
 /// How long a started process gets to listen on its port (a JVM on two busy cores is slow).
@@ -29,47 +27,17 @@ pub struct Node {
     pub name: String,
     /// Where it listens (its broker, name-server or controller port).
     pub addr: String,
-    program: PathBuf,
-    args: Vec<String>,
-    env: Vec<(String, String)>,
-    netns: Option<String>,
-    log: PathBuf,
-    child: Option<Child>,
-    /// A broker's data directory on a tmpfs of its own (for disk-full); after `child`, so that
-    /// the process is killed before the mount is detached.
+    /// The process, run inside its network namespace when it has one.
+    process: Process,
+    /// A broker's data directory on a tmpfs of its own (for disk-full); after `process`, so
+    /// that the process is killed before the mount is detached.
     disk: Option<Tmpfs>,
 }
 
 impl Node {
-    fn pid(&self) -> Option<Pid> {
-        self.child
-            .as_ref()
-            .and_then(Child::id)
-            .and_then(|p| i32::try_from(p).ok())
-            .map(Pid::from_raw)
-    }
-
     /// Starts the process (without waiting for it to listen).
     fn start(&mut self) -> Result<()> {
-        assert!(self.child.is_none(), "{} is running", self.name);
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
-        let mut command = match &self.netns {
-            Some(ns) => {
-                let mut c = Command::new("ip");
-                c.args(["netns", "exec", ns]).arg(&self.program);
-                c
-            }
-            None => Command::new(&self.program),
-        };
-        let child = command
-            .args(&self.args)
-            .envs(self.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(log.try_clone()?))
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true)
-            .spawn()?;
-        self.child = Some(child);
+        self.process.start()?;
         Ok(())
     }
 
@@ -79,38 +47,36 @@ impl Node {
             if tokio::net::TcpStream::connect(&self.addr).await.is_ok() {
                 return Ok(());
             }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(ChaosError::Setup(format!(
-                    "{} exited ({status}) before listening on {}; see {}",
-                    self.name,
-                    self.addr,
-                    self.log.display()
-                )));
-            }
-            if Instant::now() > deadline {
-                return Err(ChaosError::Setup(format!(
-                    "{} did not listen on {} in {START_TIMEOUT:?}",
-                    self.name, self.addr
-                )));
-            }
+            self.process
+                .check_alive(deadline, START_TIMEOUT)
+                .map_err(|e| ChaosError::Setup(format!("{} did not listen on {}: {e}", self.name, self.addr)))?;
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
     fn signal(&self, signal: Signal) -> Result<()> {
-        let pid = self
-            .pid()
-            .ok_or_else(|| ChaosError::Setup(format!("{} is not running", self.name)))?;
-        kill(pid, signal).map_err(|e| ChaosError::Setup(format!("{signal} to {}: {e}", self.name)))
+        self.process
+            .signal(signal)
+            .map_err(|e| ChaosError::Setup(format!("{signal} to {}: {e}", self.name)))
     }
 
+    /// kill -9, then reaps it without blocking the runtime: the kernel's cleanup of a large
+    /// process (or one in the middle of a write) takes a moment.
     async fn kill9(&mut self) -> Result<()> {
-        self.signal(Signal::SIGKILL)?;
-        if let Some(mut child) = self.child.take() {
-            child.wait().await?;
+        if self.process.pid().is_none() {
+            return Ok(());
         }
+        if self.process.exit_status()?.is_none() {
+            self.signal(Signal::SIGKILL)?;
+        }
+        let deadline = Instant::now() + START_TIMEOUT;
+        while self.process.exit_status()?.is_none() {
+            if Instant::now() > deadline {
+                return Err(ChaosError::Setup(format!("{} outlived SIGKILL by {START_TIMEOUT:?}", self.name)));
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        self.process.forget_exited();
         Ok(())
     }
 }
@@ -248,15 +214,17 @@ impl Cluster {
                 (Some(store), Some(mib)) => Some(Tmpfs::mount(store, mib)?),
                 _ => None,
             };
+            let mut process = Process::new(s.name.clone(), s.program, s.args, dir.join(format!("{}.log", s.name)));
+            for (k, v) in s.env {
+                process = process.env(k, v);
+            }
+            if let Some(ns) = net.as_ref().map(|n| n.name(i)) {
+                process = process.wrapped_in(vec!["ip".into(), "netns".into(), "exec".into(), ns]);
+            }
             nodes.push(Node {
                 addr: format!("{}:{}", layout.listen_ip(i), s.port),
-                log: dir.join(format!("{}.log", s.name)),
                 name: s.name,
-                program: s.program,
-                args: s.args,
-                env: s.env,
-                netns: net.as_ref().map(|n| n.name(i)),
-                child: None,
+                process,
                 disk,
             });
         }
@@ -286,7 +254,7 @@ impl Cluster {
     async fn spawn(&mut self, i: usize) -> Result<()> {
         self.nodes[i].start()?;
         if let Some(p) = &self.proxies {
-            p.set_pid(i, self.nodes[i].child.as_ref().and_then(Child::id));
+            p.set_pid(i, self.nodes[i].process.pid());
         }
         self.nodes[i].wait_listening().await
     }
@@ -315,13 +283,13 @@ impl Cluster {
         let mut revived = Vec::new();
         for i in 0..self.nodes.len() {
             let node = &mut self.nodes[i];
-            let status = match node.child.as_mut().map(Child::try_wait) {
-                Some(Ok(Some(status))) => status.to_string(),
-                Some(Err(e)) => e.to_string(),
-                _ => continue,
+            let status = match node.process.exit_status() {
+                Ok(Some(status)) => status.to_string(),
+                Err(e) => e.to_string(),
+                Ok(None) => continue,
             };
             tracing::warn!(process = %node.name, %status, "exited by itself; restarting it");
-            node.child = None;
+            node.process.forget_exited();
             let name = node.name.clone();
             self.spawn(i).await?;
             revived.push((name, status));

@@ -41,7 +41,7 @@ pub struct Proxies {
     cuts: watch::Sender<Cuts>,
     /// Each process's pid while it runs, by its index in the cluster.
     pids: Arc<Mutex<Vec<Option<u32>>>>,
-    _tasks: JoinSet<()>,
+    tasks: JoinSet<()>,
 }
 
 impl Proxies {
@@ -60,12 +60,43 @@ impl Proxies {
                 to: *to,
                 front,
                 backend: SocketAddr::new(ip(BACKEND_IP), *port),
+                from: None,
                 cuts: cuts.subscribe(),
                 pids: Arc::clone(&pids),
             };
             tasks.spawn(port.accept(listener));
         }
-        Ok(Proxies { cuts, pids, _tasks: tasks })
+        Ok(Proxies { cuts, pids, tasks })
+    }
+
+    /// A proxy of the one link from process `from` to process `to`, which listens at `backend`:
+    /// it listens on a free port of `FRONT_IP` and returns that address, for `from` to be told
+    /// instead of `to`'s own. Every connection through it is `from`'s by construction, so no
+    /// process needs a second address and no pid is looked up; `isolate` and `heal` cut and
+    /// restore it as any other link. Tests that partition one process from some of its peers
+    /// use this.
+    ///
+    /// # Errors
+    /// No port can be bound.
+    pub async fn link(&mut self, from: usize, to: usize, backend: SocketAddr) -> Result<SocketAddr> {
+        let processes = self.pids.lock().len();
+        assert!(from < processes && to < processes, "link {from} -> {to} of {processes} processes");
+        let listener = TcpListener::bind((ip(FRONT_IP), 0))
+            .await
+            .map_err(|e| ChaosError::Setup(format!("proxy: listen on {FRONT_IP}: {e}")))?;
+        let front = listener
+            .local_addr()
+            .map_err(|e| ChaosError::Setup(format!("proxy: the address of a bound port: {e}")))?;
+        let port = Port {
+            to,
+            front,
+            backend,
+            from: Some(from),
+            cuts: self.cuts.subscribe(),
+            pids: Arc::clone(&self.pids),
+        };
+        self.tasks.spawn(port.accept(listener));
+        Ok(front)
     }
 
     /// Records process `i`'s pid (`None` once it is dead), so its connections are told apart.
@@ -103,6 +134,8 @@ struct Port {
     to: usize,
     front: SocketAddr,
     backend: SocketAddr,
+    /// The one process a link's port serves; `None`: whoever connects, told by its socket.
+    from: Option<usize>,
     cuts: watch::Receiver<Cuts>,
     pids: Arc<Mutex<Vec<Option<u32>>>>,
 }
@@ -127,7 +160,7 @@ impl Port {
                 tracing::warn!(port = %self.front, "proxy: {MAX_CONNECTIONS_PER_PORT} connections open; closing a new one");
                 continue;
             };
-            let (front, pids) = (self.front, Arc::clone(&self.pids));
+            let (front, pids, fixed) = (self.front, Arc::clone(&self.pids), self.from);
             let mut link = Link {
                 from: None,
                 to: self.to,
@@ -137,7 +170,10 @@ impl Port {
             connections.spawn(async move {
                 let _permit = permit;
                 let known: Vec<Option<u32>> = pids.lock().clone();
-                let from = tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok();
+                let from = match fixed {
+                    Some(i) => Some(Owner::Process(i)),
+                    None => tokio::task::spawn_blocking(move || owner(peer, front, &known)).await.ok(),
+                };
                 link.from = match from {
                     Some(Owner::Process(i)) => Some(i),
                     Some(Owner::Workload | Owner::Gone) => None,
@@ -321,5 +357,30 @@ mod tests {
         // Process 1 cut from a third process only: 0 → 1 stays open.
         proxies.isolate(1, &[2]);
         assert!(echoes(&mut peer, 7, Duration::from_secs(5)).await);
+    }
+
+    /// A link's port serves one named process: cut with it, whoever opened the socket.
+    #[tokio::test]
+    async fn a_link_is_its_process_and_is_cut_with_it() {
+        let (mut proxies, front) = echo_behind_proxy().await;
+        let via = proxies.link(2, 1, SocketAddr::new(ip(BACKEND_IP), front.port())).await.unwrap();
+        assert_ne!(via.port(), front.port(), "a link has a port of its own");
+        let mut through_link = TcpStream::connect(via).await.unwrap();
+        let mut direct = TcpStream::connect(front).await.unwrap();
+        let (short, long) = (Duration::from_millis(300), Duration::from_secs(5));
+        assert!(echoes(&mut through_link, 1, long).await);
+        proxies.isolate(2, &[1]);
+        assert!(!echoes(&mut through_link, 2, short).await, "process 2's link is cut");
+        assert!(
+            echoes(&mut direct, 3, long).await,
+            "this process's own connection is not process 2's"
+        );
+        proxies.heal(2, &[1]);
+        let mut got = [0u8; 1];
+        tokio::time::timeout(long, through_link.read_exact(&mut got))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, [2], "held bytes arrive once healed");
     }
 }

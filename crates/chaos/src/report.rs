@@ -56,28 +56,46 @@ pub struct Unavailability {
     pub max_by_fault_kind_ms: BTreeMap<String, u64>,
 }
 
+/// Everything a run reports: its settings, the faults injected, the checker's verdict and the timeline.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Report {
+    /// The command line the run was started with.
     pub command: String,
+    /// The cluster started; `None` with `--target`, when no cluster was started.
     pub mode: Option<Mode>,
     /// Whose brokers ran: `petrel`, or `rocketmq` (Apache RocketMQ's own processes).
     pub implementation: &'static str,
+    /// The name servers of `--target`, when the run used an existing cluster.
     pub target: Option<String>,
+    /// How the processes reached each other: `netns`, `proxy` or `loopback`.
     pub network: &'static str,
+    /// The seed of the fault schedule, to replay it.
     pub seed: u64,
+    /// Producers with unique keys.
     pub producers: usize,
+    /// Producers that each send in order to a fixed queue.
     pub ordered_producers: usize,
+    /// Consumer tasks of the consumer group.
     pub consumers: usize,
+    /// The total send rate asked for, messages per second.
     pub rate: u32,
+    /// Faults injected.
     pub injections: usize,
+    /// Faults injected per kind name.
     pub injections_by_kind: BTreeMap<String, usize>,
+    /// Fault kinds asked for that this cluster could not take, each as `kind: why`.
     pub faults_left_out: Vec<String>,
+    /// What the checker found.
     pub verdict: Verdict,
+    /// The unavailability windows, summarised.
     pub unavailability: Unavailability,
+    /// Failed send attempts per kind of error (a broker code by name, timeout, ...).
     pub send_errors: BTreeMap<String, u64>,
+    /// Every fault injected, in order.
     pub faults: Vec<FaultRecord>,
     /// Processes that exited by themselves (crashed) and were restarted.
     pub process_exits: Vec<ExitRecord>,
+    /// Acknowledgements, errors and deliveries per second of the run.
     pub timeline: Vec<Sample>,
 }
 
@@ -129,6 +147,7 @@ fn unavailability(windows: &[Window], faults: &[FaultRecord]) -> Unavailability 
 }
 
 impl Report {
+    /// Assembles the report from the run's settings, what the injector did and what the checker found.
     #[allow(clippy::too_many_arguments, reason = "one call site assembling the run's parts")]
     pub fn new(
         args: &ChaosArgs,
@@ -188,6 +207,10 @@ impl Report {
         )
     }
 
+    /// Writes `result.json`, `report.md` and `timeline.svg` into `dir`, creating it.
+    ///
+    /// # Errors
+    /// A file cannot be written or the report cannot be serialized.
     pub fn write(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir)?;
         let json = serde_json::to_vec_pretty(self).map_err(|e| ChaosError::Report(e.to_string()))?;
@@ -197,6 +220,7 @@ impl Report {
             .map_err(|e| ChaosError::Report(e.to_string()))
     }
 
+    /// The report as Markdown: the verdict's table, the unavailability, errors and faults.
     pub fn to_markdown(&self) -> String {
         let v = &self.verdict;
         let u = &self.unavailability;

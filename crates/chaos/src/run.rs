@@ -447,7 +447,8 @@ async fn pick_target(rng: &mut fastrand::Rng, cluster: &Cluster, kind: FaultKind
 }
 
 fn between(rng: &mut fastrand::Rng, lo: Duration, hi: Duration) -> Duration {
-    let (lo_ms, hi_ms) = (lo.as_millis() as u64, hi.as_millis() as u64);
+    let lo_ms = u64::try_from(lo.as_millis()).unwrap_or(u64::MAX);
+    let hi_ms = u64::try_from(hi.as_millis()).unwrap_or(u64::MAX);
     Duration::from_millis(rng.u64(lo_ms..=hi_ms.max(lo_ms)))
 }
 

@@ -25,30 +25,43 @@ use crate::error::ClientError;
 /// A writable queue of a topic and the master that serves it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueAddr {
+    /// The name of the broker (master and slaves) that holds the queue.
     pub broker_name: String,
+    /// The master's address, `host:port`.
     pub broker_addr: String,
+    /// The queue's id within the topic on that broker.
     pub queue_id: i32,
 }
 
+/// A successful send answer.
 #[derive(Debug, Clone)]
 pub struct SendResult {
+    /// The message id the broker assigned; empty when the answer lacks it.
     pub msg_id: String,
+    /// The queue the message was stored in.
     pub queue_id: i32,
+    /// The message's offset in that queue.
     pub queue_offset: i64,
 }
 
+/// A pull answer the broker did not reject.
 #[derive(Debug, Clone)]
 pub struct PullResult {
     /// The broker's response code (SUCCESS, PULL_NOT_FOUND, ...).
     pub code: i32,
+    /// The offset to pull from next.
     pub next_begin_offset: i64,
+    /// The queue's max offset as the broker reported it; 0 when the answer lacks it.
     pub max_offset: i64,
+    /// The messages pulled; empty unless `code` is SUCCESS.
     pub messages: Vec<MessageExt>,
 }
 
+/// A client of a RocketMQ cluster, reached through its name servers.
 pub struct Client {
     namesrv: Vec<String>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// How long a call waits for its answer (10 seconds unless changed).
     pub timeout: Duration,
     signer: Option<Arc<Credentials>>,
 }
@@ -106,6 +119,7 @@ impl Client {
         Connection::connect_signed(addr, self.signer.clone()).await
     }
 
+    /// Sends `request` to `addr` over the shared connection and waits for its answer, up to [`Client::timeout`].
     pub async fn call(&self, addr: &str, request: RemotingCommand) -> Result<RemotingCommand, ClientError> {
         self.connection(addr).await?.call(request, self.timeout).await
     }
@@ -121,6 +135,7 @@ impl Client {
         Err(last)
     }
 
+    /// The route of `topic` from the first name server that answers.
     pub async fn route(&self, topic: &str) -> Result<TopicRouteData, ClientError> {
         let mut req = RemotingCommand::request(rc::GET_ROUTEINFO_BY_TOPIC, 0);
         req.put_ext("topic", topic);
@@ -132,6 +147,7 @@ impl Client {
         }
     }
 
+    /// The clusters and brokers registered with the name server.
     pub async fn cluster_info(&self) -> Result<ClusterInfo, ClientError> {
         let r = self.call_namesrv(RemotingCommand::request(rc::GET_BROKER_CLUSTER_INFO, 0)).await?;
         if r.code != resp::SUCCESS {
@@ -275,7 +291,8 @@ impl Client {
             {
                 Ok(SendResult {
                     msg_id: answer.ext("msgId").unwrap_or_default().to_owned(),
-                    queue_id: ext_i64(answer, "queueId")? as i32,
+                    queue_id: i32::try_from(ext_i64(answer, "queueId")?)
+                        .map_err(|_| ClientError::BadAnswer("queueId out of range".into()))?,
                     queue_offset: ext_i64(answer, "queueOffset")?,
                 })
             }
@@ -308,6 +325,7 @@ impl Client {
         RemotingCommand::request(rc::PULL_MESSAGE, 0).with_ext_fields(header.to_ext())
     }
 
+    /// Reads a pull answer; the "not found", "retry" and "offset moved" codes are results, not errors.
     pub fn pull_result(addr: &str, answer: &RemotingCommand) -> Result<PullResult, ClientError> {
         match answer.code {
             resp::SUCCESS | resp::PULL_NOT_FOUND | resp::PULL_RETRY_IMMEDIATELY | resp::PULL_OFFSET_MOVED => Ok(PullResult {
@@ -324,6 +342,7 @@ impl Client {
         }
     }
 
+    /// The max offset (one past the last message) of queue `queue_id` of `topic` on the broker at `addr`.
     pub async fn max_offset(&self, addr: &str, topic: &str, queue_id: i32) -> Result<i64, ClientError> {
         let mut req = RemotingCommand::request(rc::GET_MAX_OFFSET, 0);
         req.put_ext("topic", topic);
@@ -335,6 +354,7 @@ impl Client {
         ext_i64(&r, "offset")
     }
 
+    /// The broker's runtime statistics (GET_BROKER_RUNTIME_INFO) from the broker at `addr`.
     pub async fn runtime_info(&self, addr: &str) -> Result<KvTable, ClientError> {
         let r = self.call(addr, RemotingCommand::request(rc::GET_BROKER_RUNTIME_INFO, 0)).await?;
         if r.code != resp::SUCCESS {

@@ -18,11 +18,15 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// An access key and its secret: every request is signed with them, as `AclClientRPCHook` does.
 #[derive(Debug, Clone)]
 pub struct Credentials {
+    /// The access key, sent with every request.
     pub access_key: String,
+    /// The secret key, used to compute the signature and never sent.
     pub secret_key: String,
 }
 
+/// A multiplexed connection to one broker or name server, signing requests when given credentials.
 pub struct Connection {
+    /// The address connected to, `host:port`.
     pub addr: String,
     inner: Arc<petrel_remoting::Connection>,
     signer: Option<Arc<Credentials>>,
@@ -64,6 +68,7 @@ impl Connection {
         }))
     }
 
+    /// Whether the connection is still open.
     #[must_use]
     pub fn is_alive(&self) -> bool {
         !self.inner.is_closed()

@@ -2,22 +2,53 @@
 
 use std::time::Duration;
 
+/// Why a client call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
+    /// The TCP connection could not be opened.
     #[error("connect to {addr}: {source}")]
-    Connect { addr: String, source: std::io::Error },
+    Connect {
+        /// The address dialled.
+        addr: String,
+        /// The I/O error the connect failed with.
+        source: std::io::Error,
+    },
+    /// The connection to the given address closed before the answer came.
     #[error("connection to {0} closed")]
     Closed(String),
+    /// No answer came within the call's deadline.
     #[error("no answer from {addr} within {timeout:?}")]
-    Timeout { addr: String, timeout: Duration },
+    Timeout {
+        /// The address the request went to.
+        addr: String,
+        /// The deadline that passed.
+        timeout: Duration,
+    },
+    /// The peer sent bytes that do not decode as a remoting frame.
     #[error("bad frame from {addr}: {reason}")]
-    Frame { addr: String, reason: String },
+    Frame {
+        /// The address the frame came from.
+        addr: String,
+        /// What was wrong with the frame.
+        reason: String,
+    },
+    /// The broker or name server answered with a response code other than success.
     #[error("{addr} answered code {code}: {remark}")]
-    Broker { addr: String, code: i32, remark: String },
+    Broker {
+        /// The address that answered.
+        addr: String,
+        /// The RocketMQ response code.
+        code: i32,
+        /// The remark the answer carried, explaining the code.
+        remark: String,
+    },
+    /// No queue or broker is known for the topic (or topic and queue) named.
     #[error("no route for topic {0}")]
     NoRoute(String),
+    /// An answer (or a request body being built) could not be encoded or decoded; holds the reason.
     #[error("bad answer: {0}")]
     BadAnswer(String),
+    /// Too many calls already wait on the connection; holds a description naming the address.
     #[error("{0}")]
     Busy(String),
 }

@@ -14,6 +14,7 @@ use crate::node::RaftTiming;
 /// Where a controller key is documented (one table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControllerSection {
+    /// Every controller key: `controller.conf` has one table.
     Controller,
 }
 

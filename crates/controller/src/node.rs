@@ -18,8 +18,11 @@ use crate::state::{Command, ControllerState, Outcome, Refused};
 /// Raft timing for a controller group.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RaftTiming {
+    /// How often the leader sends heartbeats to its followers, in milliseconds.
     pub heartbeat_interval_ms: u64,
+    /// The shortest a follower waits without a heartbeat before standing for election, in milliseconds.
     pub election_timeout_min_ms: u64,
+    /// The longest such wait, in milliseconds; each wait is drawn between the two so candidates rarely collide.
     pub election_timeout_max_ms: u64,
     /// Entries applied between two snapshots; the log before a snapshot is purged.
     pub snapshot_every_entries: u64,
@@ -46,7 +49,9 @@ pub enum ProposeError {
     /// This controller is not the leader; RocketMQ's brokers then ask the next controller.
     #[error("this controller is not the leader; the leader is {leader:?}")]
     NotLeader {
+        /// The Raft id of the leader this node knows of, if any.
         leader: Option<u64>,
+        /// That leader's address as the group's membership records it, if known.
         leader_address: Option<String>,
     },
     /// Raft could not commit it (no quorum in time, shutting down).

@@ -26,6 +26,7 @@ pub const MAX_REPLICAS_PER_SET: usize = 64;
 /// A broker known to its set.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replica {
+    /// The broker's address (`host:port`), as it last registered.
     pub address: String,
     /// `address;uuid` as RocketMQ's brokers send it: the same broker asking again gets its id back.
     pub register_check_code: String,
@@ -34,23 +35,32 @@ pub struct Replica {
 /// One broker set (one `brokerName`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BrokerSet {
+    /// The cluster the set's first broker named.
     pub cluster: String,
+    /// The set's `brokerName`.
     pub broker_name: String,
+    /// The registered brokers, by broker id.
     pub replicas: BTreeMap<u64, Replica>,
+    /// One above the highest id handed out: what the next new broker should ask for.
     pub next_broker_id: u64,
+    /// The master's broker id; `None` while the set has no master.
     pub master: Option<u64>,
     /// Grows by one at every election, failed ones included, and never goes back.
     pub master_epoch: u32,
+    /// The ids of the replicas in sync with the master, the master included; only these may be elected cleanly.
     pub sync_state_set: BTreeSet<u64>,
+    /// Grows by one at every change of `sync_state_set`; a master's alter request must name the current one.
     pub sync_state_set_epoch: u32,
 }
 
 /// What the leader saw of one live broker when it proposed an election.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Candidate {
+    /// The broker's id in its set.
     pub broker_id: u64,
     /// The last epoch in the broker's epoch file.
     pub epoch: u32,
+    /// The broker's max commit-log offset; the highest wins among equal epochs.
     pub max_offset: u64,
     /// `brokerElectionPriority`: lower wins among equals.
     pub priority: i32,
@@ -61,21 +71,30 @@ pub struct Candidate {
 pub enum Command {
     /// `CONTROLLER_APPLY_BROKER_ID`: a broker claims an id in its set.
     ApplyBrokerId {
+        /// The broker's cluster, recorded when this creates the set.
         cluster: String,
+        /// The set the broker belongs to.
         broker_name: String,
+        /// The id it claims.
         broker_id: u64,
+        /// `address;uuid`: the same broker claiming the id again is let through.
         register_check_code: String,
     },
     /// `CONTROLLER_REGISTER_BROKER`: a registered broker comes back, perhaps at a new address.
     RegisterBroker {
+        /// The broker's set.
         broker_name: String,
+        /// The broker's id in the set.
         broker_id: u64,
+        /// The address it now serves on.
         address: String,
     },
     /// `CONTROLLER_ELECT_MASTER`, from a broker (`requester`) or from the controller when a
     /// master stopped heartbeating (`requester: None`).
     ElectMaster {
+        /// The set that needs a master.
         broker_name: String,
+        /// The broker that asked, or `None` when the controller's scan did.
         requester: Option<u64>,
         /// The requester must win if it is live (`designateElect`).
         designate: bool,
@@ -86,20 +105,30 @@ pub enum Command {
     },
     /// `CONTROLLER_ALTER_SYNC_STATE_SET`, from the master.
     AlterSyncStateSet {
+        /// The set whose SyncStateSet changes.
         broker_name: String,
+        /// The broker id of the master that asks; refused unless it is the set's master.
         master: u64,
+        /// The master epoch the master holds; refused (fenced) unless current.
         master_epoch: u32,
+        /// The SyncStateSet epoch the master holds; refused (fenced) unless current.
         sync_state_set_epoch: u32,
+        /// The SyncStateSet the master wants: registered, live replicas including itself.
         new_set: BTreeSet<u64>,
+        /// The ids of the set's brokers the leader saw heartbeat in time.
         alive: BTreeSet<u64>,
     },
     /// `CLEAN_BROKER_DATA`: forget some replicas of a set, or the whole set. Unless
     /// `clean_living`, a live broker (in `alive`, as the leader saw) or a set with a master is
     /// refused, as RocketMQ refuses it.
     CleanBrokerData {
+        /// The set to clean.
         broker_name: String,
+        /// The replicas to forget; `None` forgets the whole set.
         broker_ids: Option<BTreeSet<u64>>,
+        /// Forget brokers even while they are alive (`isCleanLivingBroker`).
         clean_living: bool,
+        /// The ids of the set's brokers the leader saw heartbeat in time.
         alive: BTreeSet<u64>,
     },
 }
@@ -107,30 +136,47 @@ pub enum Command {
 /// What a command did, as the broker's answer needs it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outcome {
+    /// The broker holds the id it asked for.
     BrokerIdApplied,
+    /// The broker's address is recorded; its set as it stands now.
     Registered {
+        /// The master's id and address, if the set has one.
         master: Option<(u64, String)>,
+        /// The set's master epoch.
         master_epoch: u32,
+        /// The set's SyncStateSet.
         sync_state_set: BTreeSet<u64>,
+        /// The SyncStateSet's epoch.
         sync_state_set_epoch: u32,
     },
     /// A new master, or (`still_exist`) the old one kept.
     Elected {
+        /// The master's broker id.
         master: u64,
+        /// The master's address.
         address: String,
+        /// The set's master epoch after the election.
         master_epoch: u32,
+        /// The SyncStateSet after the election (just the master when it is new).
         sync_state_set: BTreeSet<u64>,
+        /// The SyncStateSet's epoch after the election.
         sync_state_set_epoch: u32,
+        /// Whether the old master was kept rather than a new one chosen.
         still_exist: bool,
     },
     /// No master could be elected: the set has none now.
     NoMaster {
+        /// The set's master epoch, moved on so that the old master is fenced.
         master_epoch: u32,
     },
+    /// The master's new SyncStateSet took effect.
     SyncStateSetAltered {
+        /// The SyncStateSet now.
         sync_state_set: BTreeSet<u64>,
+        /// Its epoch, one above the one the master named.
         sync_state_set_epoch: u32,
     },
+    /// The replicas (or the whole set) are forgotten.
     Cleaned,
 }
 
@@ -138,7 +184,9 @@ pub enum Outcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
 #[error("{remark} (code {code})")]
 pub struct Refused {
+    /// The RocketMQ response code to answer with.
     pub code: i32,
+    /// Why, as the answer's remark.
     pub remark: String,
 }
 

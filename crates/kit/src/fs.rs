@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Told when a directory is created and when one is synced (its children's entries are then
 /// durable). The store's power-failure model implements it.
 pub trait DurabilityObserver: Send + Sync {
+    /// `dir` was just created; its own entry in its parent is not durable until the parent is synced.
     fn dir_created(&self, dir: &Path);
+    /// `dir` was synced: the entries in it are now durable.
     fn dir_synced(&self, dir: &Path);
 }
 

@@ -43,7 +43,10 @@ fn cpu_time() -> Duration {
         libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
         u.assume_init()
     };
-    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    let tv = |t: libc::timeval| {
+        let us = u32::try_from(t.tv_usec).expect("tv_usec is a count of microseconds below one second");
+        Duration::new(t.tv_sec as u64, us * 1000)
+    };
     tv(u.ru_utime) + tv(u.ru_stime)
 }
 

@@ -12,9 +12,9 @@ use petrel_lock::{AdaptiveConfig, AdaptiveLock, LockKind, PutMessageLock, acquir
 
 fn main() {
     let args: Vec<u64> = std::env::args().skip(1).take(3).map(|a| a.parse().expect("numbers")).collect();
-    let threads = *args.first().unwrap_or(&4) as usize;
+    let threads = usize::try_from(*args.first().unwrap_or(&4)).expect("a thread count that fits in usize");
     let seconds = *args.get(1).unwrap_or(&3);
-    let bytes = *args.get(2).unwrap_or(&2) as usize;
+    let bytes = usize::try_from(*args.get(2).unwrap_or(&2)).expect("a byte count that fits in usize");
     let kind: LockKind = std::env::args()
         .nth(4)
         .map_or(LockKind::Adaptive, |k| k.parse().expect("a lock name"));

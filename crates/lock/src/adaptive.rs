@@ -22,7 +22,7 @@
 use std::time::{Duration, Instant};
 
 use crate::raw::BlockingWord;
-use crate::stats::{Acquisition, LockStats};
+use crate::stats::{Acquisition, LockStats, ns_since};
 use crate::strategies::{BackoffSpinLock, acquire_blocking};
 use crate::sync::{AtomicU8, AtomicU64, Ordering};
 use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
@@ -30,7 +30,9 @@ use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
 /// Which inner lock the adaptive lock is using.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
+    /// The backoff spin with the adaptive budget `k`.
     Spin,
+    /// The blocking mutex, taken once even the largest `k` kept retreating.
     Mutex,
 }
 
@@ -94,12 +96,17 @@ impl Default for AdaptiveConfig {
 pub struct Sample {
     /// Since the lock was created.
     pub at: Duration,
+    /// Acquisitions in the window.
     pub acquisitions: u64,
+    /// Spin rounds that ended in a yield during the window.
     pub retreats: u64,
+    /// Distinct threads that took the lock during the window.
     pub threads: u64,
     /// Acquisitions per second × distinct threads: RocketMQ's load measure.
     pub load: f64,
+    /// The spin budget after the decision.
     pub k: u32,
+    /// The inner lock in use after the decision.
     pub mode: Mode,
 }
 
@@ -119,6 +126,8 @@ pub struct AdaptiveLock {
     epoch: AtomicU64,
     critical_load_bits: AtomicU64,
     switches: AtomicU64,
+    /// `config.window` in ns, saturated, so that evaluating does not convert it each time.
+    window_ns: u64,
     history: parking_lot::Mutex<std::collections::VecDeque<Sample>>,
 }
 
@@ -127,6 +136,11 @@ thread_local! {
 }
 
 impl AdaptiveLock {
+    /// Builds the lock in spin mode with `k = initial_k`.
+    ///
+    /// # Panics
+    /// If `initial_k` is not in `1..=max_k`, `k_step`, `retreat_ratio` or `lower_ratio_factor`
+    /// is zero, or `switch_back_ratio` is not in (0, 1).
     pub fn new(config: AdaptiveConfig) -> AdaptiveLock {
         assert!(
             config.initial_k > 0 && config.initial_k <= config.max_k,
@@ -147,19 +161,23 @@ impl AdaptiveLock {
             epoch: AtomicU64::new(0),
             critical_load_bits: AtomicU64::new(0),
             switches: AtomicU64::new(0),
+            window_ns: u64::try_from(config.window.as_nanos()).unwrap_or(u64::MAX),
             history: parking_lot::Mutex::new(std::collections::VecDeque::with_capacity(config.history_len.min(65_536))),
             config,
         }
     }
 
+    /// The inner lock in use now.
     pub fn mode(&self) -> Mode {
         mode_of(self.mode.0.load(Ordering::Relaxed))
     }
 
+    /// The current spin budget of the spin mode.
     pub fn k(&self) -> u32 {
         self.spin.k()
     }
 
+    /// The tuning the lock was built with.
     pub fn config(&self) -> &AdaptiveConfig {
         &self.config
     }
@@ -246,7 +264,7 @@ impl AdaptiveLock {
     }
 
     fn now_ns(&self) -> u64 {
-        self.created.elapsed().as_nanos() as u64
+        ns_since(self.created)
     }
 
     /// Runs the policy if this thread is due to look and a window has passed; at most one
@@ -264,8 +282,7 @@ impl AdaptiveLock {
         }
         let start = self.window_start_ns.load(Ordering::Relaxed);
         let now = self.now_ns();
-        let window_ns = self.config.window.as_nanos() as u64;
-        if now.saturating_sub(start) < window_ns {
+        if now.saturating_sub(start) < self.window_ns {
             return;
         }
         if self
@@ -376,6 +393,10 @@ impl PutMessageLock for AdaptiveLock {
     }
 
     unsafe fn unlock(&self, token: LockToken) {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the token is one `lock` made by widening a mode byte, per the trait's safety contract"
+        )]
         let mode = token.0 as u8;
         debug_assert!(mode == MODE_SPIN || mode == MODE_MUTEX, "token from another lock");
         // The policy looks before the release, so that a switch it decides on is made by us,

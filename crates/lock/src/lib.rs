@@ -38,6 +38,7 @@ pub trait PutMessageLock: Send + Sync {
     /// acquired it returned. Releasing a lock one does not hold breaks mutual exclusion.
     unsafe fn unlock(&self, token: LockToken);
 
+    /// Which strategy this lock is.
     fn kind(&self) -> LockKind;
 
     /// Live statistics.
@@ -67,15 +68,21 @@ impl<L: PutMessageLock + ?Sized> Drop for PutMessageGuard<'_, L> {
 /// The strategies, as named in `broker.conf` (`putMessageLock = abs|mutex|spin|backoff`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LockKind {
+    /// [`MutexLock`]: blocks in the kernel while contended (`mutex`).
     Mutex,
+    /// [`SpinLock`]: spins without ever yielding (`spin`).
     Spin,
+    /// [`BackoffSpinLock`]: spins `k` times, then yields (`backoff`).
     BackoffSpin,
+    /// [`AdaptiveLock`]: a backoff spin that tunes `k` and turns into a mutex under load (`abs`).
     Adaptive,
 }
 
 impl LockKind {
+    /// Every strategy, in declaration order.
     pub const ALL: [LockKind; 4] = [LockKind::Mutex, LockKind::Spin, LockKind::BackoffSpin, LockKind::Adaptive];
 
+    /// The name `broker.conf` uses for this strategy, also its `Display` form.
     pub fn name(self) -> &'static str {
         match self {
             LockKind::Mutex => "mutex",
@@ -136,7 +143,9 @@ pub fn new_lock(kind: LockKind, backoff_k: u32, adaptive: AdaptiveConfig) -> Box
 /// A lock's statistics at one moment.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LockSnapshot {
+    /// The strategy the statistics are from.
     pub kind: LockKind,
+    /// Acquisition, contention and wait totals since the lock was created.
     pub counters: Counters,
     /// The spin budget, for backoff and adaptive locks.
     pub k: Option<u32>,

@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 /// Counter shards; threads are spread over them round-robin.
 pub const SHARDS: usize = 32;
@@ -68,6 +69,16 @@ impl Default for LockStats {
             shards: (0..SHARDS).map(|_| Shard::default()).collect(),
         }
     }
+}
+
+/// Nanoseconds since `start`, for waits and the adaptive lock's clock.
+#[inline]
+#[expect(
+    clippy::cast_possible_truncation,
+    reason = "u64 nanoseconds last 584 years, longer than any wait or lock lifetime"
+)]
+pub(crate) fn ns_since(start: Instant) -> u64 {
+    start.elapsed().as_nanos() as u64
 }
 
 /// What one acquisition cost.
@@ -144,6 +155,7 @@ impl LockStats {
 /// Totals since the lock was created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {
+    /// Times the lock was taken.
     pub acquisitions: u64,
     /// Acquisitions that did not get the lock on the first try.
     pub contended: u64,
@@ -151,6 +163,7 @@ pub struct Counters {
     pub spins: u64,
     /// Full spin rounds that ended in a yield (backoff and adaptive spin modes).
     pub retreats: u64,
+    /// Time contended acquisitions spent waiting, summed, in ns.
     pub wait_ns_total: u64,
     /// `wait_histogram[b]`: acquisitions that waited in `[2^(b-1), 2^b)` ns; bucket 0 = no wait.
     pub wait_histogram: [u64; WAIT_BUCKETS],
@@ -176,6 +189,10 @@ impl Counters {
         if total == 0 {
             return 0;
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "q ≤ 1 keeps the product within `total`, a u64; rounding at the top saturates"
+        )]
         let target = ((total as f64) * q.clamp(0.0, 1.0)).ceil().max(1.0) as u64;
         let mut seen = 0;
         for (b, n) in self.wait_histogram.iter().enumerate() {

@@ -6,7 +6,7 @@
 use std::time::Instant;
 
 use crate::raw::{BlockingWord, SpinWord};
-use crate::stats::{Acquisition, LockStats};
+use crate::stats::{Acquisition, LockStats, ns_since};
 use crate::sync::{AtomicU32, Ordering, yield_now};
 use crate::{LockKind, LockSnapshot, LockToken, PutMessageLock};
 
@@ -27,7 +27,7 @@ pub(crate) fn acquire_blocking(word: &BlockingWord) -> Acquisition {
     word.lock();
     Acquisition {
         contended: true,
-        wait_ns: start.elapsed().as_nanos() as u64,
+        wait_ns: ns_since(start),
         ..Acquisition::default()
     }
 }
@@ -82,7 +82,7 @@ impl PutMessageLock for SpinLock {
             contended: true,
             spins,
             retreats: 0,
-            wait_ns: start.elapsed().as_nanos() as u64,
+            wait_ns: ns_since(start),
         });
         LockToken::default()
     }
@@ -111,6 +111,10 @@ pub struct BackoffSpinLock {
 }
 
 impl BackoffSpinLock {
+    /// Builds the lock with a budget of `k` spins per round.
+    ///
+    /// # Panics
+    /// If `k` is zero.
     pub fn new(k: u32) -> BackoffSpinLock {
         assert!(k > 0, "a backoff spin needs at least one spin per round");
         BackoffSpinLock {
@@ -120,6 +124,7 @@ impl BackoffSpinLock {
         }
     }
 
+    /// Spins per round before yielding.
     pub fn k(&self) -> u32 {
         self.k.load(Ordering::Relaxed)
     }
@@ -144,7 +149,7 @@ impl BackoffSpinLock {
             match self.word.spin_lock(k) {
                 Some(used) => {
                     a.spins += used;
-                    a.wait_ns = start.elapsed().as_nanos() as u64;
+                    a.wait_ns = ns_since(start);
                     return a;
                 }
                 None => {

@@ -94,8 +94,11 @@ fn rule(code: i32) -> Option<Rule> {
 
 /// The name server's users and switches.
 pub struct NamesrvAccess {
+    /// The users and policies that signatures and permissions are checked against.
     pub store: Arc<AuthStore>,
+    /// Whether authentication and authorization are on, and the codes exempt from each.
     pub settings: AuthSettings,
+    /// Failed signatures after which a connection is closed (`maxAuthenticationFailuresPerConnection`).
     pub max_failures: u64,
 }
 

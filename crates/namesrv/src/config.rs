@@ -17,6 +17,7 @@ use crate::NamesrvAccess;
 /// Where a name-server key is documented (one table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NamesrvSection {
+    /// The name server's keys, all in one table.
     Namesrv,
 }
 

@@ -219,6 +219,7 @@ pub fn no_route_remark(topic: &str) -> String {
 }
 
 impl NameServer {
+    /// A name server with no routes and no access control.
     #[must_use]
     pub fn new() -> NameServer {
         NameServer::default()

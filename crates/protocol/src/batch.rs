@@ -12,12 +12,16 @@ use crate::properties::{MAX_PROPERTIES_BYTES, Properties, decode_properties, enc
 /// One message inside a batch body.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BatchItem {
+    /// The application's flag, stored as given.
     pub flag: i32,
+    /// The message body.
     pub body: Bytes,
+    /// The message's properties.
     pub properties: Properties,
 }
 
-/// Encodes items back to back, as the Java and Go producers do.
+/// Encodes items back to back, as the Java and Go producers do. An item too long for its i32
+/// size field is refused as a [`MessageError::SizeMismatch`] declaring -1.
 pub fn encode_batch(items: &[BatchItem]) -> Result<Bytes, MessageError> {
     let mut out = BytesMut::new();
     for item in items {
@@ -26,14 +30,25 @@ pub fn encode_batch(items: &[BatchItem]) -> Result<Bytes, MessageError> {
             return Err(MessageError::PropertiesTooLong(props.len()));
         }
         let total = 4 + 4 + 4 + 4 + 4 + item.body.len() + 2 + props.len();
+        let total_i32 = i32::try_from(total).map_err(|_| MessageError::SizeMismatch {
+            declared: -1,
+            actual: total,
+        })?;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the body is shorter than the item's size, which fits an i32"
+        )]
+        let body_len = item.body.len() as i32;
+        #[expect(clippy::cast_possible_truncation, reason = "longer properties were refused above")]
+        let props_len = props.len() as i16;
         out.reserve(total);
-        out.put_i32(total as i32);
+        out.put_i32(total_i32);
         out.put_i32(0); // magic: ignored by brokers
         out.put_i32(0); // body CRC: the broker recomputes it
         out.put_i32(item.flag);
-        out.put_i32(item.body.len() as i32);
+        out.put_i32(body_len);
         out.put_slice(&item.body);
-        out.put_i16(props.len() as i16);
+        out.put_i16(props_len);
         out.put_slice(props.as_bytes());
     }
     Ok(out.freeze())

@@ -5,140 +5,30 @@
 //! form a Go client cannot read; the fastjson quirks are written only where Java writes them.
 
 use indexmap::IndexMap;
-use serde::de::{self, Deserializer, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 use crate::error::BodyError;
 use crate::fastjson::{from_slice_lenient, parse_lenient, write_compact};
-
-/// Declares an enum written as its Java name and read case-insensitively, as fastjson does.
-macro_rules! java_enum {
-    ($(#[$meta:meta])* pub enum $name:ident { $($variant:ident = $text:literal),* $(,)? }) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        pub enum $name { $($variant),* }
-
-        impl $name {
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$variant => $text),* }
-            }
-            pub fn parse(s: &str) -> Option<$name> {
-                $(if s.eq_ignore_ascii_case($text) { return Some($name::$variant); })*
-                None
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                $name::parse(&s).ok_or_else(|| de::Error::custom(format!("unknown {} {:?}", stringify!($name), s)))
-            }
-        }
-    };
-}
-
-java_enum! {
-    /// How a consumer group receives messages.
-    pub enum MessageModel { Broadcasting = "BROADCASTING", Clustering = "CLUSTERING" }
-}
-
-java_enum! {
-    /// Pull (actively), push (passively) or POP consumers.
-    pub enum ConsumeType { ConsumeActively = "CONSUME_ACTIVELY", ConsumePassively = "CONSUME_PASSIVELY", ConsumePop = "CONSUME_POP" }
-}
-
-java_enum! {
-    /// Where a consumer group without a committed offset starts.
-    pub enum ConsumeFromWhere {
-        ConsumeFromLastOffset = "CONSUME_FROM_LAST_OFFSET",
-        ConsumeFromLastOffsetAndFromMinWhenBootFirst = "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
-        ConsumeFromMinOffset = "CONSUME_FROM_MIN_OFFSET",
-        ConsumeFromMaxOffset = "CONSUME_FROM_MAX_OFFSET",
-        ConsumeFromFirstOffset = "CONSUME_FROM_FIRST_OFFSET",
-        ConsumeFromTimestamp = "CONSUME_FROM_TIMESTAMP",
-    }
-}
-
-/// A set of i32 that also accepts its numbers written as strings (Go's `codeSet`).
-fn lenient_i32_vec<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<i32>, D::Error> {
-    struct Item(i32);
-    impl<'de> Deserialize<'de> for Item {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl Visitor<'_> for V {
-                type Value = Item;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("an integer or a string holding one")
-                }
-                fn visit_i64<E: de::Error>(self, v: i64) -> Result<Item, E> {
-                    i32::try_from(v).map(Item).map_err(E::custom)
-                }
-                fn visit_u64<E: de::Error>(self, v: u64) -> Result<Item, E> {
-                    i32::try_from(v).map(Item).map_err(E::custom)
-                }
-                fn visit_str<E: de::Error>(self, v: &str) -> Result<Item, E> {
-                    v.trim().parse().map(Item).map_err(E::custom)
-                }
-            }
-            d.deserialize_any(V)
-        }
-    }
-    Ok(Option::<Vec<Item>>::deserialize(d)?
-        .unwrap_or_default()
-        .into_iter()
-        .map(|i| i.0)
-        .collect())
-}
-
-/// A topic queue on a broker: the key of offset tables and lock sets.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MessageQueue {
-    pub broker_name: String,
-    pub queue_id: i32,
-    pub topic: String,
-}
-
-/// How a consumer group reads a topic (`MessageRequestMode`): pulls of queues its clients
-/// balance, or pops that the broker balances.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub enum MessageRequestMode {
-    #[default]
-    #[serde(rename = "PULL")]
-    Pull,
-    #[serde(rename = "POP")]
-    Pop,
-}
-
-/// SET_MESSAGE_REQUEST_MODE's body (`mqadmin setConsumeMode`), and an entry of
-/// `messageRequestMode.json`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SetMessageRequestModeRequestBody {
-    pub topic: String,
-    pub consumer_group: String,
-    #[serde(default)]
-    pub mode: MessageRequestMode,
-    #[serde(default)]
-    pub pop_share_queue_num: i32,
-}
+pub use crate::model::{
+    ConsumeFromWhere, ConsumeType, ConsumerData, DataVersion, EXPRESSION_TYPE_TAG, MessageModel, MessageQueue, MessageRequestMode, SUB_ALL,
+    SetMessageRequestModeRequestBody, SubscriptionData, TopicConfig, TopicConfigSerializeWrapper, from_json, perm, to_json,
+};
 
 /// QUERY_ASSIGNMENT's body: a client of a group asks which queues of a topic it reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryAssignmentRequestBody {
+    /// The topic whose queues are asked for.
     pub topic: String,
+    /// The asking client's consumer group.
     pub consumer_group: String,
+    /// The asking client's id.
     pub client_id: String,
+    /// The client's allocation strategy (`AVG`…), which Java brokers use for pull mode.
     #[serde(default)]
     pub strategy_name: String,
+    /// `BROADCASTING` or `CLUSTERING`; a broadcasting client is given every queue.
     #[serde(default)]
     pub message_model: Option<String>,
 }
@@ -147,8 +37,11 @@ pub struct QueryAssignmentRequestBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct MessageQueueAssignment {
+    /// The queue given; queue id -1 in pop mode means any queue of the topic on that broker.
     pub message_queue: MessageQueue,
+    /// Whether the client pulls or pops it.
     pub mode: MessageRequestMode,
+    /// Extra key-value pairs of RocketMQ's body; absent unless a broker sends some.
     #[serde(default)]
     pub attachments: Option<BTreeMap<String, String>>,
 }
@@ -157,6 +50,7 @@ pub struct MessageQueueAssignment {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueryAssignmentResponseBody {
+    /// The queues the client reads, each with its mode.
     pub message_queue_assignments: Vec<MessageQueueAssignment>,
 }
 
@@ -167,11 +61,15 @@ pub struct BrokerData {
     /// Must always be present: the Go client slices its text without checking.
     #[serde(default)]
     pub broker_addrs: BTreeMap<i64, String>,
+    /// The replica group's name, shared by its master and slaves.
     pub broker_name: String,
+    /// The cluster the broker belongs to.
     #[serde(default)]
     pub cluster: String,
+    /// Whether a slave may stand in for the master while it is down (RocketMQ 5's acting master).
     #[serde(default)]
     pub enable_acting_master: bool,
+    /// The zone the broker runs in, for clients that prefer brokers in their own zone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone_name: Option<String>,
 }
@@ -180,31 +78,32 @@ pub struct BrokerData {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueData {
+    /// The broker these counts are for.
     pub broker_name: String,
+    /// The topic's permission bits on that broker (see [`perm`]).
     pub perm: i32,
+    /// How many queues consumers read.
     pub read_queue_nums: i32,
+    /// RocketMQ's `TopicSysFlag` bits (unit topic, unit subscription).
     #[serde(default)]
     pub topic_sys_flag: i32,
+    /// How many queues producers write.
     pub write_queue_nums: i32,
-}
-
-/// Topic permission bits.
-pub mod perm {
-    pub const PRIORITY: i32 = 8;
-    pub const READ: i32 = 4;
-    pub const WRITE: i32 = 2;
-    pub const INHERIT: i32 = 1;
 }
 
 /// GET_ROUTEINFO_BY_TOPIC answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicRouteData {
+    /// The brokers serving the topic, with their addresses.
     pub broker_datas: Vec<BrokerData>,
+    /// Filter-server addresses by broker address (RocketMQ's retired class filter).
     #[serde(default)]
     pub filter_server_table: BTreeMap<String, Vec<String>>,
+    /// An ordered topic's queue counts per broker (`brokerName:queueNums;…`), when configured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order_topic_conf: Option<String>,
+    /// The topic's queue counts and permission on each broker.
     pub queue_datas: Vec<QueueData>,
 }
 
@@ -220,6 +119,7 @@ impl TopicRouteData {
         write_compact(&to_value(self), &|k| !standard && k == "brokerAddrs")
     }
 
+    /// Parses the body in either key form, and fastjson's dialect.
     pub fn from_json(body: &[u8]) -> Result<TopicRouteData, BodyError> {
         from_slice_lenient(body)
     }
@@ -229,7 +129,9 @@ impl TopicRouteData {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterInfo {
+    /// Every broker by broker name.
     pub broker_addr_table: BTreeMap<String, BrokerData>,
+    /// The broker names of each cluster, by cluster name.
     pub cluster_addr_table: BTreeMap<String, Vec<String>>,
 }
 
@@ -239,91 +141,17 @@ impl ClusterInfo {
         write_compact(&to_value(self), &|k| k == "brokerAddrs")
     }
 
+    /// Parses the body, bare integer keys included.
     pub fn from_json(body: &[u8]) -> Result<ClusterInfo, BodyError> {
         from_slice_lenient(body)
     }
-}
-
-/// One subscription of a consumer group to a topic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SubscriptionData {
-    #[serde(default)]
-    pub class_filter_mode: bool,
-    /// Java `String.hashCode()` of each tag; Go writes these as strings.
-    #[serde(default, deserialize_with = "lenient_i32_vec")]
-    pub code_set: Vec<i32>,
-    #[serde(default = "default_expression_type")]
-    pub expression_type: String,
-    #[serde(default)]
-    pub sub_string: String,
-    /// Java sends milliseconds, Go nanoseconds.
-    #[serde(default)]
-    pub sub_version: i64,
-    #[serde(default)]
-    pub tags_set: Vec<String>,
-    pub topic: String,
-}
-
-fn default_expression_type() -> String {
-    "TAG".to_owned()
-}
-
-/// Expression type of plain tag subscriptions.
-pub const EXPRESSION_TYPE_TAG: &str = "TAG";
-/// Subscription string meaning every tag.
-pub const SUB_ALL: &str = "*";
-
-impl SubscriptionData {
-    /// Builds a TAG subscription from `"A || B"` the way the clients do: tags trimmed, empty or
-    /// `*` meaning all.
-    pub fn from_tag_expression(topic: &str, expression: &str, sub_version: i64) -> SubscriptionData {
-        let expression = expression.trim();
-        let (sub_string, tags_set) = if expression.is_empty() || expression == SUB_ALL {
-            (SUB_ALL.to_owned(), Vec::new())
-        } else {
-            let tags: Vec<String> = expression
-                .split("||")
-                .map(str::trim)
-                .filter(|t| !t.is_empty())
-                .map(str::to_owned)
-                .collect();
-            (expression.to_owned(), tags)
-        };
-        SubscriptionData {
-            class_filter_mode: false,
-            code_set: tags_set.iter().map(|t| crate::properties::java_string_hash(t)).collect(),
-            expression_type: EXPRESSION_TYPE_TAG.to_owned(),
-            sub_string,
-            sub_version,
-            tags_set,
-            topic: topic.to_owned(),
-        }
-    }
-
-    pub fn is_all(&self) -> bool {
-        self.sub_string.is_empty() || self.sub_string == SUB_ALL
-    }
-}
-
-/// A consumer group as announced in a heartbeat.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ConsumerData {
-    pub consume_from_where: ConsumeFromWhere,
-    pub consume_type: ConsumeType,
-    pub group_name: String,
-    pub message_model: MessageModel,
-    #[serde(default)]
-    pub subscription_data_set: Vec<SubscriptionData>,
-    #[serde(default)]
-    pub unit_mode: bool,
 }
 
 /// A producer group as announced in a heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ProducerData {
+    /// The producer group.
     pub group_name: String,
 }
 
@@ -331,14 +159,19 @@ pub struct ProducerData {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HeartbeatData {
+    /// The sending client's id (the Java client's `ip@instanceName`).
     #[serde(rename = "clientID")]
     pub client_id: String,
+    /// The consumer groups the client belongs to.
     #[serde(default)]
     pub consumer_data_set: Vec<ConsumerData>,
+    /// A hash of the consumer data, which a RocketMQ 5 broker compares to see whether it changed.
     #[serde(default)]
     pub heartbeat_fingerprint: i64,
+    /// The producer groups the client belongs to.
     #[serde(default)]
     pub producer_data_set: Vec<ProducerData>,
+    /// The subscriptions are left out: unchanged since the heartbeat with this fingerprint.
     #[serde(default)]
     pub without_sub: bool,
 }
@@ -347,6 +180,7 @@ pub struct HeartbeatData {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerListBody {
+    /// The client ids of the group's live consumers.
     pub consumer_id_list: Vec<String>,
 }
 
@@ -354,19 +188,26 @@ pub struct ConsumerListBody {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LockBatchRequestBody {
+    /// The client taking or releasing the locks.
     pub client_id: String,
+    /// The consumer group the locks are held for.
     pub consumer_group: String,
+    /// The queues to lock or unlock.
     #[serde(default)]
     pub mq_set: Vec<MessageQueue>,
+    /// Lock on the receiving broker alone; otherwise a Java broker in strict lock mode also
+    /// asks the other replicas of its group.
     #[serde(default)]
     pub only_this_broker: bool,
 }
 
+/// UNLOCK_BATCH_MQ's body, the same shape as LOCK_BATCH_MQ's.
 pub type UnlockBatchRequestBody = LockBatchRequestBody;
 
 /// LOCK_BATCH_MQ answer: the queues now locked by the requesting client.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct LockBatchResponseBody {
+    /// The queues locked by the client, newly or already.
     #[serde(rename = "lockOKMQSet", default)]
     pub lock_ok_mq_set: Vec<MessageQueue>,
 }
@@ -375,85 +216,28 @@ pub struct LockBatchResponseBody {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicList {
+    /// A broker to ask for more (RocketMQ sets it in the system-topic list); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub broker_addr: Option<String>,
+    /// The topic names.
     pub topic_list: Vec<String>,
 }
 
 /// A string table (GET_BROKER_RUNTIME_INFO, KV lists). Order is kept as given.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct KvTable {
+    /// The entries, in the order given.
     pub table: IndexMap<String, String>,
-}
-
-/// A topic's configuration as brokers store and register it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfig {
-    #[serde(default)]
-    pub attributes: BTreeMap<String, String>,
-    #[serde(default)]
-    pub order: bool,
-    pub perm: i32,
-    pub read_queue_nums: i32,
-    #[serde(default = "default_filter_type")]
-    pub topic_filter_type: String,
-    pub topic_name: String,
-    #[serde(default)]
-    pub topic_sys_flag: i32,
-    pub write_queue_nums: i32,
-}
-
-fn default_filter_type() -> String {
-    "SINGLE_TAG".to_owned()
-}
-
-impl TopicConfig {
-    /// A plain topic: RocketMQ's `new TopicConfig(name)` has 16 read and 16 write queues, perm RW.
-    pub fn new(topic_name: &str, queue_nums: i32, perm: i32) -> TopicConfig {
-        TopicConfig {
-            attributes: BTreeMap::new(),
-            order: false,
-            perm,
-            read_queue_nums: queue_nums,
-            topic_filter_type: default_filter_type(),
-            topic_name: topic_name.to_owned(),
-            topic_sys_flag: 0,
-            write_queue_nums: queue_nums,
-        }
-    }
-}
-
-/// Version stamp of a broker's topic table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DataVersion {
-    pub counter: i64,
-    #[serde(default)]
-    pub state_version: i64,
-    pub timestamp: i64,
-}
-
-/// A broker's topic table with its versions (REGISTER_BROKER, GET_ALL_TOPIC_CONFIG).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfigSerializeWrapper {
-    pub data_version: DataVersion,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mapping_data_version: Option<DataVersion>,
-    pub topic_config_table: IndexMap<String, TopicConfig>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic_queue_mapping_detail_map: Option<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic_queue_mapping_info_map: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// REGISTER_BROKER body (uncompressed form).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RegisterBrokerBody {
+    /// Addresses of the broker's filter servers (RocketMQ's retired class filter).
     #[serde(default)]
     pub filter_server_list: Vec<String>,
+    /// The broker's topics and their version.
     pub topic_config_serialize_wrapper: TopicConfigSerializeWrapper,
 }
 
@@ -466,8 +250,11 @@ pub fn register_body_crc32(body: &[u8]) -> i32 {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TopicOffset {
+    /// Store time of the queue's newest message, epoch milliseconds; 0 if none.
     pub last_update_timestamp: i64,
+    /// The offset the next message will get.
     pub max_offset: i64,
+    /// The offset of the oldest message still held.
     pub min_offset: i64,
 }
 
@@ -475,10 +262,14 @@ pub struct TopicOffset {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OffsetWrapper {
+    /// The queue's max offset: where the next message will be stored.
     pub broker_offset: i64,
+    /// The group's committed offset.
     pub consumer_offset: i64,
+    /// Store time of the last consumed message, epoch milliseconds; 0 if none.
     #[serde(default)]
     pub last_timestamp: i64,
+    /// Where the group's pulls have reached: the offset after the last one pulled.
     #[serde(default)]
     pub pull_offset: i64,
 }
@@ -512,10 +303,12 @@ fn mq_table_part<V: Serialize>(table: &[(MessageQueue, V)]) -> String {
 /// INVOKE_BROKER_TO_RESET_OFFSET's answer: the offset each queue was reset to.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ResetOffsetBody {
+    /// Each queue and its new offset.
     pub offset_table: Vec<(MessageQueue, i64)>,
 }
 
 impl ResetOffsetBody {
+    /// fastjson's form, with the queues as object keys.
     pub fn to_json(&self) -> String {
         format!("{{{}}}", mq_table_part(&self.offset_table))
     }
@@ -559,15 +352,19 @@ fn read_mq_table<V: serde::de::DeserializeOwned>(body: &[u8], tps_key: &str) -> 
 /// GET_TOPIC_STATS_INFO answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct TopicStatsTable {
+    /// Each queue of the topic and its offsets.
     pub offset_table: Vec<(MessageQueue, TopicOffset)>,
+    /// Messages put per second.
     pub topic_put_tps: f64,
 }
 
 impl TopicStatsTable {
+    /// fastjson's form, with the queues as object keys.
     pub fn to_json(&self) -> String {
         write_mq_table("topicPutTps", self.topic_put_tps, &self.offset_table)
     }
 
+    /// Parses fastjson's form.
     pub fn from_json(body: &[u8]) -> Result<TopicStatsTable, BodyError> {
         let (offset_table, topic_put_tps) = read_mq_table(body, "topicPutTps")?;
         Ok(TopicStatsTable {
@@ -580,15 +377,19 @@ impl TopicStatsTable {
 /// GET_CONSUME_STATS answer.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ConsumeStats {
+    /// Each queue the group reads and its progress.
     pub offset_table: Vec<(MessageQueue, OffsetWrapper)>,
+    /// Messages consumed per second.
     pub consume_tps: f64,
 }
 
 impl ConsumeStats {
+    /// fastjson's form, with the queues as object keys.
     pub fn to_json(&self) -> String {
         write_mq_table("consumeTps", self.consume_tps, &self.offset_table)
     }
 
+    /// Parses fastjson's form.
     pub fn from_json(body: &[u8]) -> Result<ConsumeStats, BodyError> {
         let (offset_table, consume_tps) = read_mq_table(body, "consumeTps")?;
         Ok(ConsumeStats { offset_table, consume_tps })
@@ -599,9 +400,13 @@ impl ConsumeStats {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Connection {
+    /// The client's address, `host:port`.
     pub client_addr: String,
+    /// The client's id.
     pub client_id: String,
+    /// The client's language (`JAVA`, `GO`…).
     pub language: String,
+    /// The RocketMQ version code the client announces.
     pub version: i32,
 }
 
@@ -609,21 +414,16 @@ pub struct Connection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerConnection {
+    /// The group's connected clients.
     pub connection_set: Vec<Connection>,
+    /// Where the group starts on a queue it has no committed offset for.
     pub consume_from_where: ConsumeFromWhere,
+    /// Pull, push or POP.
     pub consume_type: ConsumeType,
+    /// Broadcasting or clustering.
     pub message_model: MessageModel,
+    /// The group's subscriptions, by topic.
     pub subscription_table: IndexMap<String, SubscriptionData>,
-}
-
-/// Serializes a body type as compact standard JSON.
-pub fn to_json<T: Serialize>(body: &T) -> String {
-    serde_json::to_string(body).expect("body types serialize to JSON")
-}
-
-/// Parses a body type, accepting fastjson's dialect.
-pub fn from_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, BodyError> {
-    from_slice_lenient(body)
 }
 
 #[cfg(test)]
@@ -714,6 +514,8 @@ mod tests {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SyncStateSetBody {
+    /// The ids of the brokers in sync with the master.
     pub sync_state_set: Vec<i64>,
+    /// Bumped each time the set changes.
     pub sync_state_set_epoch: i32,
 }

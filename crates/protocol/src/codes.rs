@@ -3,11 +3,15 @@
 //! Owns: the numbers of RocketMQ's `RequestCode`, `ResponseCode`/`RemotingSysResponseCode` and
 //! `LanguageCode`. Must never: decide what a code means for the broker (that is the broker's job).
 
+/// A constant without a doc comment of its own is documented as the Java constant it mirrors
+/// (`$java` names the Java class).
 macro_rules! code_table {
-    ($(#[$meta:meta])* $modname:ident, $lookup:ident { $($name:ident = $value:expr),* $(,)? }) => {
+    ($(#[$meta:meta])* $modname:ident, $lookup:ident, $java:literal {
+        $($(#[doc = $doc:literal])* $name:ident = $value:expr),* $(,)?
+    }) => {
         $(#[$meta])*
         pub mod $modname {
-            $(pub const $name: i32 = $value;)*
+            $(code_table!(@const $java, [$($doc),*] $name = $value);)*
 
             /// Every (code, name) pair of this table, in declaration order.
             pub const ALL: &[(i32, &str)] = &[$(($value, stringify!($name))),*];
@@ -18,11 +22,19 @@ macro_rules! code_table {
             $modname::ALL.iter().find(|(c, _)| *c == code).map(|(_, n)| *n)
         }
     };
+    (@const $java:literal, [] $name:ident = $value:expr) => {
+        #[doc = concat!("RocketMQ's `", $java, ".", stringify!($name), "`.")]
+        pub const $name: i32 = $value;
+    };
+    (@const $java:literal, [$($doc:literal),+] $name:ident = $value:expr) => {
+        $(#[doc = $doc])+
+        pub const $name: i32 = $value;
+    };
 }
 
 code_table! {
     /// Request codes (RocketMQ `RequestCode`). Codes above `i16::MAX` only travel in JSON headers.
-    request_code, request_code_name {
+    request_code, request_code_name, "RequestCode" {
         SEND_MESSAGE = 10,
         PULL_MESSAGE = 11,
         QUERY_MESSAGE = 12,
@@ -182,18 +194,24 @@ code_table! {
         BATCH_ACK_MESSAGE = 200151,
         // Petrel's own: Raft messages between controllers (JSON bodies; RocketMQ has no codes
         // this high, and a controller that is not Petrel answers REQUEST_CODE_NOT_SUPPORTED).
+        /// Petrel's: a Raft AppendEntries message between controllers.
         PETREL_RAFT_APPEND_ENTRIES = 300_001,
+        /// Petrel's: a Raft RequestVote message between controllers.
         PETREL_RAFT_VOTE = 300_002,
+        /// Petrel's: a Raft InstallSnapshot message between controllers.
         PETREL_RAFT_INSTALL_SNAPSHOT = 300_003,
         // A controller proves its Raft secret on a new connection (nonce, then proof).
+        /// Petrel's: opens the Raft-secret exchange on a new connection with the connecting
+        /// side's nonce; the answer carries the other side's nonce and proof.
         PETREL_RAFT_HELLO = 300_004,
+        /// Petrel's: the connecting side's proof of the Raft secret, after PETREL_RAFT_HELLO.
         PETREL_RAFT_AUTH = 300_005,
     }
 }
 
 code_table! {
     /// Response codes (RocketMQ `RemotingSysResponseCode` + `ResponseCode`).
-    response_code, response_code_name {
+    response_code, response_code_name, "ResponseCode" {
         SUCCESS = 0,
         SYSTEM_ERROR = 1,
         SYSTEM_BUSY = 2,
@@ -266,19 +284,33 @@ code_table! {
 /// The sender's implementation language (`LanguageCode`): a byte in binary headers, the enum name in JSON.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LanguageCode {
+    /// `JAVA`, byte 0: the Java client, and what Petrel's commands carry, as a Java server's do.
     Java,
+    /// `CPP`, byte 1.
     Cpp,
+    /// `DOTNET`, byte 2.
     Dotnet,
+    /// `PYTHON`, byte 3.
     Python,
+    /// `DELPHI`, byte 4.
     Delphi,
+    /// `ERLANG`, byte 5.
     Erlang,
+    /// `RUBY`, byte 6.
     Ruby,
+    /// `OTHER`, byte 7; also the JSON name written for an unknown byte.
     Other,
+    /// `HTTP`, byte 8.
     Http,
+    /// `GO`, byte 9.
     Go,
+    /// `PHP`, byte 10.
     Php,
+    /// `OMS`, byte 11 (OpenMessaging).
     Oms,
+    /// `RUST`, byte 12.
     Rust,
+    /// `NODE_JS`, byte 13.
     NodeJs,
     /// A byte no table entry has; Java reads these as null, we keep the byte so it re-encodes.
     Unknown(u8),
@@ -306,13 +338,17 @@ impl LanguageCode {
     pub fn code(self) -> u8 {
         match self {
             LanguageCode::Unknown(b) => b,
-            known => LANGUAGES
-                .iter()
-                .position(|(l, _)| *l == known)
-                .expect("every known language is in the table") as u8,
+            known => {
+                let index = LANGUAGES
+                    .iter()
+                    .position(|(l, _)| *l == known)
+                    .expect("every known language is in the table");
+                u8::try_from(index).expect("LANGUAGES has 14 entries, so an index fits a byte")
+            }
         }
     }
 
+    /// The language a binary header's byte names; a byte the table lacks is kept as `Unknown`.
     pub fn from_code(code: u8) -> LanguageCode {
         LANGUAGES.get(code as usize).map(|(l, _)| *l).unwrap_or(LanguageCode::Unknown(code))
     }

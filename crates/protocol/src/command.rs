@@ -29,12 +29,15 @@ pub const PETREL_VERSION: i32 = 513;
 /// How the header bytes of a frame are serialized (the high byte of the header-length word).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum SerializeType {
+    /// The header is a JSON object (type byte 0).
     #[default]
     Json,
+    /// The header is RocketMQ's compact binary layout (type byte 1).
     RocketMq,
 }
 
 impl SerializeType {
+    /// The type byte written in the header-length word.
     pub fn code(self) -> u8 {
         match self {
             SerializeType::Json => 0,
@@ -42,6 +45,7 @@ impl SerializeType {
         }
     }
 
+    /// The serialization a type byte names; any byte but 0 and 1 is an error.
     pub fn from_code(code: u8) -> Result<SerializeType, ProtocolError> {
         match code {
             0 => Ok(SerializeType::Json),
@@ -57,13 +61,19 @@ pub struct RemotingCommand {
     /// Request code in a request, response code in a response. Held as i32: JSON headers carry
     /// codes above `i16::MAX` (the POP family).
     pub code: i32,
+    /// The sender's implementation language.
     pub language: LanguageCode,
+    /// The sender's RocketMQ version code (`MQVersion`; 513 is `V5_5_0`).
     pub version: i32,
+    /// The request id a response echoes, matching it to its request.
     pub opaque: i32,
+    /// Bit flags: [`FLAG_RESPONSE`], [`FLAG_ONEWAY`].
     pub flag: i32,
+    /// Free text; in a response, usually why it failed.
     pub remark: Option<String>,
     /// `None` when the header had no `extFields` at all; `Some(empty)` for `"extFields":{}`.
     pub ext_fields: Option<ExtFields>,
+    /// The bytes after the header, to the end of the frame.
     pub body: Bytes,
     /// The serialization the header arrived in, and the one `encode` uses.
     pub serialize_type: SerializeType,
@@ -100,29 +110,35 @@ impl RemotingCommand {
         }
     }
 
+    /// Sets the remark.
     pub fn with_remark(mut self, remark: impl Into<String>) -> Self {
         self.remark = Some(remark.into());
         self
     }
 
+    /// Sets the body.
     pub fn with_body(mut self, body: impl Into<Bytes>) -> Self {
         self.body = body.into();
         self
     }
 
+    /// Replaces the `extFields` map.
     pub fn with_ext_fields(mut self, ext_fields: ExtFields) -> Self {
         self.ext_fields = Some(ext_fields);
         self
     }
 
+    /// Whether the response flag is set.
     pub fn is_response(&self) -> bool {
         self.flag & FLAG_RESPONSE != 0
     }
 
+    /// Whether this is a oneway request, which gets no response.
     pub fn is_oneway(&self) -> bool {
         self.flag & FLAG_ONEWAY != 0
     }
 
+    /// Makes this a oneway request: the peer sends no response.
     pub fn mark_oneway(&mut self) {
         self.flag |= FLAG_ONEWAY;
     }

@@ -17,8 +17,11 @@ pub const DEFAULT_MAX_FRAME_BYTES: usize = 16 * 1024 * 1024;
 /// The bytes of one frame, split but not yet decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawFrame {
+    /// The high byte of the header-length word: 0 JSON, 1 ROCKETMQ, anything else invalid.
     pub serialize_type_byte: u8,
+    /// The header bytes, in that serialization.
     pub header: Bytes,
+    /// The bytes after the header, to the end of the frame.
     pub body: Bytes,
 }
 
@@ -119,9 +122,11 @@ pub fn encode_frame(cmd: &RemotingCommand, dst: &mut BytesMut) -> Result<(), Pro
         frame_bytes: frame_len as u64 + 4,
         max_frame_bytes: i32::MAX as usize,
     })?;
+    #[expect(clippy::cast_possible_truncation, reason = "checked above to fit the word's 24 bits")]
+    let header_len = header.len() as u32;
     dst.reserve(4 + frame_len);
     dst.put_i32(frame_len_i32);
-    dst.put_u32(((cmd.serialize_type.code() as u32) << 24) | header.len() as u32);
+    dst.put_u32(((cmd.serialize_type.code() as u32) << 24) | header_len);
     dst.put_slice(&header);
     dst.put_slice(&cmd.body);
     Ok(())
@@ -143,11 +148,16 @@ pub struct FrameCodec {
 }
 
 impl FrameCodec {
+    /// A codec refusing frames longer than `max_frame_bytes`, length word included.
+    ///
+    /// # Panics
+    /// If `max_frame_bytes` is below 8, the two prefix words.
     pub fn new(max_frame_bytes: usize) -> FrameCodec {
         assert!(max_frame_bytes >= 8, "a frame needs at least its 8-byte prefix");
         FrameCodec { max_frame_bytes }
     }
 
+    /// The longest frame accepted, in bytes, length word included.
     pub fn max_frame_bytes(&self) -> usize {
         self.max_frame_bytes
     }
@@ -162,8 +172,10 @@ impl Default for FrameCodec {
 /// Errors a codec-driven connection can see: the wire, or the socket under it.
 #[derive(Debug, thiserror::Error)]
 pub enum CodecError {
+    /// The bytes are not a valid frame, or a command could not be encoded.
     #[error(transparent)]
     Protocol(#[from] ProtocolError),
+    /// Reading or writing the socket failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -255,7 +267,7 @@ mod tests {
     #[test]
     fn a_frame_claimed_large_reserves_nothing_for_what_has_not_arrived() {
         let mut buf = BytesMut::new();
-        buf.put_i32(DEFAULT_MAX_FRAME_BYTES as i32 - 4);
+        buf.put_i32(i32::try_from(DEFAULT_MAX_FRAME_BYTES).expect("16 MiB fits an i32") - 4);
         buf.put_u32(0x0000_0010);
         buf.put_slice(&[0u8; 100]);
         assert!(split_frame(&mut buf, DEFAULT_MAX_FRAME_BYTES).unwrap().is_none());

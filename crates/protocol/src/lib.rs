@@ -16,6 +16,7 @@ pub mod fastjson;
 pub mod frame;
 pub mod header;
 pub mod message;
+pub mod model;
 pub mod msgid;
 pub mod properties;
 

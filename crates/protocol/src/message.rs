@@ -30,22 +30,38 @@ pub const BORN_HOST_POS: usize = 48;
 
 /// Message sysFlag bits (`MessageSysFlag`).
 pub mod sys_flag {
+    /// The body is compressed (the compression type bits say how).
     pub const COMPRESSED_FLAG: i32 = 0x1;
+    /// The message has several tags.
     pub const MULTI_TAGS_FLAG: i32 = 0x2;
+    /// Transaction type: not transactional.
     pub const TRANSACTION_NOT_TYPE: i32 = 0x0;
+    /// Transaction type: a half message, awaiting commit or rollback.
     pub const TRANSACTION_PREPARED_TYPE: i32 = 0x4;
+    /// Transaction type: committed.
     pub const TRANSACTION_COMMIT_TYPE: i32 = 0x8;
+    /// Transaction type: rolled back.
     pub const TRANSACTION_ROLLBACK_TYPE: i32 = 0xC;
+    /// The bits holding the transaction type.
     pub const TRANSACTION_TYPE_MASK: i32 = 0xC;
+    /// BORNHOST is IPv6 (16 address bytes instead of 4).
     pub const BORNHOST_V6_FLAG: i32 = 0x10;
+    /// STOREHOSTADDRESS is IPv6 (16 address bytes instead of 4).
     pub const STOREHOSTADDRESS_V6_FLAG: i32 = 0x20;
+    /// A batch record whose messages are to be unwrapped (RocketMQ's `NEED_UNWRAP_FLAG`).
     pub const NEED_UNWRAP_FLAG: i32 = 0x40;
+    /// The record is an inner batch: several messages stored as one.
     pub const INNER_BATCH_FLAG: i32 = 0x80;
+    /// The bits holding the compression type.
     pub const COMPRESSION_TYPE_MASK: i32 = 0x700;
+    /// Compression type: LZ4.
     pub const COMPRESSION_LZ4_TYPE: i32 = 0x100;
+    /// Compression type: Zstandard.
     pub const COMPRESSION_ZSTD_TYPE: i32 = 0x200;
+    /// Compression type: zlib.
     pub const COMPRESSION_ZLIB_TYPE: i32 = 0x300;
 
+    /// The transaction type bits of `flag`.
     pub fn transaction_type(flag: i32) -> i32 {
         flag & TRANSACTION_TYPE_MASK
     }
@@ -54,8 +70,10 @@ pub mod sys_flag {
 /// Which record magic a message is (or will be) written with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum MessageVersion {
+    /// [`MAGIC_CODE_V1`]: a 1-byte topic length, topics of at most 127 bytes.
     #[default]
     V1,
+    /// [`MAGIC_CODE_V2`]: a 2-byte topic length.
     V2,
 }
 
@@ -98,23 +116,37 @@ pub fn set_reconsume_times(record: &mut [u8], times: i32) -> bool {
 /// A stored message with every field of the record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MessageExt {
+    /// The topic the message is stored under.
     pub topic: String,
+    /// The queue it is stored in.
     pub queue_id: i32,
+    /// The application's flag, as the producer set it.
     pub flag: i32,
+    /// Its offset in the queue.
     pub queue_offset: i64,
+    /// Where its record starts in the commit log.
     pub commit_log_offset: i64,
     /// As written; the IPv6 host bits are derived from the addresses when encoding.
     pub sys_flag: i32,
+    /// When the producer created it, epoch milliseconds.
     pub born_timestamp: i64,
+    /// The producer's address.
     pub born_host: SocketAddr,
+    /// When the broker stored it, epoch milliseconds.
     pub store_timestamp: i64,
+    /// The storing broker's address.
     pub store_host: SocketAddr,
+    /// How many times it was redelivered for consumption.
     pub reconsume_times: i32,
+    /// For a committed or rolled-back transactional message: its half message's commit-log offset.
     pub prepared_transaction_offset: i64,
+    /// The body, as the producer sent it (compressed if the sysFlag says so).
     pub body: Bytes,
+    /// The properties, in stored order.
     pub properties: Properties,
     /// BODYCRC as read; `encode` always writes the CRC of `body`.
     pub body_crc: u32,
+    /// The record magic; topics longer than 127 bytes are written as V2 whatever this says.
     pub version: MessageVersion,
 }
 
@@ -143,10 +175,12 @@ impl Default for MessageExt {
 }
 
 impl MessageExt {
+    /// The `TAGS` property.
     pub fn tags(&self) -> Option<&str> {
         self.properties.get(keys::TAGS).map(String::as_str)
     }
 
+    /// The keys of the `KEYS` property, split on spaces, empty ones skipped.
     pub fn keys(&self) -> impl Iterator<Item = &str> {
         self.properties
             .get(keys::KEYS)
@@ -154,6 +188,7 @@ impl MessageExt {
             .flat_map(|k| k.split(crate::properties::KEY_SEPARATOR).filter(|k| !k.is_empty()))
     }
 
+    /// The producer-assigned `UNIQ_KEY`.
     pub fn uniq_key(&self) -> Option<&str> {
         self.properties.get(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX).map(String::as_str)
     }
@@ -254,19 +289,32 @@ impl MessageExt {
         put_host(out, self.store_host);
         out.put_i32(self.reconsume_times);
         out.put_i64(self.prepared_transaction_offset);
-        out.put_i32(self.body.len() as i32);
+        #[expect(clippy::cast_possible_truncation, reason = "the body is shorter than TOTALSIZE, which fits an i32")]
+        let body_len = self.body.len() as i32;
+        out.put_i32(body_len);
         out.put_slice(&self.body);
         match version {
-            MessageVersion::V1 => out.put_u8(self.topic.len() as u8),
-            MessageVersion::V2 => out.put_i16(self.topic.len() as i16),
+            MessageVersion::V1 => {
+                #[expect(clippy::cast_possible_truncation, reason = "effective_version gives V2 to topics over 127 bytes")]
+                let topic_len = self.topic.len() as u8;
+                out.put_u8(topic_len);
+            }
+            MessageVersion::V2 => {
+                #[expect(clippy::cast_possible_truncation, reason = "longer topics were refused above")]
+                let topic_len = self.topic.len() as i16;
+                out.put_i16(topic_len);
+            }
         }
         out.put_slice(self.topic.as_bytes());
-        out.put_i16(props.len() as i16);
+        #[expect(clippy::cast_possible_truncation, reason = "longer properties were refused above")]
+        let props_len = props.len() as i16;
+        out.put_i16(props_len);
         out.put_slice(props.as_bytes());
         debug_assert_eq!(out.len() - start, total, "TOTALSIZE must equal the bytes written");
         Ok(())
     }
 
+    /// The record as bytes; see [`MessageExt::encode`].
     pub fn to_bytes(&self) -> Result<Bytes, MessageError> {
         let mut out = BytesMut::new();
         self.encode(&mut out)?;
@@ -334,20 +382,35 @@ fn put_host(out: &mut BytesMut, addr: SocketAddr) {
 pub struct RecordView<'a> {
     /// TOTALSIZE: the bytes this record takes.
     pub size_bytes: usize,
+    /// Which magic the record has.
     pub version: MessageVersion,
+    /// BODYCRC as stored.
     pub body_crc: u32,
+    /// See [`MessageExt::queue_id`].
     pub queue_id: i32,
+    /// See [`MessageExt::flag`].
     pub flag: i32,
+    /// See [`MessageExt::queue_offset`].
     pub queue_offset: i64,
+    /// See [`MessageExt::commit_log_offset`].
     pub commit_log_offset: i64,
+    /// SYSFLAG as stored, IPv6 host bits included.
     pub sys_flag: i32,
+    /// See [`MessageExt::born_timestamp`].
     pub born_timestamp: i64,
+    /// See [`MessageExt::born_host`].
     pub born_host: SocketAddr,
+    /// See [`MessageExt::store_timestamp`].
     pub store_timestamp: i64,
+    /// See [`MessageExt::store_host`].
     pub store_host: SocketAddr,
+    /// See [`MessageExt::reconsume_times`].
     pub reconsume_times: i32,
+    /// See [`MessageExt::prepared_transaction_offset`].
     pub prepared_transaction_offset: i64,
+    /// The body bytes.
     pub body: &'a [u8],
+    /// The topic.
     pub topic: &'a str,
     /// Encoded properties (`name\u{1}value\u{2}`…).
     pub properties: &'a str,
@@ -515,7 +578,10 @@ impl<'a> Reader<'a> {
             let b: [u8; 4] = self.take(4, field)?.try_into().expect("4 bytes");
             IpAddr::V4(Ipv4Addr::from(b))
         };
-        // Java writes the port as an int; only the low 16 bits are a port.
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "Java writes the port as an int; only its low 16 bits are a port"
+        )]
         let port = self.i32(field)? as u16;
         Ok(SocketAddr::new(ip, port))
     }

@@ -59,13 +59,20 @@ pub struct UniqKeyGenerator {
 }
 
 impl UniqKeyGenerator {
+    /// A generator for the process at `ip` with id `pid`; `seed` tells apart generators of
+    /// the same process (the Java client uses its class loader's hash).
     pub fn new(ip: IpAddr, pid: u32, seed: i32) -> UniqKeyGenerator {
         let mut prefix = String::with_capacity(44);
         match ip {
             IpAddr::V4(v4) => push_hex(&mut prefix, &v4.octets()),
             IpAddr::V6(v6) => push_hex(&mut prefix, &v6.octets()),
         }
-        push_hex(&mut prefix, &(pid as u16).to_be_bytes());
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the layout keeps the pid's low 16 bits, as Java's (short) cast does"
+        )]
+        let pid_low = pid as u16;
+        push_hex(&mut prefix, &pid_low.to_be_bytes());
         push_hex(&mut prefix, &seed.to_be_bytes());
         UniqKeyGenerator {
             prefix,
@@ -75,7 +82,15 @@ impl UniqKeyGenerator {
 
     /// The next id, stamped with `now_ms` (epoch milliseconds).
     pub fn next_at(&self, now_ms: i64) -> String {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the layout has 32 bits for it; past 24.8 days into a month it wraps, as Java's (int) cast does"
+        )]
         let since_month = (now_ms - month_start_ms(now_ms)) as i32;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the layout has a 16-bit counter, which wraps as the Java client's does"
+        )]
         let count = self.counter.fetch_add(1, Ordering::Relaxed) as u16;
         let mut out = String::with_capacity(self.prefix.len() + 12);
         out.push_str(&self.prefix);
@@ -84,6 +99,7 @@ impl UniqKeyGenerator {
         out
     }
 
+    /// The next id, stamped with the current time.
     pub fn next(&self) -> String {
         let now_ms = petrel_kit::clock::now_ms();
         self.next_at(now_ms)
@@ -106,7 +122,9 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
     let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
     let mp = (5 * doy + 2) / 153;
+    #[expect(clippy::cast_possible_truncation, reason = "a day of the month, 1..=31")]
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    #[expect(clippy::cast_possible_truncation, reason = "a month, 1..=12")]
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }

@@ -22,62 +22,119 @@ pub const MAX_PROPERTIES_BYTES: usize = i16::MAX as usize;
 
 /// Well-known property names (RocketMQ `MessageConst`).
 pub mod keys {
+    /// The application's keys, space-separated: what QUERY_MESSAGE finds a message by.
     pub const KEYS: &str = "KEYS";
+    /// The message's tag, which TAG subscriptions filter on.
     pub const TAGS: &str = "TAGS";
+    /// `false`: the send's answer need not wait for a synchronous flush or replication.
     pub const WAIT_STORE_MSG_OK: &str = "WAIT";
+    /// The delay level, a 1-based index into the broker's `messageDelayLevel` list.
     pub const DELAY_TIME_LEVEL: &str = "DELAY";
+    /// On a message sent back for retry: the topic it was consumed from.
     pub const RETRY_TOPIC: &str = "RETRY_TOPIC";
+    /// The topic a delayed, timer or half message belongs to while it is parked in a system topic.
     pub const REAL_TOPIC: &str = "REAL_TOPIC";
+    /// The queue such a parked message belongs to.
     pub const REAL_QUEUE_ID: &str = "REAL_QID";
+    /// `true` on a transactional half message.
     pub const TRANSACTION_PREPARED: &str = "TRAN_MSG";
+    /// The producer group of a transactional message, asked to check it.
     pub const PRODUCER_GROUP: &str = "PGROUP";
+    /// Set by clients on pulled messages: the queue's smallest offset at the pull.
     pub const MIN_OFFSET: &str = "MIN_OFFSET";
+    /// Set by clients on pulled messages: the queue's max offset at the pull.
     pub const MAX_OFFSET: &str = "MAX_OFFSET";
+    /// Alibaba's legacy buyer id; unused by open-source RocketMQ.
     pub const BUYER_ID: &str = "BUYER_ID";
+    /// On a message sent back for retry: the id of the message first consumed.
     pub const ORIGIN_MESSAGE_ID: &str = "ORIGIN_MESSAGE_ID";
+    /// A legacy `MessageConst` flag; unused by open-source RocketMQ.
     pub const TRANSFER_FLAG: &str = "TRANSFER_FLAG";
+    /// A legacy `MessageConst` flag; unused by open-source RocketMQ.
     pub const CORRECTION_FLAG: &str = "CORRECTION_FLAG";
+    /// A legacy `MessageConst` flag; unused by open-source RocketMQ.
     pub const MQ2_FLAG: &str = "MQ2_FLAG";
+    /// The reconsume count as a property, where a client resends a message to a retry topic itself.
     pub const RECONSUME_TIME: &str = "RECONSUME_TIME";
+    /// The region of the broker that stored the message.
     pub const MSG_REGION: &str = "MSG_REGION";
+    /// `true` or `false`: whether the storing broker had message tracing on.
     pub const TRACE_SWITCH: &str = "TRACE_ON";
+    /// The producer-assigned unique id (UNIQ_KEY): what applications see as the message id.
     pub const UNIQ_CLIENT_MESSAGE_ID_KEYIDX: &str = "UNIQ_KEY";
+    /// RocketMQ's `PROPERTY_EXTEND_UNIQ_INFO`; carried as given.
     pub const EXTEND_UNIQ_INFO: &str = "EXTEND_UNIQ_INFO";
+    /// Redeliveries allowed before the dead-letter queue, as the consumer set it.
     pub const MAX_RECONSUME_TIMES: &str = "MAX_RECONSUME_TIMES";
+    /// Set by the Java client: when it began consuming the message, epoch milliseconds.
     pub const CONSUME_START_TIMESTAMP: &str = "CONSUME_START_TIME";
+    /// In a stored inner batch: how many messages the record holds.
     pub const INNER_NUM: &str = "INNER_NUM";
+    /// In a stored inner batch: the queue offset of its first message.
     pub const INNER_BASE: &str = "INNER_BASE";
+    /// On a half message put back in its queue while awaiting a check: the original's queue offset.
     pub const TRANSACTION_PREPARED_QUEUE_OFFSET: &str = "TRAN_PREPARED_QUEUE_OFFSET";
+    /// How many times the producer has been asked to check a half message.
     pub const TRANSACTION_CHECK_TIMES: &str = "TRANSACTION_CHECK_TIMES";
+    /// How long after sending a half message the producer is not asked to check it, in seconds.
     pub const CHECK_IMMUNITY_TIME_IN_SECONDS: &str = "CHECK_IMMUNITY_TIME_IN_SECONDS";
+    /// RocketMQ's `PROPERTY_INSTANCE_ID`; carried as given.
     pub const INSTANCE_ID: &str = "INSTANCE_ID";
+    /// Ties a reply to its request in request-reply messaging.
     pub const CORRELATION_ID: &str = "CORRELATION_ID";
+    /// The client id a reply must be pushed to.
     pub const MESSAGE_REPLY_TO_CLIENT: &str = "REPLY_TO_CLIENT";
+    /// How long a request waits for its reply, in milliseconds.
     pub const MESSAGE_TTL: &str = "TTL";
+    /// Set by the requesting client: when the reply arrived, epoch milliseconds.
     pub const REPLY_MESSAGE_ARRIVE_TIME: &str = "ARRIVE_TIME";
+    /// When the broker pushed a reply to its requester, epoch milliseconds.
     pub const PUSH_REPLY_TIME: &str = "PUSH_REPLY_TIME";
+    /// The cluster of the broker that stored the message.
     pub const CLUSTER: &str = "CLUSTER";
+    /// The message's type for request-reply messaging (`reply` on a reply).
     pub const MESSAGE_TYPE: &str = "MSG_TYPE";
+    /// The producer's transaction id.
     pub const TRANSACTION_ID: &str = "__transactionId__";
+    /// RocketMQ's `DUP_INFO`; carried as given.
     pub const DUP_INFO: &str = "DUP_INFO";
+    /// The key ordered messages are sharded by (RocketMQ 5 FIFO messages' message group).
     pub const SHARDING_KEY: &str = "__SHARDINGKEY";
+    /// Timer messages: deliver this many seconds after the broker receives it.
     pub const TIMER_DELAY_SEC: &str = "TIMER_DELAY_SEC";
+    /// Timer messages: deliver this many milliseconds after the broker receives it.
     pub const TIMER_DELAY_MS: &str = "TIMER_DELAY_MS";
+    /// Timer messages: deliver at this time, epoch milliseconds.
     pub const TIMER_DELIVER_MS: &str = "TIMER_DELIVER_MS";
+    /// Set by the broker: when a timer message is due, epoch milliseconds.
     pub const TIMER_OUT_MS: &str = "TIMER_OUT_MS";
+    /// Set by the broker: when a timer message entered the timer, epoch milliseconds.
     pub const TIMER_ENQUEUE_MS: &str = "TIMER_ENQUEUE_MS";
+    /// Set by the broker: when a timer message left the timer, epoch milliseconds.
     pub const TIMER_DEQUEUE_MS: &str = "TIMER_DEQUEUE_MS";
+    /// Set by the broker: how many times a far-off timer message was re-parked.
     pub const TIMER_ROLL_TIMES: &str = "TIMER_ROLL_TIMES";
+    /// Marks a message that cancels the timer message with this UNIQ_KEY.
     pub const TIMER_DEL_UNIQKEY: &str = "TIMER_DEL_UNIQKEY";
+    /// RocketMQ's `PROPERTY_TIMER_DELAY_LEVEL`; carried as given.
     pub const TIMER_DELAY_LEVEL: &str = "TIMER_DELAY_LEVEL";
+    /// The handle of a popped message: what ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME take.
     pub const POP_CK: &str = "POP_CK";
+    /// RocketMQ's `PROPERTY_POP_CK_OFFSET`, part of its POP bookkeeping; carried as given.
     pub const POP_CK_OFFSET: &str = "POP_CK_OFFSET";
+    /// When the message was first popped, epoch milliseconds, kept across redeliveries.
     pub const FIRST_POP_TIME: &str = "1ST_POP_TIME";
+    /// A trace context, as RocketMQ's proxy passes it on; carried as given.
     pub const TRACE_CONTEXT: &str = "TRACE_CONTEXT";
+    /// The producer's address as a property, as RocketMQ's proxy sets it.
     pub const BORN_HOST: &str = "__BORNHOST";
+    /// When the producer created the message, as a property, epoch milliseconds.
     pub const BORN_TIMESTAMP: &str = "BORN_TIMESTAMP";
+    /// On a dead-lettered message: the topic it was consumed from.
     pub const DLQ_ORIGIN_TOPIC: &str = "DLQ_ORIGIN_TOPIC";
+    /// On a dead-lettered message: its original message id.
     pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
+    /// A CRC32 that RocketMQ brokers with `appendPropCRC` append to the properties; carried as given.
     pub const CRC32: &str = "__CRC32#";
 }
 

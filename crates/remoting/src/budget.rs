@@ -60,6 +60,10 @@ impl PartialEq for FrameBudget {
 impl Eq for FrameBudget {}
 
 impl FrameBudget {
+    /// A budget of `max_bytes` for all the connections that share it.
+    ///
+    /// # Panics
+    /// `max_bytes` is 0.
     #[must_use]
     pub fn new(max_bytes: usize) -> Arc<FrameBudget> {
         assert!(max_bytes > 0, "a budget of 0 bytes could hold no frame");
@@ -71,6 +75,7 @@ impl FrameBudget {
         })
     }
 
+    /// Bytes of unfinished frames all sharing connections may hold together.
     #[must_use]
     pub fn max_bytes(&self) -> usize {
         self.max_bytes
@@ -130,7 +135,7 @@ impl FrameBudget {
                 tracing::warn!(
                     peer = %conn.peer(),
                     held_bytes = h.bytes,
-                    waiting_ms = h.since.elapsed().as_millis() as u64,
+                    waiting_ms = u64::try_from(h.since.elapsed().as_millis()).unwrap_or(u64::MAX),
                     budget_bytes = self.max_bytes,
                     "closing a connection: unfinished frames over the budget, and its has waited longest"
                 );

@@ -129,11 +129,13 @@ impl Connection {
         self.id
     }
 
+    /// The address of the other end.
     #[must_use]
     pub fn peer(&self) -> SocketAddr {
         self.peer
     }
 
+    /// Whether the connection is closed or asked to close; nothing more can be sent on it.
     #[must_use]
     pub fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)

@@ -15,14 +15,18 @@ use crate::handler::{Reply, error};
 
 /// A request unit as the dispatcher sees it: the code it answers.
 pub trait Unit: 'static {
+    /// The request code this unit serves.
     fn code(&self) -> i32;
 }
 
 /// A request unit as a process declares it in the request's own file: its code, its access rule
 /// (the process's own kind) and its handler (the process's own signature).
 pub struct Declared<R, H> {
+    /// The request code it serves.
     pub code: i32,
+    /// What the request touches, for the process's access checks.
     pub rule: R,
+    /// The handler that answers the request.
     pub handle: H,
 }
 

@@ -55,8 +55,11 @@ impl Default for ConnectionLimits {
 /// of them (a budget servers share when given clones of one `ServerLimits`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerLimits {
+    /// Connections open at once; one more is closed on arrival.
     pub max_connections: usize,
+    /// The bounds of each connection.
     pub connection: ConnectionLimits,
+    /// The budget for the bytes of unfinished frames, shared with other servers holding a clone.
     pub partial_frames: Arc<FrameBudget>,
 }
 

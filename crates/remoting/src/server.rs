@@ -28,11 +28,15 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 /// Counters of one server, read by metrics.
 #[derive(Debug, Default)]
 pub struct ServerStats {
+    /// Connections open now.
     pub open: AtomicUsize,
+    /// Connections taken in (not refused on arrival) since the server started.
     pub accepted: AtomicU64,
     /// Closed on arrival: `max_connections` were open.
     pub refused: AtomicU64,
+    /// Closed because nothing moved either way for the idle timeout.
     pub closed_idle: AtomicU64,
+    /// Closed because the peer sent bytes that are not a frame (or one over the size bound).
     pub closed_bad_frame: AtomicU64,
     /// Closed on arrival or after their TLS handshake: the process's descriptors were spent.
     pub refused_descriptors: AtomicU64,
@@ -125,11 +129,13 @@ impl Server {
         })
     }
 
+    /// The address the server listens on (with the port the system chose, when asked for port 0).
     #[must_use]
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
+    /// The server's counters, shared: they keep counting after this call.
     #[must_use]
     pub fn stats(&self) -> Arc<ServerStats> {
         self.stats.clone()

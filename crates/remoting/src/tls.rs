@@ -29,8 +29,11 @@ const TLS_HANDSHAKE_RECORD: u8 = 0x16;
 /// RocketMQ's `tls.server.mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TlsMode {
+    /// Plain TCP only.
     Disabled,
+    /// Both: a connection whose first byte starts a TLS handshake gets TLS, any other is plain.
     Permissive,
+    /// TLS only.
     Enforcing,
 }
 
@@ -258,6 +261,7 @@ impl ServerTls {
         })))
     }
 
+    /// Whether TLS is optional or required.
     #[must_use]
     pub fn mode(&self) -> TlsMode {
         self.mode

@@ -39,8 +39,10 @@ pub enum AckMode {
     AllInSync,
 }
 
+/// How sends wait for slaves, and which slaves count as in sync.
 #[derive(Debug, Clone, Copy)]
 pub struct AckPolicy {
+    /// How many replicas a send waits for.
     pub mode: AckMode,
     /// Sends are refused before anything is written while fewer replicas (the master included)
     /// are in sync.
@@ -57,16 +59,29 @@ pub enum ReplicaWait {
     Wait(Slot),
     /// Too few slaves are in sync for the policy: store on the master and say so at once
     /// (RocketMQ's SLAVE_NOT_AVAILABLE) rather than wait out the timeout.
-    NotEnough { in_sync: usize, needed: usize },
+    NotEnough {
+        /// Replicas in sync now, the master included.
+        in_sync: usize,
+        /// Replicas the ack mode asks for, the master included.
+        needed: usize,
+    },
 }
 
 /// Why a send is refused before it is written.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Refusal {
+    /// Fewer replicas are in sync than `minInSyncReplicas`.
     #[error("in-sync replicas not enough: {in_sync} in sync (the master included), minInSyncReplicas is {min}")]
-    InSyncReplicasNotEnough { in_sync: usize, min: usize },
+    InSyncReplicasNotEnough {
+        /// Replicas in sync now, the master included.
+        in_sync: usize,
+        /// `minInSyncReplicas`.
+        min: usize,
+    },
+    /// Every slot of the bounded waiter table is taken.
     #[error("{0}")]
     Busy(String),
+    /// The `replicated` watermark has failed; no send can wait on it.
     #[error("{0}")]
     Failed(String),
 }
@@ -89,15 +104,19 @@ struct SlaveAck {
 /// A connected slave, for metrics and runtime info.
 #[derive(Debug, Clone)]
 pub struct SlaveStatus {
+    /// The master's number for this connection, unique while the process runs.
     pub id: u64,
     /// The broker id its handshake named (controller mode).
     pub broker_id: Option<u64>,
+    /// The slave's address, as the master sees the connection.
     pub addr: String,
     /// The end of what it reported holding; `None` before its first report.
     pub ack_offset: Option<u64>,
+    /// Whether its acks count for sends (see the module's notes on being in sync).
     pub in_sync: bool,
     /// The master's end minus the slave's.
     pub lag_bytes: u64,
+    /// How long it has been connected, in milliseconds.
     pub connected_ms: u64,
     /// Since its last report.
     pub silent_ms: u64,
@@ -212,6 +231,7 @@ impl AckGate {
         self.confirm.get().map_or(0, |c| c.get())
     }
 
+    /// The policy the gate was built with.
     #[must_use]
     pub fn policy(&self) -> AckPolicy {
         self.policy
@@ -493,8 +513,8 @@ impl AckGate {
                 ack_offset: s.ack_offset,
                 in_sync: s.in_sync,
                 lag_bytes: end.saturating_sub(s.ack_offset.unwrap_or(0)),
-                connected_ms: s.connected_at.elapsed().as_millis() as u64,
-                silent_ms: s.last_report_at.unwrap_or(s.connected_at).elapsed().as_millis() as u64,
+                connected_ms: u64::try_from(s.connected_at.elapsed().as_millis()).unwrap_or(u64::MAX),
+                silent_ms: u64::try_from(s.last_report_at.unwrap_or(s.connected_at).elapsed().as_millis()).unwrap_or(u64::MAX),
             })
             .collect()
     }

@@ -8,20 +8,30 @@ use std::time::Duration;
 
 use petrel_store::StoreError;
 
+/// Why an HA connection, or a step of it, failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplicationError {
     /// A socket step failed; `step` says which (connect, a report, the slave's nonce…).
     #[error("{step}: {source}")]
     Io {
+        /// What the connection was doing.
         step: &'static str,
+        /// The socket's error.
         #[source]
         source: std::io::Error,
     },
     /// The master's address does not resolve, or names no TLS server name.
     #[error("the master's address {addr}: {why}")]
-    Address { addr: String, why: String },
+    Address {
+        /// The master's address, as configured.
+        addr: String,
+        /// Why it cannot be used.
+        why: String,
+    },
+    /// The TLS session could not be set up or failed.
     #[error("TLS: {0}")]
     Tls(#[from] rustls::Error),
+    /// The local store failed a step: applying received bytes, or cutting the log to agree with the master.
     #[error("store: {0}")]
     Store(#[from] StoreError),
     /// The peer broke the protocol: a malformed or oversized frame or report, a second
@@ -39,12 +49,20 @@ pub enum ReplicationError {
     Silent(Duration),
     /// The master sent bytes past this log's end: the slave reconnects to report its end again.
     #[error("the master sent offset {got} but this log ends at {expected}; reconnecting to report the end again")]
-    Gap { expected: u64, got: u64 },
+    Gap {
+        /// This log's end: the offset the next frame had to start at.
+        expected: u64,
+        /// The offset the frame started at.
+        got: u64,
+    },
     /// The master's epoch could not be recorded.
     #[error("the master's epoch {epoch} at {start}: {source}")]
     Epoch {
+        /// The epoch the master's frame named.
         epoch: i32,
+        /// The commit-log offset the master said that epoch begins at.
         start: u64,
+        /// Why the epoch file refused it.
         #[source]
         source: StoreError,
     },

@@ -37,6 +37,7 @@ use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
 /// offset they carry (RocketMQ's AutoSwitch protocol, see [`crate::wire::autoswitch`]).
 #[derive(Clone)]
 pub struct AutoSwitchMaster {
+    /// This broker's epoch file: the handshake sends its entries, and each frame names the epoch its bytes belong to.
     pub epochs: Arc<EpochFile>,
     /// What every in-sync replica holds; readers on both sides stop there.
     pub confirmed: Arc<Watermark>,
@@ -60,6 +61,7 @@ struct Handshake {
 /// The master side's settings.
 #[derive(Debug, Clone)]
 pub struct MasterConfig {
+    /// The address the HA server binds (`haListenPort`).
     pub listen: SocketAddr,
     /// Largest frame body, bytes (`haTransferBatchSize`).
     pub transfer_batch_bytes: usize,
@@ -87,6 +89,7 @@ pub struct MasterConfig {
 /// TLS on a master's HA port.
 #[derive(Clone)]
 pub struct MasterTls {
+    /// The server's certificate and TLS settings.
     pub config: Arc<rustls::ServerConfig>,
     /// Plain connections are refused (`enforcing`); otherwise served too (`permissive`).
     pub enforcing: bool,
@@ -157,8 +160,15 @@ impl HaMaster {
     ///
     /// # Errors
     /// The address cannot be bound.
+    ///
+    /// # Panics
+    /// A `transfer_batch_bytes` of 0 or past `i32::MAX` (a frame's size field), or a `max_slaves` of 0.
     pub fn start(store: Arc<MessageStore>, gate: Arc<AckGate>, config: MasterConfig) -> std::io::Result<HaMaster> {
         assert!(config.transfer_batch_bytes > 0 && config.max_slaves > 0);
+        assert!(
+            i32::try_from(config.transfer_batch_bytes).is_ok(),
+            "a frame's size is an i32 on the wire"
+        );
         let listener = TcpListener::bind(config.listen)?;
         let local_addr = listener.local_addr()?;
         let inner = Arc::new(Inner {
@@ -194,11 +204,13 @@ impl HaMaster {
         })
     }
 
+    /// The address the HA server listens on (with the port the system chose, when asked for port 0).
     #[must_use]
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
 
+    /// The ack gate the slaves' reports feed, which sends wait on.
     #[must_use]
     pub fn gate(&self) -> &Arc<AckGate> {
         &self.inner.gate
@@ -534,8 +546,10 @@ fn autoswitch_handshake(
     };
     let entries = auto.epochs.entries();
     let body = encode_epochs(&entries);
+    let body_bytes = u32::try_from(body.len())
+        .map_err(|_| ReplicationError::Protocol(format!("{} epoch entries are more than a handshake frame can carry", entries.len())))?;
     let header = MasterHeader::Handshake {
-        body_bytes: body.len() as u32,
+        body_bytes,
         max_offset: inner.store.commit_log().max_offset(),
         last_epoch: auto.epochs.last_epoch(),
     };
@@ -548,7 +562,12 @@ fn autoswitch_handshake(
 /// The header of a frame of `len` bytes at `offset` (cut so that it stays in one epoch).
 fn frame_header(inner: &Inner, offset: u64, len: &mut usize) -> Vec<u8> {
     let Some(auto) = &inner.config.autoswitch else {
-        return FrameHeader { offset, size: *len as u32 }.encode().to_vec();
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "len <= transfer_batch_bytes, which HaMaster::start checks fits an i32"
+        )]
+        let size = *len as u32;
+        return FrameHeader { offset, size }.encode().to_vec();
     };
     let (entry, epoch_end) = auto
         .epochs
@@ -565,10 +584,16 @@ fn frame_header(inner: &Inner, offset: u64, len: &mut usize) -> Vec<u8> {
             |x| x,
         );
     if let Some(end) = epoch_end {
-        *len = (*len).min((end - offset) as usize);
+        // Saturating: a distance past usize::MAX (32-bit targets) only means the epoch ends beyond this frame.
+        *len = (*len).min(usize::try_from(end - offset).unwrap_or(usize::MAX));
     }
+    #[expect(
+        clippy::cast_possible_truncation,
+        reason = "len <= transfer_batch_bytes, which HaMaster::start checks fits an i32"
+    )]
+    let body_bytes = *len as u32;
     MasterHeader::Transfer {
-        body_bytes: *len as u32,
+        body_bytes,
         offset,
         epoch: entry.epoch,
         epoch_start: entry.start_offset,

@@ -32,6 +32,7 @@ use crate::wire::{FRAME_HEADER_BYTES, FrameHeader, encode_report};
 pub struct AutoSwitchSlave {
     /// This broker's id in its set, named in the handshake.
     pub broker_id: u64,
+    /// This broker's epoch file: cut to agree with the master's, then appended as frames name new epochs.
     pub epochs: Arc<EpochFile>,
     /// Advanced to the master's confirm offset (never past this log's end).
     pub confirmed: Arc<Watermark>,
@@ -74,13 +75,17 @@ pub struct SlaveConfig {
 /// What the slave's client is doing, for metrics and runtime info.
 #[derive(Debug, Default)]
 pub struct SlaveState {
+    /// Whether a connection to the master is open now.
     pub connected: AtomicBool,
     /// The master's offset in the last frame received (its end, as far as the slave knows).
     pub master_offset: AtomicU64,
     /// Milliseconds since the epoch of the last frame received.
     pub last_frame_ms: AtomicU64,
+    /// Frames received, heartbeats included.
     pub frames: AtomicU64,
+    /// Commit-log bytes received in frames.
     pub bytes: AtomicU64,
+    /// Connections to the master that failed or ended in an error, each followed by a retry.
     pub reconnects: AtomicU64,
 }
 
@@ -125,16 +130,19 @@ impl HaSlave {
         }
     }
 
+    /// The master the client follows now (`host:port` of its HA server), if one is known.
     #[must_use]
     pub fn master(&self) -> Option<String> {
         self.master.read().clone()
     }
 
+    /// What the client is doing, updated as it runs.
     #[must_use]
     pub fn state(&self) -> &Arc<SlaveState> {
         &self.state
     }
 
+    /// Stops following and waits for the client's thread to end; later calls do nothing.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Release);
         if let Some(h) = self.thread.lock().take() {
@@ -386,7 +394,8 @@ fn autoswitch_session(
     let mut last_read = Instant::now();
     let mut buf = BytesMut::with_capacity(crate::wire::autoswitch::MASTER_TRANSFER_BYTES + config.max_frame_bytes as usize);
     let mut chunk = vec![0u8; 64 * 1024];
-    let epoch_list_bytes = (petrel_store::MAX_EPOCH_ENTRIES * crate::wire::autoswitch::EPOCH_ENTRY_BYTES) as u32;
+    let epoch_list_bytes = u32::try_from(petrel_store::MAX_EPOCH_ENTRIES * crate::wire::autoswitch::EPOCH_ENTRY_BYTES)
+        .expect("1,000 epoch entries of 12 bytes fit a u32");
     let (master_epochs, master_end) = loop {
         if stop.load(Ordering::Acquire) {
             return Ok(());

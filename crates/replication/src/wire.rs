@@ -24,6 +24,7 @@ pub struct FrameHeader {
 }
 
 impl FrameHeader {
+    /// The header's 12 bytes: the offset as a big-endian i64, then the size as a big-endian i32.
     #[must_use]
     pub fn encode(self) -> [u8; FRAME_HEADER_BYTES] {
         let mut out = [0; FRAME_HEADER_BYTES];
@@ -58,6 +59,7 @@ impl FrameHeader {
     }
 }
 
+/// A slave's report of its commit log's end: the offset as a big-endian i64.
 #[must_use]
 pub fn encode_report(max_offset: u64) -> [u8; REPORT_BYTES] {
     (max_offset as i64).to_be_bytes()
@@ -101,17 +103,24 @@ pub mod autoswitch {
     /// What a slave sends.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum SlaveMessage {
+        /// The first message of a connection: who the slave is and how it wants to be served.
         Handshake {
+            /// An empty slave wants only the master's newest segment (`isSyncFromLastFile`).
             sync_from_last_file: bool,
+            /// The slave never joins the SyncStateSet (`isAsyncLearner`).
             async_learner: bool,
+            /// The slave's broker id in its set.
             broker_id: u64,
         },
+        /// The end of the slave's commit log: where the transfer starts, later an ack.
         Report {
+            /// The slave's max commit-log offset.
             max_offset: u64,
         },
     }
 
     impl SlaveMessage {
+        /// The message's bytes: the state, then its fields, big-endian.
         #[must_use]
         pub fn encode(self) -> Vec<u8> {
             let mut out = Vec::with_capacity(SLAVE_HANDSHAKE_BYTES);
@@ -171,21 +180,33 @@ pub mod autoswitch {
     /// epoch entries) or a transfer frame (the body is log bytes at `offset`).
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum MasterHeader {
+        /// The answer to the slave's handshake.
         Handshake {
+            /// Bytes of the epoch entries that follow.
             body_bytes: u32,
+            /// The master's commit-log end.
             max_offset: u64,
+            /// The master's newest epoch; -1 for none.
             last_epoch: i32,
         },
+        /// A frame of log bytes; with no bytes, a heartbeat.
         Transfer {
+            /// Bytes of commit log that follow.
             body_bytes: u32,
+            /// Commit-log offset of the first byte that follows.
             offset: u64,
+            /// The epoch those bytes were written in; -1 when the master has none.
             epoch: i32,
+            /// The commit-log offset that epoch begins at.
             epoch_start: u64,
+            /// The master's confirm offset: what every SyncStateSet member holds.
             confirm_offset: u64,
         },
     }
 
     impl MasterHeader {
+        /// The header's bytes: the state, the body size, the offset and the epoch, then for a
+        /// transfer the epoch start and the confirm offset, big-endian.
         #[must_use]
         pub fn encode(self) -> Vec<u8> {
             let mut out = Vec::with_capacity(MASTER_TRANSFER_BYTES);
@@ -264,6 +285,7 @@ pub mod autoswitch {
             }
         }
 
+        /// Bytes of body that follow the header.
         #[must_use]
         pub fn body_bytes(self) -> u32 {
             match self {
@@ -272,6 +294,7 @@ pub mod autoswitch {
         }
     }
 
+    /// The master handshake's body: each entry as its epoch (i32) and start offset (i64), big-endian.
     #[must_use]
     pub fn encode_epochs(entries: &[EpochEntry]) -> Vec<u8> {
         let mut out = Vec::with_capacity(entries.len() * EPOCH_ENTRY_BYTES);

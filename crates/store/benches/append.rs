@@ -57,14 +57,15 @@ fn run(mode: FlushMode, body_bytes: usize, threads: usize, total: u64) -> Durati
         for t in 0..threads {
             let log = &log;
             s.spawn(move || {
-                let template = template(body_bytes, t as i32);
+                let queue_id = i32::try_from(t).expect("a thread count fits i32");
+                let template = template(body_bytes, queue_id);
                 let mut record = template.clone();
                 for _ in 0..per_thread {
                     record.copy_from_slice(&template);
                     let appended = if mode == FlushMode::Sync {
-                        log.append_durable(&mut record, "BenchTopic", t as i32)
+                        log.append_durable(&mut record, "BenchTopic", queue_id)
                     } else {
-                        log.append(&mut record, "BenchTopic", t as i32)
+                        log.append(&mut record, "BenchTopic", queue_id)
                     };
                     black_box(appended.unwrap());
                 }

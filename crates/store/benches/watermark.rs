@@ -17,7 +17,7 @@ fn waiters(c: &mut Criterion) {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
-                    let mark = Watermark::new("bench", 0, n as usize);
+                    let mark = Watermark::new("bench", 0, usize::try_from(n).expect("at most 4096 waiters"));
                     let started = Instant::now();
                     let waits: Vec<_> = (1..=n).map(|t| mark.reserve().expect("room").wait(t)).collect();
                     mark.advance(n);

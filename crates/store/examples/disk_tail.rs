@@ -11,7 +11,9 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 fn percentile(sorted: &[u64], q: f64) -> u64 {
-    sorted[((sorted.len() as f64 - 1.0) * q).round() as usize]
+    #[expect(clippy::cast_possible_truncation, reason = "q in 0..=1 keeps the index within the slice")]
+    let at = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[at]
 }
 
 fn run(path: &std::path::Path, zero_fill: bool, seconds: f64, rate: f64) {
@@ -39,14 +41,14 @@ fn run(path: &std::path::Path, zero_fill: bool, seconds: f64, rate: f64) {
     let mut lat = Vec::new();
     let mut i: u64 = 0;
     while started.elapsed().as_secs_f64() < seconds {
-        let due = started + interval * i as u32;
+        let due = started + interval * u32::try_from(i).expect("fewer than 2^32 syncs in a run");
         if let Some(wait) = due.checked_duration_since(Instant::now()) {
             std::thread::sleep(wait);
         }
         let t = Instant::now();
         f.write_all_at(&record, (i * 4096) % size).expect("write");
         f.sync_data().expect("fdatasync");
-        lat.push(t.elapsed().as_micros() as u64);
+        lat.push(u64::try_from(t.elapsed().as_micros()).unwrap_or(u64::MAX));
         i += 1;
     }
     lat.sort_unstable();

@@ -45,7 +45,8 @@ fn raw_flusher(raw: &Raw) {
         };
         let started = Instant::now();
         raw.file.sync_data().expect("fdatasync");
-        raw.sync_ns.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        let sync_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        raw.sync_ns.fetch_add(sync_ns, Ordering::Relaxed);
         raw.syncs.fetch_add(1, Ordering::Relaxed);
         raw.state.lock().expect("lock").1 = target;
         raw.synced.notify_all();
@@ -152,7 +153,8 @@ fn petrel_run(dir: &std::path::Path, writers: usize, size: usize, seconds: f64, 
             s.spawn(move || {
                 while Instant::now() < deadline {
                     let mut r = record.clone();
-                    log.append_durable(&mut r, "GroupCommit", (w % 4) as i32).expect("append");
+                    let queue_id = i32::try_from(w % 4).expect("below 4");
+                    log.append_durable(&mut r, "GroupCommit", queue_id).expect("append");
                     done.fetch_add(1, Ordering::Relaxed);
                 }
             });

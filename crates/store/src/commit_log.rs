@@ -47,6 +47,10 @@ use crate::watermark::{WaitError, Watermark};
 /// Bytes of the end-of-segment filler: `[i32 remaining][i32 BLANK_MAGIC_CODE]`.
 pub(crate) const BLANK_BYTES: u64 = 8;
 
+/// Largest segment: the filler's `remaining`, always less than the segment's size, is an i32
+/// (RocketMQ's `mappedFileSizeCommitLog` is an int too).
+pub(crate) const MAX_SEGMENT_BYTES: u64 = 1 << 31;
+
 /// When an append counts as done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FlushMode {
@@ -82,11 +86,14 @@ impl CommitLogConfig {
     }
 }
 
+/// Where the commit log lives and how it flushes, rolls, locks and cleans up.
 #[derive(Debug, Clone)]
 pub struct CommitLogConfig {
+    /// Directory holding the segments, the checkpoint and the abort marker.
     pub dir: PathBuf,
-    /// Segment size (RocketMQ `mappedFileSizeCommitLog`, 1 GiB).
+    /// Segment size (RocketMQ `mappedFileSizeCommitLog`, 1 GiB), at most 2 GiB.
     pub segment_size_bytes: u64,
+    /// When an append counts as done: written, or durable.
     pub flush_mode: FlushMode,
     /// How long a SYNC_FLUSH append waits for its flush (RocketMQ `syncFlushTimeout`, 5 s).
     pub sync_flush_timeout: Duration,
@@ -138,6 +145,7 @@ pub struct CommitLogConfig {
 }
 
 impl CommitLogConfig {
+    /// RocketMQ's defaults (1 GiB segments, ASYNC_FLUSH, the mutex) for a log in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> CommitLogConfig {
         CommitLogConfig {
             dir: dir.into(),
@@ -167,9 +175,13 @@ impl CommitLogConfig {
 /// Where a record went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
+    /// Log offset of the record's first byte.
     pub physical_offset: u64,
+    /// The record's encoded size.
     pub size_bytes: u32,
+    /// The record's position in its topic-queue.
     pub queue_offset: i64,
+    /// Store timestamp patched into the record, in ms since the Unix epoch.
     pub store_timestamp_ms: i64,
 }
 
@@ -186,13 +198,17 @@ impl AppendResult {
 pub struct RecoveryReport {
     /// The previous run did not shut down cleanly.
     pub unclean: bool,
-    /// Where the scan started (the checkpoint) and where the valid log ends.
+    /// Where the scan started (the checkpoint).
     pub scanned_from: u64,
+    /// Where the valid log ends: the next append's offset.
     pub end_offset: u64,
+    /// Records checked after the checkpoint.
     pub records_scanned: u64,
-    /// Bytes after the last valid record that were cut, and why the scan stopped there.
+    /// Bytes after the last valid record that were cut.
     pub truncated_bytes: u64,
+    /// Why the scan stopped where it did; `None` when it reached the end of the data.
     pub stop_reason: Option<String>,
+    /// How long recovery took: loading the checkpoint and checking the records after it.
     pub elapsed: Duration,
 }
 
@@ -307,6 +323,7 @@ pub(crate) struct Shared {
 // SAFETY: `write` is only accessed while holding `lock` (see `with_write_state`).
 unsafe impl Sync for Shared {}
 
+/// The commit log: appends, reads by offset, flushing and retention of its segments.
 pub struct CommitLog {
     pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -329,7 +346,7 @@ impl Shared {
         let size = self.config.segment_size_bytes;
         let first = segs.first()?.start_offset();
         let idx = offset.checked_sub(first)? / size;
-        segs.get(idx as usize).cloned()
+        segs.get(usize::try_from(idx).ok()?).cloned()
     }
 
     /// `(end, queue offsets)` at this moment, for a checkpoint.
@@ -370,7 +387,7 @@ impl Shared {
         let seg_size = self.config.segment_size_bytes;
         if size + BLANK_BYTES > seg_size {
             return Err(StoreError::RecordTooLarge {
-                size_bytes: size as usize,
+                size_bytes: usize::try_from(size).unwrap_or(usize::MAX),
                 segment_bytes: seg_size,
             });
         }
@@ -393,7 +410,12 @@ impl Shared {
             let remaining = seg_size - pos;
             assert!(remaining >= BLANK_BYTES, "every append leaves room for the filler");
             let mut filler = Vec::with_capacity(8);
-            filler.extend_from_slice(&(remaining as i32).to_be_bytes());
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "remaining < segment size <= MAX_SEGMENT_BYTES (checked at open), so it fits i32"
+            )]
+            let remaining = remaining as i32;
+            filler.extend_from_slice(&remaining.to_be_bytes());
             filler.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
             let end = cur.start_offset() + seg_size;
             self.stage_one(Staged {
@@ -509,9 +531,14 @@ impl Shared {
                     store_timestamp_ms,
                     ts_pos,
                 );
+                #[expect(
+                    clippy::cast_possible_truncation,
+                    reason = "split_records took every size from a positive i32 size field"
+                )]
+                let size_bytes = size as u32;
                 out.push(AppendResult {
                     physical_offset,
-                    size_bytes: size as u32,
+                    size_bytes,
                     queue_offset,
                     store_timestamp_ms,
                 });
@@ -531,7 +558,9 @@ impl Shared {
                 bytes: std::mem::take(records).freeze(),
                 end: w.write_offset,
             });
-            self.stats.append_ns.record(started.elapsed().as_nanos() as u64);
+            #[expect(clippy::cast_possible_truncation, reason = "time under the lock; u64 nanoseconds last 584 years")]
+            let append_ns = started.elapsed().as_nanos() as u64;
+            self.stats.append_ns.record(append_ns);
             Ok(out)
         })?;
         // Outside the lock: write what is staged now, ours included, unless a write is under
@@ -569,6 +598,15 @@ impl CommitLog {
             config.segment_size_bytes > 2 * BLANK_BYTES,
             "segments must hold at least a record and a filler"
         );
+        if config.segment_size_bytes > MAX_SEGMENT_BYTES {
+            return Err(StoreError::Layout {
+                path: config.dir.display().to_string(),
+                reason: format!(
+                    "segment size {} exceeds {MAX_SEGMENT_BYTES} bytes, the most a segment's filler can record",
+                    config.segment_size_bytes
+                ),
+            });
+        }
         petrel_kit::fs::create_dir_durably(&config.dir).map_err(|e| StoreError::io(&config.dir, e))?;
         let unclean = mark_running(&config.dir)?;
         crate::mapped_file::remove_partial_segments(&config.dir)?;
@@ -584,7 +622,7 @@ impl CommitLog {
             records = report.records_scanned,
             truncated_bytes = report.truncated_bytes,
             stop = report.stop_reason.as_deref().unwrap_or("end of data"),
-            elapsed_ms = report.elapsed.as_millis() as u64,
+            elapsed_ms = u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
             "commit log recovered"
         );
         let shared = Arc::new(Self::shared_after_recovery(config, queue_offsets, report.end_offset)?);
@@ -659,10 +697,12 @@ impl CommitLog {
         .store(&s.config.dir)
     }
 
+    /// What recovery found when the log was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.recovery
     }
 
+    /// The configuration the log was opened with.
     pub fn config(&self) -> &CommitLogConfig {
         &self.shared.config
     }
@@ -768,7 +808,7 @@ impl CommitLog {
         self.shared.flushed.wait_blocking(end, timeout).map_err(|e| match e {
             WaitError::TimedOut { .. } => StoreError::FlushTimeout {
                 offset: end,
-                timeout_ms: timeout.as_millis() as u64,
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
             },
             WaitError::Failed(reason) => StoreError::FlushFailed(reason.to_string()),
             WaitError::Busy { .. } => StoreError::NotWritable(e.to_string()),
@@ -780,6 +820,7 @@ impl CommitLog {
         self.shared.published.load(Ordering::Acquire)
     }
 
+    /// Offset below which everything is durable.
     pub fn flushed_offset(&self) -> u64 {
         self.shared.flushed.get()
     }
@@ -833,6 +874,10 @@ impl CommitLog {
         if pos + BLANK_BYTES > seg_size {
             return None;
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "pos < segment size, and a segment is mapped whole, so its size fits usize"
+        )]
         let pos = pos as usize;
         let head = seg.slice(pos, 8);
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
@@ -863,6 +908,10 @@ impl CommitLog {
         if pos + BLANK_BYTES > seg_size {
             return None;
         }
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "pos < segment size, and a segment is mapped whole, so its size fits usize"
+        )]
         let head = seg.slice(pos as usize, 8);
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
         let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
@@ -898,6 +947,10 @@ impl CommitLog {
         if let Some(seg) = self.shared.segment_at(next)
             && next + BLANK_BYTES <= self.max_offset()
         {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "pos < segment size, and a segment is mapped whole, so its size fits usize"
+            )]
             let magic = i32::from_be_bytes(seg.slice(pos as usize + 4, 4).try_into().expect("4 bytes"));
             if magic == BLANK_MAGIC_CODE {
                 return seg_start + size;

@@ -34,8 +34,11 @@ fn blank_slot() -> [u8; 20] {
 /// One entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CqEntry {
+    /// Where the record starts in the commit log.
     pub commit_log_offset: u64,
+    /// The record's size in the commit log.
     pub size_bytes: u32,
+    /// Hash of the record's tags, for filtering without reading the record.
     pub tags_code: i64,
 }
 
@@ -69,6 +72,7 @@ pub enum CqAppend {
     Duplicate,
 }
 
+/// The consume queue of one topic-queue: where each of its messages lies in the commit log.
 pub struct ConsumeQueue {
     topic: String,
     queue_id: i32,
@@ -107,7 +111,10 @@ impl ConsumeQueue {
         // master's log) has blank slots before its first entry.
         let leading_empty = segments.first().map_or(0, |s| {
             (0..entries_per_segment)
-                .take_while(|slot| s.slice((slot * CQ_ENTRY_BYTES) as usize, 20) == blank_slot())
+                .take_while(|slot| {
+                    let pos = usize::try_from(slot * CQ_ENTRY_BYTES).expect("a slot lies inside its segment, which is mapped whole");
+                    s.slice(pos, 20) == blank_slot()
+                })
                 .count() as u64
         });
         let min_offset = segments
@@ -118,7 +125,7 @@ impl ConsumeQueue {
         'scan: for (i, seg) in segments.iter().enumerate() {
             let first_slot = if i == 0 { leading_empty } else { 0 };
             for slot in first_slot..entries_per_segment {
-                let pos = (slot * CQ_ENTRY_BYTES) as usize;
+                let pos = usize::try_from(slot * CQ_ENTRY_BYTES).expect("a slot lies inside its segment, which is mapped whole");
                 match CqEntry::decode(seg.slice(pos, 20)) {
                     Some(e) if e.commit_log_offset + u64::from(e.size_bytes) <= commit_log_end => max_offset += 1,
                     _ => break 'scan,
@@ -143,26 +150,30 @@ impl ConsumeQueue {
     fn clear_from(&self, queue_offset: i64) -> Result<()> {
         let at = queue_offset as u64 * CQ_ENTRY_BYTES;
         for seg in self.segments.read().iter().filter(|s| s.start_offset() + self.segment_bytes > at) {
-            let from = at.saturating_sub(seg.start_offset()) as usize;
-            if seg.slice(from, self.segment_bytes as usize - from).iter().any(|b| *b != 0) {
+            let from = usize::try_from(at.saturating_sub(seg.start_offset())).expect("the segment ends past `at`, and is mapped whole");
+            if seg.slice(from, seg.len() - from).iter().any(|b| *b != 0) {
                 MappedFile::open(seg.path(), seg.start_offset(), self.segment_bytes)?.zero_range(from, usize::MAX)?;
             }
         }
         Ok(())
     }
 
+    /// The topic this queue belongs to.
     pub fn topic(&self) -> &str {
         &self.topic
     }
 
+    /// The queue's id within its topic.
     pub fn queue_id(&self) -> i32 {
         self.queue_id
     }
 
+    /// Queue offset of the first entry still stored.
     pub fn min_offset(&self) -> i64 {
         self.min_offset.load(Ordering::Acquire)
     }
 
+    /// Queue offset the next entry will get: one past the last stored.
     pub fn max_offset(&self) -> i64 {
         self.max_offset.load(Ordering::Acquire)
     }
@@ -216,17 +227,23 @@ impl ConsumeQueue {
                 }
             }
         };
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "at - start < segment_bytes, and the segment is mapped whole, so it fits usize"
+        )]
+        let pos = (at - start) as usize;
         if starts_late {
             // Blanks before the first entry (bounded by a segment's slots), so that a restart
             // finds the queue's start rather than mistaking the slots for lost ones.
-            for pos in (0..at - start).step_by(CQ_ENTRY_BYTES as usize) {
+            let blank = blank_slot();
+            for blank_pos in (0..pos).step_by(blank.len()) {
                 // SAFETY: the single writer writes slots below `min_offset`, which readers never read.
-                unsafe { seg.write_at(pos as usize, &blank_slot()) };
+                unsafe { seg.write_at(blank_pos, &blank) };
             }
         }
         // SAFETY: the single writer (under `write`) writes the slot past `max_offset`, which
         // readers do not read until `max_offset` is published below.
-        unsafe { seg.write_at((at - start) as usize, &entry.encode()) };
+        unsafe { seg.write_at(pos, &entry.encode()) };
         self.max_offset.store(queue_offset + 1, Ordering::Release);
         Ok(CqAppend::Appended)
     }
@@ -254,7 +271,8 @@ impl ConsumeQueue {
                 let (Some(first), true) = (segs.first(), segs.len() > 1) else {
                     break;
                 };
-                let last_slot = (self.segment_bytes - CQ_ENTRY_BYTES) as usize;
+                // The segment is mapped whole: its last 20 bytes are its last slot.
+                let last_slot = first.len() - 20;
                 match CqEntry::decode(first.slice(last_slot, 20)) {
                     Some(e) if e.commit_log_offset + u64::from(e.size_bytes) <= log_min => first.clone(),
                     _ => break,
@@ -281,13 +299,18 @@ impl ConsumeQueue {
         let start = at - at % self.segment_bytes;
         let segs = self.segments.read();
         let seg = segs.iter().find(|s| s.start_offset() == start)?;
-        CqEntry::decode(seg.slice((at - start) as usize, 20))
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "at - start < segment_bytes, and the segment is mapped whole, so it fits usize"
+        )]
+        let pos = (at - start) as usize;
+        CqEntry::decode(seg.slice(pos, 20))
     }
 
     /// Makes the entries durable.
     pub fn flush(&self) -> Result<()> {
         for seg in self.segments.read().iter() {
-            seg.flush_range(0, self.segment_bytes as usize)?;
+            seg.flush_range(0, seg.len())?;
         }
         Ok(())
     }

@@ -29,7 +29,9 @@ pub const MAX_EPOCH_ENTRIES: usize = 1000;
 /// One master epoch and where its records begin in the commit log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct EpochEntry {
+    /// The master's epoch number; it grows with each new master.
     pub epoch: i32,
+    /// Commit-log offset of the epoch's first record.
     pub start_offset: u64,
 }
 
@@ -65,6 +67,7 @@ impl EpochFile {
         })
     }
 
+    /// Every entry, oldest first.
     #[must_use]
     pub fn entries(&self) -> Vec<EpochEntry> {
         self.entries.lock().clone()

@@ -81,7 +81,8 @@ fn flush_once(s: &Shared) -> bool {
         return false;
     }
     // Counted before the waiters are released, so that what they see includes this flush.
-    s.stats.flush_ns.record(started.elapsed().as_nanos() as u64);
+    let flush_ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    s.stats.flush_ns.record(flush_ns);
     s.stats.flushes.fetch_add(1, Ordering::Relaxed);
     s.stats.flushed_bytes.fetch_add(to - from, Ordering::Relaxed);
     let previous = s.stats.records_at_last_flush.swap(records_before, Ordering::AcqRel);

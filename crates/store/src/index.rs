@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::{MappedFile, remove_partial_segments};
 
+/// Directory of the index files, under the store root.
 pub const INDEX_DIR: &str = "index";
 const HEADER_BYTES: usize = 64;
 const SLOT_BYTES: usize = 4;
@@ -35,6 +36,7 @@ pub const MAX_WALK: usize = 200_000;
 /// Sizes of one index file (RocketMQ's `maxHashSlotNum`, `maxIndexNum`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IndexConfig {
+    /// Hash slots per file, each the head of a chain of entries.
     pub slots: u32,
     /// Entries per file; a full file is followed by a new one.
     pub capacity: u32,

@@ -61,7 +61,7 @@ fn write_zeros(file: &File, size_bytes: u64, cancelled: &impl Fn() -> bool) -> s
         if cancelled() {
             return Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "cancelled"));
         }
-        let n = (size_bytes - at).min(ZERO_CHUNK_BYTES as u64) as usize;
+        let n = usize::try_from(size_bytes - at).map_or(ZERO_CHUNK_BYTES, |left| left.min(ZERO_CHUNK_BYTES));
         file.write_all_at(&zeros[..n], at)?;
         // SAFETY: plain syscall on an open descriptor; it only starts write-back of the range.
         unsafe { libc::sync_file_range(file.as_raw_fd(), at as i64, n as i64, libc::SYNC_FILE_RANGE_WRITE) };
@@ -315,6 +315,7 @@ impl MappedFile {
             let mut slices: Vec<std::io::IoSlice<'_>> = chunk.iter().map(|b| std::io::IoSlice::new(b)).collect();
             let mut left: &mut [std::io::IoSlice<'_>] = &mut slices;
             while !left.is_empty() {
+                #[expect(clippy::cast_possible_truncation, reason = "at most MAX_IOVECS (1024) iovecs per call")]
                 // SAFETY: the iovecs point into live buffers borrowed for this call; the
                 // descriptor is open.
                 let n = unsafe { libc::pwritev(fd, left.as_ptr().cast(), left.len() as i32, at as i64) };

@@ -49,10 +49,12 @@ const DISPATCH_CHECKPOINT_FILE: &str = "dispatch_checkpoint";
 /// Where the confirm offset stood at the last dispatch checkpoint (controller mode).
 const CONFIRM_CHECKPOINT_FILE: &str = "confirm_checkpoint";
 
+/// Where the store lives and how its commit log, consume queues, reads and index behave.
 #[derive(Debug, Clone)]
 pub struct MessageStoreConfig {
     /// `storePathRootDir`: holds `commitlog/`, `consumequeue/` and the checkpoints.
     pub root: PathBuf,
+    /// The commit log's settings; its `dir` is replaced by `root/commitlog` at open.
     pub commit_log: CommitLogConfig,
     /// Entries per consume-queue segment (RocketMQ: 300,000, i.e. 6,000,000-byte files).
     pub cq_entries_per_segment: u64,
@@ -78,6 +80,7 @@ pub struct MessageStoreConfig {
 }
 
 impl MessageStoreConfig {
+    /// RocketMQ's defaults for a store under `root`, with the key index on.
     pub fn new(root: impl Into<PathBuf>) -> MessageStoreConfig {
         let root = root.into();
         MessageStoreConfig {
@@ -98,12 +101,19 @@ impl MessageStoreConfig {
 /// RocketMQ's `GetMessageStatus`: what a read found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GetStatus {
+    /// At least one message was returned.
     Found,
+    /// Entries were scanned but none was returned (the filter dropped them all).
     NoMatchedMessage,
+    /// The queue is empty: its max offset is 0.
     NoMessageInQueue,
+    /// The offset is the queue's max offset: nothing new yet.
     OffsetOverflowOne,
+    /// The offset is past the queue's max offset.
     OffsetOverflowBadly,
+    /// The offset is below the queue's min offset (retention removed it).
     OffsetTooSmall,
+    /// The store has no such topic-queue.
     NoMatchedLogicQueue,
     /// Never from the store: the broker's answer to a pull of a queue an admin reset.
     OffsetReset,
@@ -150,13 +160,17 @@ impl MessageFilter for HashSet<i64> {
 /// A read of one queue.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetResult {
+    /// What the read found.
     pub status: GetStatus,
     /// Stored records back to back, each exactly as in the commit log: a pull answer's body.
     pub body: Vec<u8>,
     /// Records in `body`.
     pub message_count: usize,
+    /// Queue offset the next read should start at.
     pub next_begin_offset: i64,
+    /// The queue's min offset at the time of the read.
     pub min_offset: i64,
+    /// The queue's max offset (one past its last entry) at the time of the read.
     pub max_offset: i64,
 }
 
@@ -168,9 +182,11 @@ pub const MAX_QUERY_BYTES: usize = 4 << 20;
 pub struct QueryResult {
     /// The records, back to back as stored: QUERY_MESSAGE's body.
     pub body: Vec<u8>,
+    /// Records in `body`.
     pub count: usize,
-    /// Where the index stands: just past its last record, and that record's store time.
+    /// Where the index stands: just past its last record.
     pub index_end_offset: u64,
+    /// Store time of the index's last record, in ms since the Unix epoch.
     pub index_end_ms: i64,
 }
 
@@ -224,7 +240,9 @@ struct Inner {
 pub struct DispatchStall {
     /// The commit-log offset of the record it cannot read.
     pub offset: u64,
+    /// Why it cannot read it.
     pub reason: String,
+    /// When it first got stuck there.
     pub since: Instant,
 }
 
@@ -246,6 +264,7 @@ const BROKEN_QUEUE_RETRY: Duration = Duration::from_secs(1);
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
 pub type DispatchListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
 
+/// The storage engine: the commit log, the consume queues dispatched from it, and the key index.
 pub struct MessageStore {
     inner: Arc<Inner>,
     /// The dispatcher and, with a page-cache budget, the thread that keeps it.
@@ -368,17 +387,19 @@ impl Inner {
         while offset < to {
             let Some(bytes) = self.log.read_record(offset)? else { break };
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
+            let size_bytes = u32::try_from(msg.size_bytes)
+                .map_err(|_| StoreError::BadRecord(format!("at {offset}: a size of {} bytes", msg.size_bytes)))?;
             if msg.queue_id == queue_id && msg.topic == topic {
                 let entry = CqEntry {
                     commit_log_offset: offset,
-                    size_bytes: msg.size_bytes as u32,
+                    size_bytes,
                     tags_code: tags_code(msg.tags()),
                 };
                 if q.append(msg.queue_offset, entry)? == CqAppend::Appended {
                     count += 1;
                 }
             }
-            offset = self.log.next_record_offset(offset, msg.size_bytes as u32);
+            offset = self.log.next_record_offset(offset, size_bytes);
         }
         Ok(count)
     }
@@ -439,11 +460,15 @@ impl Inner {
         while let Some(bytes) = self.log.read_record(offset)? {
             // A view, not a decode: the dispatcher needs three fields of every record.
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
-            let used = msg.size_bytes;
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "RecordView takes size_bytes from the record's positive i32 TOTALSIZE"
+            )]
+            let used = msg.size_bytes as u32;
             self.index_record(&msg, offset);
             let entry = CqEntry {
                 commit_log_offset: offset,
-                size_bytes: used as u32,
+                size_bytes: used,
                 tags_code: tags_code(msg.tags()),
             };
             if self.dispatch_one(msg.topic, msg.queue_id, msg.queue_offset, entry) == Some(CqAppend::Appended) {
@@ -452,7 +477,7 @@ impl Inner {
                     touched.push((msg.topic.to_owned(), msg.queue_id));
                 }
             }
-            offset = self.log.next_record_offset(offset, used as u32);
+            offset = self.log.next_record_offset(offset, used);
             self.dispatched.store(offset, Ordering::Release);
         }
         // Skip a trailing filler so the next look starts in the next segment.
@@ -629,6 +654,9 @@ impl Inner {
 }
 
 impl MessageStore {
+    /// Opens (creating if needed) the store under `config.root`: recovers the commit log,
+    /// catches the consume queues up with it, then starts the dispatcher and the maintenance
+    /// threads.
     pub fn open(mut config: MessageStoreConfig) -> Result<MessageStore> {
         petrel_kit::fs::create_dir_durably(&config.root).map_err(|e| StoreError::io(&config.root, e))?;
         config.commit_log.dir = config.root.join("commitlog");
@@ -716,7 +744,7 @@ impl MessageStore {
             from,
             to = end,
             entries = redispatched,
-            elapsed_ms = started.elapsed().as_millis() as u64,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
             "consume queues caught up"
         );
         let store = MessageStore {
@@ -746,6 +774,7 @@ impl MessageStore {
         Ok(())
     }
 
+    /// The commit log the store is built on.
     pub fn commit_log(&self) -> &CommitLog {
         &self.inner.log
     }

@@ -35,8 +35,9 @@ pub struct PageCacheStats {
     pub budget_bytes: AtomicU64,
     /// Resident bytes of the store's files at the last check.
     pub resident_bytes: AtomicU64,
-    /// Passes that released something, and the resident bytes they released.
+    /// Passes that released something.
     pub releases: AtomicU64,
+    /// Resident bytes those passes released, summed.
     pub released_bytes: AtomicU64,
     /// Sends refused because dirty data kept the cache over budget.
     pub busy_refusals: AtomicU64,
@@ -82,7 +83,8 @@ pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, files: &Files) -> 
         let hot_from = files.written.saturating_sub(budget_bytes / 2);
         let cold_end = hot_from.min(files.flushed);
         let cold_log = files.log.iter().take_while(|s| s.start_offset() < cold_end).map(|s| {
-            let to = (cold_end - s.start_offset()).min(files.segment_bytes) as usize;
+            let to = usize::try_from((cold_end - s.start_offset()).min(files.segment_bytes))
+                .expect("a segment is mapped whole, so its size fits usize");
             (s, to)
         });
         let cold_cq = files.cq_cold.iter().map(|s| (s, s.len()));

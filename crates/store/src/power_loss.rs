@@ -301,7 +301,8 @@ fn apply(first_unsynced: HashMap<PathBuf, u64>, seed: u64) -> std::io::Result<Po
                 loss.pages_lost += 1;
                 let keep_to = from.clamp(page, page + PAGE_BYTES);
                 let end = (page + PAGE_BYTES).min(len);
-                file.write_all_at(&vec![0u8; (end - keep_to) as usize], keep_to)?;
+                let lost = usize::try_from(end - keep_to).expect("at most a page");
+                file.write_all_at(&vec![0u8; lost], keep_to)?;
             }
             page += PAGE_BYTES;
         }

@@ -83,6 +83,11 @@ fn torn_tail_len(tail: &[u8]) -> usize {
     end
 }
 
+/// A position (or length) inside a segment, as an index into its mapping.
+fn in_segment(pos: u64) -> usize {
+    usize::try_from(pos).expect("a segment is mapped whole, so a position inside it fits usize")
+}
+
 pub(crate) fn recover(
     config: &CommitLogConfig,
     segments: &[Arc<MappedFile>],
@@ -100,9 +105,9 @@ pub(crate) fn recover(
         scanned_from: offset,
         ..RecoveryReport::default()
     };
-    let seg_for = |o: u64| -> Option<&Arc<MappedFile>> { segments.get((o.checked_sub(first)? / size) as usize) };
+    let seg_for = |o: u64| -> Option<&Arc<MappedFile>> { segments.get(usize::try_from(o.checked_sub(first)? / size).ok()?) };
     while let Some(seg) = seg_for(offset) {
-        let pos = (offset - seg.start_offset()) as usize;
+        let pos = in_segment(offset - seg.start_offset());
         if pos as u64 + BLANK_BYTES > size {
             offset = seg.start_offset() + size;
             continue;
@@ -118,7 +123,7 @@ pub(crate) fn recover(
             break;
         }
         // Read in place: recovery needs only a record's queue and offset, not a copy of it.
-        match RecordView::parse_verified(seg.slice(pos, size as usize - pos)).map(|v| (v, v.size_bytes)) {
+        match RecordView::parse_verified(seg.slice(pos, seg.len() - pos)).map(|v| (v, v.size_bytes)) {
             // Past the durable point a record whose end is zeros lost that end in the crash (a
             // slave that had received part of it, a page that was never written back).
             Ok((v, used)) if used == rec_size as usize && offset >= config.durable_below && v.ends_in_zero() => {
@@ -203,8 +208,8 @@ fn cut_tail(config: &CommitLogConfig, segments: &[Arc<MappedFile>], offset: u64,
     let mut removed = false;
     for seg in segments.iter().rev().filter(|s| s.start_offset() + size > offset) {
         let start = seg.start_offset();
-        let from = offset.saturating_sub(start) as usize;
-        let torn = torn_tail_len(seg.slice(from, size as usize - from));
+        let from = in_segment(offset.saturating_sub(start));
+        let torn = torn_tail_len(seg.slice(from, seg.len() - from));
         report.truncated_bytes += torn as u64;
         if start > keep_start {
             std::fs::remove_file(seg.path()).map_err(|e| StoreError::io(seg.path(), e))?;
@@ -233,11 +238,11 @@ const SECTOR_BYTES: u64 = 512;
 fn find_valid_record_after(segments: &[Arc<MappedFile>], size: u64, from: u64) -> Option<u64> {
     for seg in segments.iter().filter(|s| s.start_offset() + size > from) {
         let start = seg.start_offset();
-        let pos = if from >= start { (from - start) as usize + 1 } else { 0 };
+        let pos = if from >= start { in_segment(from - start) + 1 } else { 0 };
         if pos as u64 >= size {
             continue;
         }
-        let tail = seg.slice(pos, size as usize - pos);
+        let tail = seg.slice(pos, seg.len() - pos);
         let region = &tail[..torn_tail_len(tail)];
         for (i, w) in region.windows(8).enumerate() {
             let magic = i32::from_be_bytes([w[4], w[5], w[6], w[7]]);
@@ -264,7 +269,7 @@ fn find_valid_record_after(segments: &[Arc<MappedFile>], size: u64, from: u64) -
 /// from it stop short of that byte (records written after a damaged one run up to it).
 fn found_in_torn_record(seg: &MappedFile, size: u64, offset: u64, found: u64) -> bool {
     let start = seg.start_offset();
-    let pos = (offset - start) as usize;
+    let pos = in_segment(offset - start);
     let head = seg.slice(pos, 8);
     let rec_size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
     let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
@@ -272,14 +277,15 @@ fn found_in_torn_record(seg: &MappedFile, size: u64, offset: u64, found: u64) ->
         return false;
     }
     let span_end = offset + rec_size as u64;
-    let data_end = offset + torn_tail_len(seg.slice(pos, size as usize - pos)) as u64;
+    let data_end = offset + torn_tail_len(seg.slice(pos, seg.len() - pos)) as u64;
     if found <= offset || found >= span_end || span_end <= data_end || span_end > start + size {
         return false;
     }
     let mut at = found;
     // Each step consumes a whole record, so at most (data_end - found) / 8 steps.
     while at < data_end {
-        let rest = seg.slice((at - start) as usize, (start + size - at) as usize);
+        let at_pos = in_segment(at - start);
+        let rest = seg.slice(at_pos, seg.len() - at_pos);
         match MessageExt::decode_verified(rest) {
             Ok((_, used)) if used > 0 => at += used as u64,
             _ => break,
@@ -306,7 +312,7 @@ fn tear_between(segments: &[Arc<MappedFile>], size: u64, from: u64, to: u64) -> 
         };
         let sector_start = boundary - SECTOR_BYTES;
         let lo = sector_start.max(from);
-        let bytes = seg.slice((lo - seg.start_offset()) as usize, (boundary - lo) as usize);
+        let bytes = seg.slice(in_segment(lo - seg.start_offset()), in_segment(boundary - lo));
         let run = bytes.iter().rev().take_while(|b| **b == 0).count();
         if run >= TEAR_ZERO_RUN_BYTES || (run > 0 && run == bytes.len() && lo == from) {
             return true;

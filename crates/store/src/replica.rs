@@ -66,6 +66,10 @@ impl ReplicaCursor {
         let mut done = Vec::new();
         // Bounded: every turn moves `at` forward by a record or to the next segment.
         while at < chunk_end {
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "at < chunk_end, where data ends, so at - base < data.len()"
+            )]
             let rel = (at - base) as usize;
             let Some(head) = data.get(rel..rel + 8) else { break };
             let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
@@ -86,7 +90,12 @@ impl ReplicaCursor {
             at += size as u64;
         }
         let carry = if at < chunk_end {
-            data[(at - base) as usize..].to_vec()
+            #[expect(
+                clippy::cast_possible_truncation,
+                reason = "at < chunk_end, where data ends, so at - base < data.len()"
+            )]
+            let rel = (at - base) as usize;
+            data[rel..].to_vec()
         } else {
             Vec::new()
         };
@@ -264,8 +273,8 @@ impl CommitLog {
             crate::checkpoint::sync_dir(&s.config.dir)?;
             w.current = s.segment_at(offset);
             if let Some(cur) = &w.current {
-                let from = (offset - cur.start_offset()) as usize;
-                let upto = ((end.min(cur.start_offset() + segment_bytes)) - cur.start_offset()) as usize;
+                let from = usize::try_from(offset - cur.start_offset()).expect("the segment holding `offset` is mapped whole");
+                let upto = usize::try_from(end - cur.start_offset()).map_or(cur.len(), |upto| upto.min(cur.len()));
                 // SAFETY: under the put-message lock with nothing staged; readers stop at
                 // `offset` (the caller's contract), so nobody reads or writes these bytes.
                 unsafe { cur.write_at(from, &vec![0; upto - from]) };
@@ -332,7 +341,7 @@ impl CommitLog {
                 path: self.shared.config.dir.display().to_string(),
                 reason: format!("no segment holds offset {at}"),
             })?;
-            let pos = (at - seg.start_offset()) as usize;
+            let pos = usize::try_from(at - seg.start_offset()).expect("the segment holding `at` is mapped whole");
             if to - at < 8 {
                 // A partial header: a replica's stream ended inside a record, never counted.
                 break;
@@ -348,7 +357,7 @@ impl CommitLog {
                 path: self.shared.config.dir.display().to_string(),
                 reason: format!("cannot cut the log at {from}: no record at {at} (size {size}, magic {magic:#x})"),
             };
-            if size < 8 || pos + size as usize > segment_bytes as usize {
+            if size < 8 || pos + size as usize > seg.len() {
                 return Err(bad());
             }
             if at + size as u64 > to {
@@ -373,9 +382,14 @@ impl CommitLog {
         }
         let seg = self.shared.segment_at(offset)?;
         let segment_end = seg.start_offset() + self.shared.config.segment_size_bytes;
-        let n = (max_bytes as u64).min(end - offset).min(segment_end - offset);
+        #[expect(clippy::cast_possible_truncation, reason = "n <= max_bytes, a usize")]
+        let n = (max_bytes as u64).min(end - offset).min(segment_end - offset) as usize;
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "offset lies in this segment, which is mapped whole, so pos fits usize"
+        )]
         let pos = (offset - seg.start_offset()) as usize;
-        Some(Bytes::copy_from_slice(seg.slice(pos, n as usize)))
+        Some(Bytes::copy_from_slice(seg.slice(pos, n)))
     }
 }
 
@@ -420,7 +434,8 @@ mod tests {
         let a = record("T", 0, 0, 100);
         let mut first = a.clone();
         let filler_at = first.len();
-        first.extend_from_slice(&((seg as usize - filler_at) as i32).to_be_bytes());
+        let remaining = i32::try_from(seg - filler_at as u64).expect("a filler's length fits i32");
+        first.extend_from_slice(&remaining.to_be_bytes());
         first.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
         first.resize(1000, 0);
         let (c1, done) = ReplicaCursor::at(0).scan(0, &first, seg).unwrap();

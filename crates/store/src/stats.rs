@@ -31,7 +31,9 @@ impl Default for Log2Histogram {
 pub struct HistogramSnapshot {
     /// `buckets[b]`: values in `[2^(b-1), 2^b)`; `buckets[0]`: zeros.
     pub buckets: Vec<u64>,
+    /// All recorded values added up.
     pub sum: u64,
+    /// Values recorded.
     pub count: u64,
 }
 
@@ -45,6 +47,10 @@ impl HistogramSnapshot {
     /// The value below which `q` (0..=1) of the samples fall, to bucket precision.
     #[must_use]
     pub fn quantile(&self, q: f64) -> u64 {
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "q <= 1 keeps the rank within count, a u64; outside 0..=1 the cast saturates, as wanted"
+        )]
         let rank = (q * self.count as f64).ceil() as u64;
         let mut seen = 0;
         for (b, n) in self.buckets.iter().enumerate() {
@@ -66,6 +72,7 @@ impl Log2Histogram {
         self.count.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The counts now.
     #[must_use]
     pub fn snapshot(&self) -> HistogramSnapshot {
         HistogramSnapshot {
@@ -87,13 +94,15 @@ pub struct CommitLogStats {
     pub appends_would_block: AtomicU64,
     /// Rolls that had to wait for the next segment to be prepared.
     pub roll_waits: AtomicU64,
-    /// Flushes done and their duration, ns.
+    /// Flushes done.
     pub flushes: AtomicU64,
+    /// Duration of each flush, ns.
     pub flush_ns: Log2Histogram,
     /// Records each flush made durable.
     pub records_per_flush: Log2Histogram,
     /// `appended_records` when the last flush started.
     pub(crate) records_at_last_flush: AtomicU64,
+    /// Bytes made durable, summed over the flushes.
     pub flushed_bytes: AtomicU64,
     /// Segments created ahead of need.
     pub segments_prepared: AtomicU64,

@@ -31,12 +31,20 @@ pub enum WaitError {
     Failed(Arc<str>),
     /// Every waiter slot is taken.
     #[error("{capacity} waiters already wait on the {name} watermark")]
-    Busy { name: &'static str, capacity: usize },
+    Busy {
+        /// The watermark's name.
+        name: &'static str,
+        /// Waiters it holds at most.
+        capacity: usize,
+    },
     /// A blocking wait ran out of time.
     #[error("the {name} watermark did not reach {target} within {timeout:?}")]
     TimedOut {
+        /// The watermark's name.
         name: &'static str,
+        /// The value waited for.
         target: u64,
+        /// The time the wait was allowed.
         timeout: Duration,
     },
 }
@@ -101,6 +109,7 @@ impl Watermark {
         })
     }
 
+    /// The name it was created with (`written`, `flushed`...), for errors and metrics.
     #[must_use]
     pub fn name(&self) -> &'static str {
         self.name
@@ -112,6 +121,7 @@ impl Watermark {
         self.value.load(Ordering::Acquire)
     }
 
+    /// Waiters it holds at most.
     #[must_use]
     pub fn capacity(&self) -> usize {
         self.capacity
@@ -278,7 +288,9 @@ impl Slot {
 
 /// The future of [`Slot::wait`].
 pub enum WaitFuture {
+    /// Decided when the wait began; `None` once polled to completion.
     Ready(Option<Result<(), WaitError>>),
+    /// In the table, until `advance` or `fail` answers.
     Pending(oneshot::Receiver<Result<(), WaitError>>),
 }
 

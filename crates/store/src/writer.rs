@@ -39,6 +39,10 @@ fn write_batch(s: &Shared, batch: &[Staged]) -> Result<u64> {
             i += 1;
         }
         assert!(!runs.is_empty(), "staged runs are contiguous within a segment, in log order");
+        #[expect(
+            clippy::cast_possible_truncation,
+            reason = "the segment holds `start` and is mapped whole, so pos fits usize"
+        )]
         let pos = (start - seg.start_offset()) as usize;
         if s.config.writes_through_mapping() && seg.accepts_mapped_writes() {
             // SAFETY: only the thread holding the `writing` flag writes, and only past the

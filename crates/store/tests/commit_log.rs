@@ -25,7 +25,8 @@ fn config(dir: &std::path::Path, mode: FlushMode) -> CommitLogConfig {
 fn fill(log: &CommitLog, n: u64) -> Vec<(u64, u32)> {
     (0..n)
         .map(|i| {
-            let mut r = record("T", (i % 2) as i32, &body(i, 50 + (i as usize * 37) % 400));
+            let body_len = 50 + (usize::try_from(i).expect("a small count") * 37) % 400;
+            let mut r = record("T", (i % 2) as i32, &body(i, body_len));
             let a = log.append_durable(&mut r, "T", (i % 2) as i32).unwrap();
             assert_eq!(a.queue_offset, (i / 2) as i64, "queue offsets count per queue");
             (a.physical_offset, a.size_bytes)
@@ -39,7 +40,7 @@ fn read_all(log: &CommitLog) -> Vec<MessageExt> {
     while let Some(bytes) = log.read_record(offset).unwrap() {
         let (msg, used) = MessageExt::decode_verified(&bytes).unwrap();
         assert_eq!(msg.commit_log_offset as u64, offset, "the stored physical offset is where it lies");
-        offset = log.next_record_offset(offset, used as u32);
+        offset = log.next_record_offset(offset, u32::try_from(used).expect("a record's size fits u32"));
         out.push(msg);
     }
     out
@@ -263,7 +264,7 @@ fn a_slave_that_received_part_of_a_record_does_not_recover_it_as_whole() {
     let a = master.append_durable(&mut first, "T", 0).unwrap();
     let b = master.append_durable(&mut second, "T", 0).unwrap();
     let stream = master.read_raw(0, 1 << 20).unwrap();
-    let received = (b.physical_offset + u64::from(b.size_bytes) - 5) as usize;
+    let received = usize::try_from(b.physical_offset + u64::from(b.size_bytes) - 5).expect("a small log");
     assert_eq!(log.append_replicated(0, stream.slice(..received)).unwrap(), received as u64);
     drop(log);
     let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
@@ -297,7 +298,7 @@ fn a_slave_holding_part_of_a_record_whose_body_is_a_record_opens() {
     let inner_at = stream.windows(inner.len()).position(|w| w == &inner[..]).unwrap();
     let received = inner_at + inner.len() + 150;
     assert!(
-        received < (b.physical_offset + u64::from(b.size_bytes)) as usize,
+        (received as u64) < b.physical_offset + u64::from(b.size_bytes),
         "the carrier is cut"
     );
     let log = CommitLog::open(config(dir.path(), FlushMode::Async)).unwrap();
@@ -340,7 +341,7 @@ fn a_size_damaged_past_the_written_end_before_valid_records_refuses_to_start() {
     let victim = placed.iter().position(|(off, _)| off / 4096 == last_segment).unwrap();
     assert!(victim + 1 < placed.len(), "valid records follow the victim in its segment");
     let (off, _) = placed[victim];
-    let reaching_the_segment_end = (4096 - off % 4096 - 8) as i32;
+    let reaching_the_segment_end = i32::try_from(4096 - off % 4096 - 8).expect("within a 4 KiB segment");
     patch(dir.path(), off, &reaching_the_segment_end.to_be_bytes());
     match CommitLog::open(config(dir.path(), FlushMode::Sync))
         .err()
@@ -502,4 +503,18 @@ fn recovery_scans_only_what_follows_the_checkpoint() {
     );
     assert!(r.scanned_from > 0);
     assert_eq!(read_all(&log).len(), 55);
+}
+
+/// A segment larger than its end filler's i32 size field can record is refused at open, with
+/// the directory named, rather than written with a wrapped filler at its first roll.
+#[test]
+fn a_segment_past_what_its_filler_can_record_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config(dir.path(), FlushMode::Async);
+    cfg.segment_size_bytes = (1 << 31) + 4096;
+    match CommitLog::open(cfg) {
+        Err(StoreError::Layout { reason, .. }) => assert!(reason.contains("segment size"), "{reason}"),
+        Err(other) => panic!("another error: {other}"),
+        Ok(_) => panic!("a segment over 2 GiB opened"),
+    }
 }

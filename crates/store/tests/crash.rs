@@ -46,8 +46,9 @@ fn crash_child() {
                 loop {
                     n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
                     let len = 1 + (n >> 33) as usize % MAX_BODY_BYTES;
-                    let mut r = record("crash", t as i32, &body(n, len));
-                    match log.append_durable(&mut r, "crash", t as i32) {
+                    let queue_id = i32::try_from(t).expect("below 4");
+                    let mut r = record("crash", queue_id, &body(n, len));
+                    match log.append_durable(&mut r, "crash", queue_id) {
                         Ok(a) => {
                             let line = format!("ACK {} {} {}\n", a.physical_offset, a.size_bytes, body_crc(&r));
                             let mut out = std::io::stdout().lock();
@@ -85,7 +86,7 @@ fn check_raw_tail(dir: &Path, from: u64) -> u64 {
     loop {
         let start = offset - offset % SEGMENT_BYTES;
         let Some(seg) = read(start) else { break };
-        let mut pos = (offset - start) as usize;
+        let mut pos = usize::try_from(offset - start).expect("within a segment");
         while pos + 8 <= seg.len() && valid_end.is_none() {
             let size = i32::from_be_bytes(seg[pos..pos + 4].try_into().unwrap());
             let magic = i32::from_be_bytes(seg[pos + 4..pos + 8].try_into().unwrap());
@@ -101,7 +102,7 @@ fn check_raw_tail(dir: &Path, from: u64) -> u64 {
             // After the end: at most one torn record, then zeros, in this and every later
             // segment. The torn record's own size word may still be zero (memcpy may copy the
             // tail of a buffer first), so it is bounded by the largest record the child writes.
-            let at = (end - start) as usize;
+            let at = usize::try_from(end - start).expect("within a segment");
             let torn_len = max_record_bytes().min(seg.len() - at);
             assert!(
                 seg[at + torn_len..].iter().all(|b| *b == 0),
@@ -158,8 +159,8 @@ fn kill_9_loses_no_acknowledged_record() {
                 }
                 got.push(Ack {
                     offset: f[0],
-                    size: f[1] as u32,
-                    crc: f[2] as u32,
+                    size: u32::try_from(f[1]).expect("the child printed a u32 size"),
+                    crc: u32::try_from(f[2]).expect("the child printed a u32 CRC"),
                 });
             }
             got

@@ -34,7 +34,8 @@ fn wait_dispatched(store: &MessageStore) {
 fn fill(store: &MessageStore) {
     for i in 0..40u64 {
         let tag = if i % 2 == 0 { "A" } else { "B" };
-        let mut r = tagged_record("T", (i % 4) as i32, &body(i, 100 + i as usize), Some(tag));
+        let body_len = 100 + usize::try_from(i).expect("below 40");
+        let mut r = tagged_record("T", (i % 4) as i32, &body(i, body_len), Some(tag));
         store.append(&mut r, "T", (i % 4) as i32).unwrap();
     }
     wait_dispatched(store);

@@ -29,7 +29,7 @@ fn config(root: &std::path::Path, budget: Option<u64>) -> MessageStoreConfig {
 /// Resident bytes of one file, seen through a mapping of our own.
 fn resident_in(path: &std::path::Path) -> u64 {
     let f = std::fs::File::open(path).unwrap();
-    let len = f.metadata().unwrap().len() as usize;
+    let len = usize::try_from(f.metadata().unwrap().len()).expect("a mapped file fits usize");
     // SAFETY: a read-only map of a file the store does not truncate while we look.
     let map = unsafe { memmap2::Mmap::map(&f) }.unwrap();
     let mut vec = vec![0u8; len.div_ceil(4096)];
@@ -64,8 +64,9 @@ fn write_all(store: &MessageStore, root: &std::path::Path) -> u64 {
     let mut peak = 0;
     let n = WRITTEN_BYTES / 4096;
     for i in 0..n {
+        let queue_id = i32::try_from(i % 4).expect("below 4");
         store
-            .append(&mut record("PC", (i % 4) as i32, &body(i as u64, 3900)), "PC", (i % 4) as i32)
+            .append(&mut record("PC", queue_id, &body(i as u64, 3900)), "PC", queue_id)
             .unwrap();
         if i % 512 == 511 {
             std::thread::sleep(Duration::from_millis(60));

@@ -64,7 +64,7 @@ fn spawn_writers(
                     }
                     let (topic, queue_id) = (format!("P{}", (w + n) % 2), ((n / 2) % 3) as i32);
                     let seed = round * 1_000_003 + w * 10_007 + n;
-                    let b = body(seed, 20 + (seed as usize * 131) % 1500);
+                    let b = body(seed, 20 + (usize::try_from(seed).expect("a small seed") * 131) % 1500);
                     let mut r = tagged_record(&topic, queue_id, &b, None);
                     // SEND_OK: durable under SYNC_FLUSH, written under ASYNC_FLUSH.
                     let appended = match store.commit_log().config().flush_mode {
@@ -171,7 +171,10 @@ fn sync_flush_loses_no_acknowledged_record_across_power_failures() {
         "SYNC_FLUSH: {} power failures, {survived} acknowledged records all intact, {pages_lost} unsynced pages lost",
         failures()
     );
-    assert!(survived > failures() as usize, "the writers got acknowledgements");
+    assert!(
+        survived > usize::try_from(failures()).expect("a small count"),
+        "the writers got acknowledgements"
+    );
     assert!(pages_lost > 0, "the failures did take unsynced data");
 }
 

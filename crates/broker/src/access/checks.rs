@@ -48,12 +48,16 @@ pub enum CheckError {
     /// No unit serves the code, so nothing says what it touches: refused.
     #[error("request code {0} has no access rule")]
     NoRule(i32),
+    /// The body the rule reads the resources from does not parse.
     #[error("bad {what} body: {source}")]
     Unreadable {
+        /// Which body it was (a request code's name or the body's type).
         what: &'static str,
+        /// Why it did not parse.
         #[source]
         source: petrel_protocol::BodyError,
     },
+    /// The request names more than 4096 resources (no real client's does); carries how many.
     #[error("the request names {0} resources, more than {MAX_CHECKS}")]
     TooMany(usize),
 }
@@ -249,6 +253,28 @@ mod tests {
             checks_for(&bad_body, "c"),
             Err(CheckError::Unreadable { what: "heartbeat", .. })
         ));
+    }
+
+    /// A `Rule::Fields` names fields of its unit's own typed header, so renaming a header field
+    /// cannot leave a rule checking a key no request carries.
+    #[test]
+    fn field_rules_name_keys_of_their_units_header() {
+        let mut checked = 0;
+        for unit in crate::front::units() {
+            if let Rule::Fields(_, named) = &unit.rule {
+                let keys = unit.handle.header_keys();
+                for n in *named {
+                    let (Named::Topic(f) | Named::Group(f)) = n;
+                    assert!(
+                        keys.contains(f),
+                        "code {}: the rule names {f:?}, not a key of its header {keys:?}",
+                        unit.code
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 20, "the field rules were found ({checked})");
     }
 
     #[test]

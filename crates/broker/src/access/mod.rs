@@ -25,7 +25,10 @@ use crate::services::TopicCheck;
 
 /// The broker's access control.
 pub struct Access {
+    /// The users and policies, kept under `authConfigPath`.
     pub store: Arc<AuthStore>,
+    /// Whether authentication and authorization are on, their whitelists, and how long a
+    /// checked signature is trusted on its connection.
     pub settings: AuthSettings,
     /// What this broker signs its own requests with.
     pub inner: Option<Credentials>,

@@ -31,7 +31,9 @@ const NAME_SERVER_IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// Where REGISTER_BROKER goes: the name server in this process, or external ones over TCP.
 pub enum NameServers {
+    /// The name server running in this process, called directly.
     Embedded(Arc<NameServer>),
+    /// External name servers by `host:port`, each reached over its own connection.
     External(Vec<String>),
 }
 
@@ -91,6 +93,8 @@ pub struct LearnedMaster {
     pub ha_addr: String,
 }
 
+/// Registers the broker with its name servers, coalescing the registrations many topic changes
+/// ask for, and remembers the master a slave's registration learns of.
 pub struct Registrar {
     identity: Identity,
     targets: Targets,
@@ -102,6 +106,8 @@ pub struct Registrar {
 }
 
 impl Registrar {
+    /// A registrar announcing `identity` and the topics of `topics` to `name_servers`, signing
+    /// what goes to external ones with `access`'s inner credentials. Connects on first use.
     #[must_use]
     pub fn new(
         identity: Identity,

@@ -44,13 +44,21 @@ const ROCKETMQ_LEGACY_KEYS: &[&str] = &[
 /// Where a key is documented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Section {
+    /// The broker's identity, ports, addresses and name servers.
     Processes,
+    /// The commit log, flushing, retention, the message index and the store's threads.
     Storage,
+    /// Client connections: how many, idle time, requests in flight, buffered bytes, shutdown drain.
     Connections,
+    /// Master and slave: the broker's role, HA, and how many replicas a send waits for.
     Replication,
+    /// Controller mode: the controllers, heartbeats to them and elections.
     Controller,
+    /// Topics, groups, pulls, delayed, timer and transaction messages.
     Topics,
+    /// The metrics exporter.
     Metrics,
+    /// ACL 2.0 authentication and authorization, and TLS.
     Security,
 }
 
@@ -341,6 +349,8 @@ impl BrokerConfig {
         SocketAddr::new(self.broker_ip1.unwrap_or_else(detect_local_ip), self.listen_port)
     }
 
+    /// The store's configuration (commit log, consume queues, index, page-cache budget) as
+    /// these settings give it.
     #[must_use]
     pub fn store_config(&self) -> MessageStoreConfig {
         let mut store = MessageStoreConfig::new(&self.store_path_root_dir);

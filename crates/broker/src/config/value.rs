@@ -19,6 +19,7 @@ pub enum BrokerRole {
 }
 
 impl BrokerRole {
+    /// Whether this role takes sends (either kind of master).
     #[must_use]
     pub fn is_master(self) -> bool {
         self != BrokerRole::Slave

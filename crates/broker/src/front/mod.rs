@@ -8,7 +8,10 @@
 //! service's work itself.
 
 pub mod client_handle;
+pub(crate) mod context;
 mod handlers;
+#[cfg(test)]
+mod narrow_tests;
 pub mod reply;
 #[cfg(test)]
 mod tests;
@@ -42,7 +45,7 @@ impl Handler for RocketMqFront {
         if let Err(refusal) = self.0.access.admit(conn, &request) {
             return if request.is_oneway() { Reply::None } else { Reply::Now(*refusal) };
         }
-        handlers::dispatcher().dispatch(request, |unit, request| (unit.handle)(&self.0, conn, request))
+        handlers::dispatcher().dispatch(request, |unit, request| unit.handle.run(&self.0, conn, request))
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

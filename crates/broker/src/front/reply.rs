@@ -80,22 +80,6 @@ where
     }))
 }
 
-/// Reads a typed header, or answers the request with the field that is wrong.
-macro_rules! header {
-    ($ty:ty, $request:expr) => {
-        match <$ty as petrel_protocol::header::CommandHeader>::from_command(&$request) {
-            Ok(h) => h,
-            Err(e) => {
-                return petrel_remoting::Reply::Now($crate::front::reply::from_error(
-                    &$request,
-                    &$crate::error::BrokerError::BadRequest(e.to_string()),
-                ))
-            }
-        }
-    };
-}
-pub(crate) use header;
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -110,6 +110,10 @@ async fn sends_store_and_their_refusals_name_rocketmq_codes() {
         "a header without its topic: {:?}",
         no_topic.remark
     );
+    assert!(
+        no_topic.ext("MSG_REGION").is_some(),
+        "a send refused for its header still carries MSG_REGION: {no_topic:?}"
+    );
     broker.stop().await;
 }
 

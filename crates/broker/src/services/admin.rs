@@ -25,8 +25,11 @@ pub const BROKER_VERSION_DESC: &str = "V5_5_0";
 /// One queue's offsets and last store time.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QueueStats {
+    /// The queue's id within the topic.
     pub queue_id: i32,
+    /// Offset of the oldest message still stored in the queue.
     pub min_offset: i64,
+    /// Offset the next message written to the queue will get.
     pub max_offset: i64,
     /// Store time of the newest message, 0 if none.
     pub last_update_ms: i64,
@@ -35,15 +38,22 @@ pub struct QueueStats {
 /// One queue's progress for a group.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GroupQueueProgress {
+    /// Topic the queue belongs to.
     pub topic: String,
+    /// The queue's id within the topic.
     pub queue_id: i32,
+    /// The queue's max offset: where the next message written to it will go.
     pub broker_offset: i64,
+    /// The offset the group has committed, 0 if none.
     pub consumer_offset: i64,
+    /// The furthest offset the group has pulled to, never below the committed offset.
     pub pull_offset: i64,
     /// Store time of the last consumed message, 0 if none.
     pub last_timestamp_ms: i64,
 }
 
+/// Answers the admin and monitoring requests: statistics, runtime information, stored messages,
+/// server-side offset resets.
 pub struct AdminService {
     config: Arc<BrokerConfig>,
     store: Arc<MessageStore>,
@@ -57,6 +67,7 @@ pub struct AdminService {
 }
 
 impl AdminService {
+    /// A service over the broker's shared parts; the uptime counts from this call.
     #[must_use]
     pub fn new(
         config: Arc<BrokerConfig>,
@@ -155,10 +166,6 @@ impl AdminService {
             .await
     }
 
-    /// The stored record at a commit-log offset.
-    ///
-    /// # Errors
-    /// No record starts there; the store pool is full.
     /// QUERY_MESSAGE: up to `max` messages of `topic` stored in `[begin_ms, end_ms]` with
     /// `key` (a `UNIQ_KEY` when `unique`, else one of the `KEYS`), newest first.
     ///
@@ -389,7 +396,7 @@ impl AdminService {
 
     /// `key=value` lines of every setting, and the topic table's data version.
     #[must_use]
-    pub fn broker_config(&self) -> (String, petrel_protocol::body::DataVersion) {
+    pub fn broker_config(&self) -> (String, petrel_protocol::model::DataVersion) {
         (self.config.to_properties(), self.topics.data_version())
     }
 }

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use indexmap::IndexMap;
 use parking_lot::RwLock;
 use petrel_protocol::LanguageCode;
-use petrel_protocol::body::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, SubscriptionData};
+use petrel_protocol::model::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, SubscriptionData};
 use serde::{Deserialize, Serialize};
 
 use super::{BrokerError, ClientHandle, validate_group_name};
@@ -28,21 +28,32 @@ pub const MAX_SUBSCRIPTIONS_PER_GROUP: usize = 4096;
 /// Tags one subscription expression may name (`A || B || ...`).
 pub const MAX_SUBSCRIPTION_TAGS: usize = 1024;
 
+/// One client connection of a group, as its last heartbeat described it.
 #[derive(Clone)]
 pub struct ClientChannel {
+    /// The connection, to notify the client and to tell connections apart.
     pub handle: Arc<dyn ClientHandle>,
+    /// The client's id (`clientID` of its heartbeat).
     pub client_id: String,
+    /// The client library's language.
     pub language: LanguageCode,
+    /// The client library's RocketMQ version code.
     pub version: i32,
+    /// When the last heartbeat arrived; channels silent for too long expire.
     pub last_update: Instant,
 }
 
+/// A consumer group's live members and what they subscribe to, from their latest heartbeats.
 pub struct ConsumerGroupInfo {
     /// connection id -> channel
     pub channels: BTreeMap<u64, ClientChannel>,
+    /// topic -> the group's subscription to it
     pub subscriptions: IndexMap<String, SubscriptionData>,
+    /// Pull, push or POP consumption, as the latest heartbeat said.
     pub consume_type: ConsumeType,
+    /// Clustering or broadcasting, as the latest heartbeat said.
     pub message_model: MessageModel,
+    /// Where a queue with no committed offset starts, as the latest heartbeat said.
     pub consume_from_where: ConsumeFromWhere,
 }
 
@@ -51,15 +62,18 @@ pub struct ConsumerGroupInfo {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupConfig {
+    /// The consumer group the settings belong to.
     pub group_name: String,
     /// `false`: the group's pulls get NO_PERMISSION.
     #[serde(default = "yes")]
     pub consume_enable: bool,
+    /// RocketMQ's `consumeFromMinEnable`; kept and shown, not acted on.
     #[serde(default = "yes")]
     pub consume_from_min_enable: bool,
     /// `false`: pulls of the group's broadcasting consumers get NO_PERMISSION.
     #[serde(default = "yes")]
     pub consume_broadcast_enable: bool,
+    /// Whether the group consumes orderly (`consumeMessageOrderly`); kept and shown, not acted on.
     #[serde(default)]
     pub consume_message_orderly: bool,
     /// Queues of `%RETRY%<group>` when the broker creates it.
@@ -68,16 +82,23 @@ pub struct GroupConfig {
     /// Retries before the dead-letter queue, for sends back that do not say (newer clients do).
     #[serde(default = "default_retry_max_times")]
     pub retry_max_times: i32,
+    /// The broker id the group reads from, 0 for the master (`brokerId`); kept and shown, not
+    /// acted on.
     #[serde(default)]
     pub broker_id: i64,
+    /// The broker id to send a lagging group's pulls to (`whichBrokerWhenConsumeSlowly`); kept and
+    /// shown, not acted on.
     #[serde(default = "one_i64")]
     pub which_broker_when_consume_slowly: i64,
     /// `false`: membership changes are not pushed to the group's clients (they rebalance on
     /// their own every 20 s).
     #[serde(default = "yes")]
     pub notify_consumer_ids_changed_enable: bool,
+    /// RocketMQ's `groupSysFlag` bits; kept and shown, not acted on.
     #[serde(default)]
     pub group_sys_flag: i32,
+    /// Minutes a consumer may spend on one message (`consumeTimeoutMinute`); kept and shown, not
+    /// acted on.
     #[serde(default = "default_consume_timeout_minute")]
     pub consume_timeout_minute: i32,
     /// The fields Petrel keeps and shows without acting on them (`groupRetryPolicy`,
@@ -160,6 +181,7 @@ struct GroupFile {
     subscription_group_table: BTreeMap<String, GroupConfig>,
 }
 
+/// Consumer and producer group membership, and the known consumer groups with their settings.
 pub struct GroupService {
     consumers: RwLock<HashMap<String, ConsumerGroupInfo>>,
     /// producer group -> connection id -> channel
@@ -272,7 +294,8 @@ impl GroupService {
     /// # Errors
     /// The master's table does not parse.
     pub fn merge_from_master(&self, json: &[u8]) -> Result<usize, BrokerError> {
-        let master: GroupFile = petrel_protocol::body::from_json(json).map_err(BrokerError::corrupt("the master's subscription groups"))?;
+        let master: GroupFile =
+            petrel_protocol::model::from_json(json).map_err(BrokerError::corrupt("the master's subscription groups"))?;
         let mut known = self.known.write();
         let mut changed = 0;
         for (group, config) in master.subscription_group_table {
@@ -552,11 +575,13 @@ impl GroupService {
         ids
     }
 
+    /// The group's live subscription to `topic`, if one of its consumers subscribes to it.
     #[must_use]
     pub fn subscription(&self, group: &str, topic: &str) -> Option<SubscriptionData> {
         self.consumers.read().get(group).and_then(|i| i.subscriptions.get(topic).cloned())
     }
 
+    /// Whether the group has live consumers subscribing to anything.
     #[must_use]
     pub fn has_subscriptions(&self, group: &str) -> bool {
         self.consumers.read().get(group).is_some_and(|i| !i.subscriptions.is_empty())

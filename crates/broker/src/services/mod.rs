@@ -41,6 +41,7 @@ pub fn any_topic() -> TopicCheck {
 pub trait ClientHandle: Send + Sync {
     /// Unique per connection within this process.
     fn id(&self) -> u64;
+    /// The client's address.
     fn peer(&self) -> SocketAddr;
     /// Tells the client its consumer group's membership changed; false if it could not be told
     /// now (the client also rebalances every 20 s on its own).
@@ -60,21 +61,35 @@ pub const REPLY_PUSH_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 /// it was born and stored, and its body. Plain fields: each front end spells them its own way.
 #[derive(Debug, Clone)]
 pub struct ReplyPush {
+    /// The replying producer's group.
     pub producer_group: String,
+    /// The reply topic the send named.
     pub topic: String,
+    /// The send's template topic for auto-creation.
     pub default_topic: String,
+    /// Queues the send asked an auto-created topic to get.
     pub default_topic_queue_nums: i32,
+    /// The queue the send named.
     pub queue_id: i32,
+    /// The send's message system flags.
     pub sys_flag: i32,
+    /// When the replier created the reply.
     pub born_timestamp_ms: i64,
+    /// The application's flag of the reply.
     pub flag: i32,
     /// The reply's properties, with the push time added just before it is pushed.
     pub properties: Option<String>,
+    /// The send's reconsume count, if it carried one.
     pub reconsume_times: Option<i32>,
+    /// The send's unit mode flag, if it carried one.
     pub unit_mode: Option<bool>,
+    /// The replier's address.
     pub born_host: SocketAddr,
+    /// This broker's address.
     pub store_host: SocketAddr,
+    /// When this broker took the reply.
     pub store_timestamp_ms: i64,
+    /// The reply's body.
     pub body: bytes::Bytes,
 }
 
@@ -83,7 +98,12 @@ pub struct ReplyPush {
 pub enum PushError {
     /// The client answered, with a failure.
     #[error("code {code}: {remark}")]
-    Refused { code: i32, remark: String },
+    Refused {
+        /// The response code the client answered with.
+        code: i32,
+        /// The client's remark on it.
+        remark: String,
+    },
     /// The client did not answer in time, or its connection failed.
     #[error("{0}")]
     Unreached(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -92,11 +112,13 @@ pub enum PushError {
 /// CHECK_TRANSACTION_STATE as the services ask it.
 #[derive(Debug, Clone)]
 pub struct TransactionCheck {
-    /// The half message's queue offset and commit-log offset (of the copy being checked).
+    /// The half message's queue offset in the half topic (of the copy being checked).
     pub tran_state_table_offset: i64,
+    /// The half message's commit-log offset (of the copy being checked).
     pub commit_log_offset: i64,
     /// The client's message id (`UNIQ_KEY`), also the transaction id.
     pub msg_id: Option<String>,
+    /// The checked copy's offset message id: this broker's address and its commit-log offset.
     pub offset_msg_id: String,
     /// The message as the producer sent it: its real topic and queue, encoded as stored.
     pub record: Vec<u8>,
@@ -104,6 +126,7 @@ pub struct TransactionCheck {
 
 /// Tells the name servers what this broker serves, and resolves once they know.
 pub trait RouteAnnouncer: Send + Sync {
+    /// Asks for a registration with the name servers now; the future resolves once it has run.
     fn announce(&self) -> Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
 }
 

@@ -153,6 +153,8 @@ impl OffsetTable {
     }
 }
 
+/// Committed offsets, where each group last pulled to, pending admin resets, and the queue offset
+/// lookups consumers start from.
 pub struct OffsetService {
     table: Arc<OffsetTable>,
     pulled: RwLock<HashMap<String, BTreeMap<i32, i64>>>,
@@ -166,6 +168,7 @@ pub struct OffsetService {
 }
 
 impl OffsetService {
+    /// A service over the loaded committed offsets, with nothing pulled or reset yet.
     #[must_use]
     pub fn new(table: Arc<OffsetTable>, groups: Arc<GroupService>, store: Arc<MessageStore>, pool: Arc<StorePool>) -> OffsetService {
         OffsetService {
@@ -178,6 +181,7 @@ impl OffsetService {
         }
     }
 
+    /// The committed offsets table, shared with its background writer and a slave's sync.
     #[must_use]
     pub fn table(&self) -> &Arc<OffsetTable> {
         &self.table
@@ -239,6 +243,7 @@ impl OffsetService {
         self.table.dirty.store(true, Ordering::Release);
     }
 
+    /// The offset `group` committed for the queue, if any.
     #[must_use]
     pub fn query(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         self.table
@@ -262,6 +267,7 @@ impl OffsetService {
             .insert(queue_id, next_offset);
     }
 
+    /// Where `group`'s last pull of the queue ended, if one was recorded since the start.
     #[must_use]
     pub fn pulled(&self, group: &str, topic: &str, queue_id: i32) -> Option<i64> {
         self.pulled.read().get(&key(topic, group)).and_then(|q| q.get(&queue_id).copied())
@@ -289,6 +295,7 @@ impl OffsetService {
         self.table.dirty.store(true, Ordering::Release);
     }
 
+    /// Drops every group's offsets, pulls and pending resets of `topic` (the topic was deleted).
     pub fn remove_topic(&self, topic: &str) {
         let prefix = format!("{topic}@");
         self.table.committed.write().offset_table.retain(|k, _| !k.starts_with(&prefix));

@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
-use petrel_protocol::body::{MessageQueue, MessageRequestMode, SetMessageRequestModeRequestBody};
 use petrel_protocol::message::{RecordView, set_reconsume_times};
+use petrel_protocol::model::{MessageQueue, MessageRequestMode, SetMessageRequestModeRequestBody};
 use petrel_store::{GetStatus, MessageFilter, MessageStore};
 use serde::{Deserialize, Serialize};
 
@@ -80,23 +80,34 @@ type QueueKey = (String, String, i32);
 
 /// A pop, as the front end hands it over.
 pub struct PopRequest {
+    /// The consumer group popping.
     pub group: String,
+    /// The topic popped from.
     pub topic: String,
     /// -1: any queue.
     pub queue_id: i32,
+    /// Messages the client wants at most; clamped to 1..=[`MAX_POP_BATCH`].
     pub max_msgs: usize,
+    /// How long the popped messages stay invisible to the group's other pops; must be 1 to
+    /// [`MAX_INVISIBLE_TIME_MS`].
     pub invisible_time_ms: i64,
+    /// How long to hold the pop when there is nothing yet, at most [`MAX_POP_POLL`]; `None`:
+    /// not at all.
     pub poll: Option<Duration>,
     /// A new group starts at the queue's end (`initMode` 1) rather than its first message.
     pub init_at_end: bool,
+    /// What the pop keeps (the subscription's tags or SQL92 selector); `None` for everything.
     pub filter: Option<Arc<dyn MessageFilter>>,
 }
 
 /// What a pop found: stored records (revived ones with their reconsume count raised).
 #[derive(Debug, Default)]
 pub struct Popped {
+    /// When the pop happened; an ack or a change of invisible time must name it.
     pub pop_time_ms: i64,
+    /// The popped records, one after another as stored.
     pub body: Vec<u8>,
+    /// How many records `body` holds.
     pub count: usize,
     /// Messages still waiting in the queues looked at.
     pub rest: i64,
@@ -109,6 +120,8 @@ struct ModeFile {
     message_request_mode_map: BTreeMap<String, SetMessageRequestModeRequestBody>,
 }
 
+/// POP consumption: hands out messages per group and queue and takes their acks; keeps the
+/// request modes and answers broker-side balancing.
 pub struct PopService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
@@ -141,7 +154,7 @@ impl PopService {
     ) -> std::io::Result<PopService> {
         let path = root.join("config").join("messageRequestMode.json");
         let file: ModeFile = match read_if_exists(&path)? {
-            Some(bytes) => petrel_protocol::body::from_json(&bytes)
+            Some(bytes) => petrel_protocol::model::from_json(&bytes)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
             None => ModeFile::default(),
         };
@@ -210,7 +223,7 @@ impl PopService {
     /// The master's table does not parse.
     pub fn replace_modes_from_master(&self, json: &[u8]) -> Result<(), BrokerError> {
         let master: ModeFile =
-            petrel_protocol::body::from_json(json).map_err(BrokerError::corrupt("the master's message request modes"))?;
+            petrel_protocol::model::from_json(json).map_err(BrokerError::corrupt("the master's message request modes"))?;
         let table: BTreeMap<String, SetMessageRequestModeRequestBody> =
             master.message_request_mode_map.into_iter().take(MAX_REQUEST_MODES).collect();
         let mut modes = self.modes.write();

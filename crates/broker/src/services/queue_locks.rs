@@ -27,13 +27,17 @@ struct Holder {
 /// A topic queue on a broker, as the services name one (the front end maps its wire form).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QueueRef {
+    /// The queue's topic.
     pub topic: String,
+    /// The broker the queue is on, as the client named it.
     pub broker_name: String,
+    /// The queue's id within the topic on that broker.
     pub queue_id: i32,
 }
 
 type Key = (String, QueueRef);
 
+/// The orderly-consumption locks: per consumer group and queue, the client that holds it.
 pub struct QueueLockService {
     max_live: Duration,
     max_locks: usize,
@@ -43,6 +47,8 @@ pub struct QueueLockService {
 }
 
 impl QueueLockService {
+    /// An empty lock table: locks expire when not renewed within `max_live`, and at most
+    /// `max_locks` are held. Panics when `max_locks` is 0.
     #[must_use]
     pub fn new(max_live: Duration, max_locks: usize) -> QueueLockService {
         assert!(max_locks > 0, "a lock table must hold at least one lock");

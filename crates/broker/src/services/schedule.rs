@@ -36,6 +36,7 @@ pub const MAX_DELAY_MS: u64 = 30 * 24 * 3600 * 1000;
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DelayOffsetTable {
+    /// level -> the schedule queue's next offset to deliver
     #[serde(default)]
     pub offset_table: BTreeMap<i32, i64>,
 }
@@ -80,6 +81,7 @@ pub fn parse_delay_levels(spec: &str) -> Result<Vec<u64>, BrokerError> {
     Ok(delays_ms)
 }
 
+/// The delay levels and, per level, how far its schedule queue has been delivered.
 pub struct ScheduleService {
     delays_ms: Vec<u64>,
     /// Per level (index `level - 1`), the next schedule-queue offset to deliver.
@@ -110,6 +112,7 @@ impl ScheduleService {
         Ok(service)
     }
 
+    /// How many delay levels `messageDelayLevel` lists.
     #[must_use]
     pub fn levels(&self) -> i32 {
         i32::try_from(self.delays_ms.len()).expect("at most MAX_DELAY_LEVELS")
@@ -177,6 +180,7 @@ impl ScheduleService {
             .collect()
     }
 
+    /// The per-level offsets, 1-based, as GET_ALL_DELAY_OFFSET and the file hold them.
     #[must_use]
     pub fn table(&self) -> DelayOffsetTable {
         let offsets = self.offsets.lock();
@@ -185,6 +189,7 @@ impl ScheduleService {
         }
     }
 
+    /// The per-level offsets as `config/delayOffset.json` holds them (GET_ALL_DELAY_OFFSET's body).
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(&self.table()).expect("the delay offsets serialize to JSON")

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use petrel_namesrv::NameServer;
 use petrel_protocol::LanguageCode;
-use petrel_protocol::body::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, SubscriptionData};
+use petrel_protocol::model::{ConsumeFromWhere, ConsumeType, ConsumerData, MessageModel, SubscriptionData};
 use petrel_store::MessageStoreConfig;
 use tokio::task::JoinSet;
 
@@ -49,7 +49,7 @@ impl ClientHandle for FakeClient {
         self.id
     }
     fn peer(&self) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], 40_000 + (self.id as u16)))
+        SocketAddr::from(([127, 0, 0, 1], 40_000 + u16::try_from(self.id).expect("fake client ids are small")))
     }
     fn notify_consumer_ids_changed(&self, _group: &str) -> bool {
         self.notified.fetch_add(1, Ordering::SeqCst);

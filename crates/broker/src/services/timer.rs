@@ -42,6 +42,7 @@ pub const MAX_DONE_RANGES: usize = 1024;
 /// A message due within this is never rolled: it is delivered soon anyway.
 pub const NO_ROLL_WITHIN_MS: i64 = 60_000;
 
+/// The timer settings of the broker configuration.
 #[derive(Debug, Clone, Copy)]
 pub struct TimerSettings {
     /// `timerWheelEnable`: false refuses timer messages.
@@ -56,10 +57,12 @@ pub struct TimerSettings {
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TimerCheckpoint {
+    /// One entry per timer queue, in queue id order (arrivals, then rolled).
     #[serde(default)]
     pub queues: Vec<QueueCheckpoint>,
 }
 
+/// How far one timer queue has been delivered.
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct QueueCheckpoint {
@@ -149,6 +152,8 @@ struct State {
     due: BTreeSet<(i64, i32, i64)>,
 }
 
+/// Timer messages: which sends wait in the timer topic, the index of those waiting by due time,
+/// and the checkpoint of what was delivered.
 pub struct TimerService {
     settings: TimerSettings,
     state: Mutex<State>,
@@ -159,8 +164,13 @@ pub struct TimerService {
 /// Where a send goes: nowhere special, or the timer topic, due at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TimerRoute {
+    /// Not held by the timer: no timer property, already due, or a delay level takes precedence.
     Now,
-    At { due_ms: i64 },
+    /// Held in the timer topic until `due_ms`.
+    At {
+        /// When the message is due, in milliseconds since the Unix epoch.
+        due_ms: i64,
+    },
 }
 
 impl TimerService {
@@ -348,6 +358,7 @@ impl TimerService {
             .sum()
     }
 
+    /// What was delivered of each queue, as the checkpoint file holds it.
     #[must_use]
     pub fn checkpoint(&self) -> TimerCheckpoint {
         let state = self.state.lock();
@@ -370,6 +381,7 @@ impl TimerService {
         self.dirty.store(true, Ordering::Release);
     }
 
+    /// The checkpoint as `config/timerCheckpoint.json` holds it (GET_TIMER_CHECK_POINT's body).
     #[must_use]
     pub fn to_json(&self) -> Vec<u8> {
         serde_json::to_vec(&self.checkpoint()).expect("the timer checkpoint serializes to JSON")

@@ -11,14 +11,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use parking_lot::RwLock;
-use petrel_protocol::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, perm};
+use petrel_protocol::model::{DataVersion, TopicConfig, TopicConfigSerializeWrapper, perm};
 
 use super::{BrokerError, RouteAnnouncer, valid_name_byte};
 use crate::persist::{Coalesced, Job, blocking, read_if_exists, write_atomically};
 
 /// The template topic producers name when a topic is new.
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
+/// Prefix of a consumer group's retry topic, `%RETRY%<group>`.
 pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+/// Prefix of a consumer group's dead-letter topic, `%DLQ%<group>`.
 pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
 /// Topic names are at most this long (`TopicValidator.TOPIC_MAX_LENGTH`)...
 pub const TOPIC_MAX_LENGTH: usize = 127;
@@ -79,13 +81,20 @@ pub fn is_system_topic(topic: &str, cluster: &str, broker: &str) -> bool {
 
 /// How `TopicService` was set up.
 pub struct TopicSettings {
+    /// `brokerClusterName`: also a system topic of that name.
     pub cluster: String,
+    /// `brokerName`: also a system topic of that name.
     pub broker: String,
+    /// `defaultTopicQueueNums`: the queues of the template topic `TBW102`.
     pub default_queue_nums: i32,
+    /// `autoCreateTopicEnable`: a send to an unknown topic creates it from its template.
     pub auto_create: bool,
+    /// `maxTopics`: the most topics the table may hold.
     pub max_topics: usize,
 }
 
+/// The topic table (`config/topics.json`): each topic's queues and permissions, created and
+/// changed by sends, heartbeats, admin commands and a slave's sync.
 pub struct TopicService {
     path: PathBuf,
     table: RwLock<TopicConfigSerializeWrapper>,
@@ -102,7 +111,7 @@ impl TopicService {
     pub fn open(root: &std::path::Path, settings: TopicSettings) -> std::io::Result<TopicService> {
         let path = root.join("config").join("topics.json");
         let mut table: TopicConfigSerializeWrapper = match read_if_exists(&path)? {
-            Some(bytes) => petrel_protocol::body::from_json(&bytes)
+            Some(bytes) => petrel_protocol::model::from_json(&bytes)
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{}: {e}", path.display())))?,
             None => TopicConfigSerializeWrapper::default(),
         };
@@ -159,34 +168,40 @@ impl TopicService {
     /// The file cannot be written.
     pub fn write_file(&self) -> std::io::Result<()> {
         let snapshot = self.table.read().clone();
-        write_atomically(&self.path, petrel_protocol::body::to_json(&snapshot).as_bytes())
+        write_atomically(&self.path, petrel_protocol::model::to_json(&snapshot).as_bytes())
     }
 
+    /// A topic's config, if it exists.
     #[must_use]
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
         self.table.read().topic_config_table.get(topic).cloned()
     }
 
+    /// The name of every topic in the table.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
         self.table.read().topic_config_table.keys().cloned().collect()
     }
 
+    /// How many topics the table holds.
     #[must_use]
     pub fn count(&self) -> usize {
         self.table.read().topic_config_table.len()
     }
 
+    /// A copy of the whole table with its data version (registration, GET_ALL_TOPIC_CONFIG).
     #[must_use]
     pub fn snapshot(&self) -> TopicConfigSerializeWrapper {
         self.table.read().clone()
     }
 
+    /// The table's data version, bumped at each change so that name servers and slaves see it.
     #[must_use]
     pub fn data_version(&self) -> DataVersion {
         self.table.read().data_version
     }
 
+    /// Whether `topic` is one the broker owns, given this broker's cluster and broker names.
     #[must_use]
     pub fn is_system_topic(&self, topic: &str) -> bool {
         is_system_topic(topic, &self.settings.cluster, &self.settings.broker)

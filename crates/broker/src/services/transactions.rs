@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::persist::{read_if_exists, write_atomically};
 
+/// Where half messages wait, unread by consumers, until their transaction is decided.
 pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// Where the op records go, one per decided half message (commit or rollback).
 pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
 /// Where a half message goes after `transactionCheckMax` checks without an answer.
 pub const CHECK_MAX_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
@@ -34,6 +36,7 @@ pub const OP_TAG: &str = "d";
 /// Decisions remembered at once; past it the oldest are forgotten first.
 pub const MAX_DECIDED: usize = 1_000_000;
 
+/// The transaction settings of the broker configuration, for the check chore.
 #[derive(Debug, Clone)]
 pub struct TransactionSettings {
     /// `transactionTimeOut`: a half message is checked once it is this old.
@@ -54,6 +57,7 @@ pub struct CheckPositions {
     pub op_offset: i64,
 }
 
+/// The decided roots of half messages and the check chore's read positions.
 pub struct TransactionService {
     settings: TransactionSettings,
     /// root → store time (ms) of its op record.
@@ -79,6 +83,7 @@ impl TransactionService {
         })
     }
 
+    /// The settings the service was opened with.
     #[must_use]
     pub fn settings(&self) -> &TransactionSettings {
         &self.settings
@@ -129,6 +134,7 @@ impl TransactionService {
         self.decided.lock().remove(&root);
     }
 
+    /// Whether `root` was decided and the decision is still remembered.
     #[must_use]
     pub fn is_decided(&self, root: i64) -> bool {
         self.decided.lock().contains_key(&root)
@@ -139,11 +145,13 @@ impl TransactionService {
         self.decided.lock().retain(|_, at| *at >= before_ms);
     }
 
+    /// How many decisions are remembered now.
     #[must_use]
     pub fn decided_count(&self) -> usize {
         self.decided.lock().len()
     }
 
+    /// The check chore's read positions: those last set, or those loaded at start.
     #[must_use]
     pub fn positions(&self) -> CheckPositions {
         *self.positions.lock()

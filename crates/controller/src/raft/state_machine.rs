@@ -23,8 +23,11 @@ const SNAPSHOT_FILE: &str = "raft-snapshot";
 /// The applied state, shared with the node that answers queries from it.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]
 pub struct Applied {
+    /// The id of the last log entry applied to `state`; `None` before the first.
     pub last_applied: Option<LogId<u64>>,
+    /// The group's membership as of the last membership entry applied.
     pub membership: StoredMembership<u64, openraft::BasicNode>,
+    /// The controller state the applied entries produced.
     pub state: ControllerState,
 }
 

@@ -24,21 +24,31 @@ const FORGET_AFTER_TIMEOUTS: u32 = 10;
 /// The last heartbeat of one broker.
 #[derive(Debug, Clone)]
 pub struct Heartbeat {
+    /// The cluster the broker says it belongs to.
     pub cluster: String,
+    /// The broker's address (`host:port`).
     pub broker_addr: String,
+    /// The last epoch in the broker's epoch file; 0 when it sent none.
     pub epoch: u32,
+    /// The broker's max commit-log offset; election prefers the highest.
     pub max_offset: u64,
+    /// The broker's confirm offset: how far its commit log is known to be replicated.
     pub confirm_offset: u64,
+    /// `brokerElectionPriority`: lower wins among equals.
     pub election_priority: i32,
+    /// When this controller received the heartbeat.
     pub last_seen: Instant,
+    /// How long after `last_seen` the broker still counts as alive (the broker's own timeout, or [`DEFAULT_TIMEOUT`]).
     pub timeout: Duration,
     /// The connection the heartbeat came on; when it closes, the broker counts as dead at once
     /// (a killed broker's socket closes long before its heartbeat timeout runs out).
     pub connection: u64,
+    /// Whether `connection` has closed since the heartbeat.
     pub connection_closed: bool,
 }
 
 impl Heartbeat {
+    /// Whether the broker counts as alive at `now`: its connection is open and its timeout has not run out.
     pub fn alive_at(&self, now: Instant) -> bool {
         !self.connection_closed && now.saturating_duration_since(self.last_seen) < self.timeout
     }

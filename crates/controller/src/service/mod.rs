@@ -86,6 +86,7 @@ pub struct Controller {
 }
 
 impl Controller {
+    /// A controller serving `node`'s state, configured by `config`, with no broker heard from yet.
     pub fn new(node: ControllerNode, config: ControllerConfig) -> Arc<Controller> {
         Arc::new(Controller {
             node,
@@ -119,6 +120,7 @@ impl Controller {
         }
     }
 
+    /// The Raft node this controller proposes to and reads from.
     pub fn node(&self) -> &ControllerNode {
         &self.node
     }
@@ -242,7 +244,7 @@ pub async fn scan_for_dead_masters(controller: Arc<Controller>) {
             // that arrived meanwhile are still unread, so silence proves nothing yet. Wait one
             // heartbeat timeout again, as a new leader does.
             tracing::warn!(
-                gap_ms = last_scan.elapsed().as_millis() as u64,
+                gap_ms = u64::try_from(last_scan.elapsed().as_millis()).unwrap_or(u64::MAX),
                 "the scan was held up; waiting a heartbeat timeout before judging brokers dead"
             );
             *controller.leading_since.lock() = None;

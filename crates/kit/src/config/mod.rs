@@ -22,7 +22,14 @@ pub use value::{ConfigValue, MetricsExporter, OutOfRange, REDACTED, Secret, at_l
 /// Where a key was given: a file and its line, or a command-line `--set`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
-    Line { path: PathBuf, line: usize },
+    /// A line of a configuration file.
+    Line {
+        /// The file.
+        path: PathBuf,
+        /// The line number, from 1.
+        line: usize,
+    },
+    /// A `--set KEY=VALUE` on the command line.
     CommandLine,
 }
 
@@ -41,24 +48,42 @@ pub enum ConfigError {
     /// A value its key cannot use (the value of a secret is never shown).
     #[error("{}{key}: {value:?} is not valid: {expected}", at.as_ref().map(|o| format!("{o}: ")).unwrap_or_default())]
     BadValue {
+        /// The key, as the file spells it.
         key: String,
+        /// The value given, or `******` for a secret.
         value: String,
+        /// What the key accepts, or why the value failed its check.
         expected: String,
+        /// Where the value was given; `None` until [`apply`] adds it.
         at: Option<Origin>,
     },
     /// A key neither Petrel nor RocketMQ reads in this file: a typo, most likely.
     #[error("{at}: unknown key {key:?} (not a {file} key of Petrel's or of RocketMQ's; see docs/configuration.md)")]
-    Unknown { key: String, file: &'static str, at: Origin },
+    Unknown {
+        /// The unknown key.
+        key: String,
+        /// The file's name (`broker.conf`), whose keys it is not among.
+        file: &'static str,
+        /// Where it was given.
+        at: Origin,
+    },
+    /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be read.
         #[source]
         source: std::io::Error,
     },
+    /// The file is not Java properties syntax.
     #[error("{path}{}: {source}", line.map(|l| format!(":{l}")).unwrap_or_default())]
     Syntax {
+        /// The file.
         path: PathBuf,
+        /// The line the parser stopped at, when it knows.
         line: Option<usize>,
+        /// What the parser found wrong.
         #[source]
         source: java_properties::PropertiesError,
     },
@@ -99,8 +124,11 @@ impl ConfigError {
 
 /// One key of a table, for the documentation and GET_BROKER_CONFIG-like answers.
 pub struct KeySpec<S: 'static> {
+    /// The key as the file spells it (RocketMQ's camelCase name).
     pub key: &'static str,
+    /// The documentation table the key is listed in.
     pub section: S,
+    /// What the key means, one Markdown line for the table.
     pub doc: &'static str,
     /// The default, as the file would spell it.
     pub default: fn() -> String,
@@ -123,8 +151,11 @@ pub trait Table {
 /// One `key=value` of a file, with its line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The key, unescaped.
     pub key: String,
+    /// The value, unescaped, with continuation lines joined.
     pub value: String,
+    /// The line the entry starts on, from 1.
     pub line: usize,
 }
 

@@ -14,7 +14,9 @@ pub trait ConfigValue: Sized {
     /// The value is a secret: rendered (in GET_BROKER_CONFIG's answer, errors and logs) as
     /// [`REDACTED`], never as itself.
     const SECRET: bool = false;
+    /// Reads a value from the text a file or `--set` gives for it; `None` if it is not valid.
     fn parse(raw: &str) -> Option<Self>;
+    /// Writes the value as the file would spell it (a secret as [`REDACTED`]).
     fn render(&self) -> String;
 }
 
@@ -93,6 +95,7 @@ pub const REDACTED: &str = "******";
 pub struct Secret(String);
 
 impl Secret {
+    /// Wraps `text` as a secret.
     #[must_use]
     pub fn new(text: impl Into<String>) -> Secret {
         Secret(text.into())
@@ -137,7 +140,9 @@ impl<T: ConfigValue> ConfigValue for Option<T> {
 /// RocketMQ's `metricsExporterType`; Petrel serves Prometheus only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricsExporter {
+    /// No metrics are exported (`DISABLE`).
     Disable,
+    /// Metrics are served for Prometheus to scrape (`PROM`).
     Prom,
 }
 
@@ -162,8 +167,10 @@ impl ConfigValue for MetricsExporter {
 /// A number outside the range its key allows.
 #[derive(Debug, thiserror::Error)]
 pub enum OutOfRange<T: std::fmt::Display + std::fmt::Debug> {
+    /// Outside `[lo, hi]`, the inclusive bounds it carries.
     #[error("must be between {0} and {1}")]
     Between(T, T),
+    /// Below the smallest value allowed, which it carries.
     #[error("must be at least {0}")]
     AtLeast(T),
 }

@@ -106,7 +106,8 @@ pub fn read_flows(data: &[u8]) -> HashMap<(u16, u16), Flow> {
             }
             flow.segment_times.push((flow.bytes.len(), t));
             flow.bytes.extend_from_slice(&payload[skip..]);
-            next_seq = Some(seq.wrapping_add(payload.len() as u32));
+            let payload_len = u32::try_from(payload.len()).expect("a captured TCP segment is far shorter than 4 GiB");
+            next_seq = Some(seq.wrapping_add(payload_len));
         }
         flows.insert((src_port, dst_port), flow);
     }

@@ -1,14 +1,14 @@
 //! Every request file of the broker, registered by one line each; the dispatcher, the list of
 //! served codes and the access map come from their declarations.
 
-mod admin;
-mod auth;
-mod client;
-mod message;
-mod offset;
-mod pop;
-mod replica;
-mod topic;
+pub(super) mod admin;
+pub(super) mod auth;
+pub(super) mod client;
+pub(super) mod message;
+pub(super) mod offset;
+pub(super) mod pop;
+pub(super) mod replica;
+pub(super) mod topic;
 
 use std::sync::LazyLock;
 

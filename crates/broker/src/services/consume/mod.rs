@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use petrel_filter::Sql92;
-use petrel_protocol::body::SubscriptionData;
+use petrel_protocol::model::SubscriptionData;
 use petrel_protocol::properties::property;
 use petrel_store::{GetResult, GetStatus, MessageFilter, MessageStore};
 
@@ -41,7 +41,9 @@ pub const MAX_COMPILED_SELECTORS: usize = 1024;
 
 /// What a pull keeps: tags by their hashes, or an SQL92 selector on the properties.
 pub enum PullFilter {
+    /// Keeps messages whose tag hash code is in the set.
     Tags(HashSet<i64>),
+    /// Keeps messages whose properties the compiled selector matches.
     Sql(Arc<Sql92>),
 }
 
@@ -73,18 +75,26 @@ fn is_tag_type(expression_type: &str) -> bool {
 /// A subscription a pull carries itself.
 #[derive(Debug, Clone)]
 pub struct PullSubscription {
+    /// `TAG` (or empty, which means TAG) or `SQL92`.
     pub expression_type: String,
+    /// The tag expression (`a || b`, `*`) or the SQL92 selector.
     pub expression: String,
+    /// The subscription's version, as the client stamped it.
     pub sub_version: i64,
 }
 
 /// A pull, as any front end hands it over.
 #[derive(Debug, Clone, Default)]
 pub struct PullRequest {
+    /// The consumer group pulling.
     pub group: String,
+    /// The topic pulled from.
     pub topic: String,
+    /// The queue pulled from; must be below the topic's read queue count.
     pub queue_id: i32,
+    /// The queue offset to read from.
     pub queue_offset: i64,
+    /// Messages the client wants at most; clamped to 1..=[`MAX_MSGS_PER_PULL`].
     pub max_msgs: i32,
     /// An offset to commit first (the COMMIT_OFFSET flag).
     pub commit_offset: Option<i64>,
@@ -110,12 +120,15 @@ pub fn nothing_yet(status: GetStatus, requested_offset: i64) -> bool {
 
 /// How long empty pulls are held.
 pub struct ConsumeSettings {
+    /// `longPollingEnable`: hold an empty pull for as long as it asks (up to [`MAX_SUSPEND`]).
     pub long_polling_enable: bool,
+    /// `shortPollingTimeMills`: the hold when long polling is off, whatever the pull asks.
     pub short_polling_time: Duration,
     /// `enablePropertyFilter`: SQL92 subscriptions are served.
     pub enable_property_filter: bool,
 }
 
+/// Answers pulls; keeps the compiled SQL92 selectors for reuse.
 pub struct ConsumeService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
@@ -129,6 +142,7 @@ pub struct ConsumeService {
 }
 
 impl ConsumeService {
+    /// A service over the broker's shared parts, with no selector compiled yet.
     #[expect(clippy::too_many_arguments, reason = "the service's collaborators, wired once")]
     #[must_use]
     pub fn new(

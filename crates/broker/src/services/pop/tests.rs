@@ -1,7 +1,7 @@
 use std::time::Duration;
 
-use petrel_protocol::body::{MessageQueue, MessageRequestMode, SetMessageRequestModeRequestBody};
 use petrel_protocol::decode_messages;
+use petrel_protocol::model::{MessageQueue, MessageRequestMode, SetMessageRequestModeRequestBody};
 
 use super::*;
 use crate::services::testing::{TestBroker, heartbeat_consumer};

@@ -19,6 +19,7 @@ pub struct SendBackRequest {
     /// Whether the caller may read the topic of the record found at `offset`: an offset is any
     /// record's, and its copy in the group's retry topic would be the caller's to read.
     pub may_read: crate::services::TopicCheck,
+    /// The consumer group sending the message back, whose retry topic or DLQ takes it.
     pub group: String,
     /// 0: the broker picks (3 + times already retried); negative: straight to the DLQ.
     pub delay_level: i32,
@@ -29,6 +30,7 @@ pub struct SendBackRequest {
 /// What became of a due delayed message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Delivered {
+    /// Stored in its real topic and queue.
     Stored,
     /// Not deliverable (no real topic or queue recorded); passed over, and why.
     Skipped(String),

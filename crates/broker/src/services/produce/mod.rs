@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use petrel_protocol::batch::decode_batch;
-use petrel_protocol::body::perm;
 use petrel_protocol::message::{MessageExt, sys_flag};
+use petrel_protocol::model::perm;
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
 use petrel_protocol::properties::{Properties, decode_properties, keys};
 use petrel_replication::{AckGate, AckMode, Refusal, ReplicaWait};
@@ -39,23 +39,33 @@ pub const DEFAULT_MAX_RECONSUME_TIMES: i32 = 16;
 /// A send, as any front end hands it over.
 #[derive(Debug, Clone, Default)]
 pub struct SendRequest {
+    /// The sending producer's group.
     pub producer_group: String,
+    /// The topic to store in; `%RETRY%<group>` for a consumer's retry.
     pub topic: String,
     /// The template topic for auto-creation (`TBW102` when empty).
     pub default_topic: String,
+    /// Queues an auto-created topic gets (capped by the template topic's).
     pub default_topic_queue_nums: i32,
     /// Negative: the broker picks a queue.
     pub queue_id: i32,
+    /// RocketMQ's message system flags (compression, transaction phase, ...), stored as sent.
     pub sys_flag: i32,
+    /// When the producer created the message, in milliseconds since the Unix epoch.
     pub born_timestamp: i64,
+    /// The application's flag, stored as sent.
     pub flag: i32,
     /// Encoded properties (`k\u{1}v\u{2}`).
     pub properties: Option<String>,
+    /// Times the message was consumed before (a retry's count).
     pub reconsume_times: i32,
+    /// Retries before a retry-topic send goes to the DLQ; `None`: [`DEFAULT_MAX_RECONSUME_TIMES`].
     pub max_reconsume_times: Option<i32>,
     /// `body` is a batch of messages, not one body.
     pub batch: bool,
+    /// The message body, or the encoded batch.
     pub body: Bytes,
+    /// The producer's address; `None`: this broker's own (`store_host`).
     pub born_host: Option<SocketAddr>,
 }
 
@@ -73,12 +83,16 @@ pub enum Durability {
     SlaveNotAvailable,
 }
 
+/// A stored send: where it went and how durable it is.
 #[derive(Debug, Clone)]
 pub struct SendOutcome {
+    /// How durable the record was when the send was answered.
     pub durability: Durability,
     /// Offset message ids, comma-separated for a batch.
     pub msg_id: String,
+    /// The queue the answer names: the requested one, also for a delayed message.
     pub queue_id: i32,
+    /// Queue offset of the (first) stored record.
     pub queue_offset: i64,
     /// The client's unique key (`UNIQ_KEY`), echoed as RocketMQ does.
     pub transaction_id: Option<String>,
@@ -108,18 +122,26 @@ struct Prepared {
 
 /// What the service needs to know of the broker it runs in.
 pub struct ProduceSettings {
+    /// This broker's address, stored in each record and in its offset message id.
     pub store_host: SocketAddr,
+    /// `brokerClusterName`, stored in the `CLUSTER` property of each message not sent in a batch.
     pub cluster: String,
+    /// `brokerName`, named in refusals.
     pub broker_name: String,
+    /// `regionId`, stored in the `MSG_REGION` property of each message not sent in a batch.
     pub region_id: String,
+    /// `traceOn`, stored in the `TRACE_ON` property of each message not sent in a batch.
     pub trace_on: bool,
+    /// `maxMessageSize`: the largest body a message may have.
     pub max_message_size_bytes: usize,
+    /// `syncFlushTimeout`: how long a send waits for its record to be written (durable under
+    /// SYNC_FLUSH).
     pub sync_flush_timeout: Duration,
-    /// A slave refuses sends.
     /// Whether this broker takes writes now (a slave refuses them).
     pub role: Arc<crate::role::Role>,
     /// A SYNC_MASTER's gate: which replicas a send waits for.
     pub replicas: Option<Arc<AckGate>>,
+    /// `slaveTimeout`: how long a send waits for the replicas it needs.
     pub slave_timeout: Duration,
     /// `rejectTransactionMessage`: refuse half messages.
     pub reject_transaction_message: bool,
@@ -127,11 +149,15 @@ pub struct ProduceSettings {
 
 /// The services that decide where a message waits before its queue.
 pub struct Routing {
+    /// Holds messages with a delay level in the schedule topic.
     pub schedule: Arc<ScheduleService>,
+    /// Holds messages with a delivery time in the timer topic.
     pub timer: Arc<TimerService>,
+    /// Holds half messages until their transaction ends.
     pub transactions: Arc<TransactionService>,
 }
 
+/// Turns sends into commit-log records and answers them once stored as durably as configured.
 pub struct ProduceService {
     store: Arc<MessageStore>,
     topics: Arc<TopicService>,
@@ -146,6 +172,8 @@ pub struct ProduceService {
 }
 
 impl ProduceService {
+    /// A service over the broker's shared parts; message ids are seeded from this broker's
+    /// address, the process id and the clock.
     #[must_use]
     pub fn new(
         store: Arc<MessageStore>,
@@ -189,7 +217,7 @@ impl ProduceService {
         let started = Instant::now();
         let result = self.send_inner(req).await;
         match &result {
-            Ok(_) => self.stats.send_ns.record(started.elapsed().as_nanos() as u64),
+            Ok(_) => self.stats.send_ns.record(elapsed_ns(started)),
             Err(e) => {
                 self.stats.put_failures.fetch_add(1, Ordering::Relaxed);
                 if matches!(e, BrokerError::Busy(_)) {
@@ -273,7 +301,7 @@ impl ProduceService {
         let started = Instant::now();
         let waited = tokio::time::timeout(self.settings.sync_flush_timeout, slot.wait(end)).await;
         if self.sync_flush() {
-            self.stats.flush_wait_ns.record(started.elapsed().as_nanos() as u64);
+            self.stats.flush_wait_ns.record(elapsed_ns(started));
         }
         match waited {
             Ok(Ok(())) => Ok(Durability::Stored),
@@ -327,7 +355,7 @@ impl ProduceService {
         };
         let started = Instant::now();
         let waited = tokio::time::timeout(self.settings.slave_timeout, slot.wait(end)).await;
-        self.stats.replica_wait_ns.record(started.elapsed().as_nanos() as u64);
+        self.stats.replica_wait_ns.record(elapsed_ns(started));
         match waited {
             Ok(Ok(())) => Some(Durability::Stored),
             Ok(Err(_)) | Err(_) => {
@@ -550,6 +578,12 @@ fn wait_in(m: &mut MessageExt, topic: &str, queue_id: i32) {
     m.properties.insert(keys::REAL_QUEUE_ID.to_owned(), m.queue_id.to_string());
     topic.clone_into(&mut m.topic);
     m.queue_id = queue_id;
+}
+
+/// Nanoseconds since `started`, for the latency histograms; saturates rather than wraps (u64
+/// nanoseconds last 584 years).
+fn elapsed_ns(started: Instant) -> u64 {
+    u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 mod later;

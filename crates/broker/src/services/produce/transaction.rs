@@ -13,6 +13,7 @@ use crate::services::transactions::{CHECK_MAX_TOPIC, HALF_TOPIC, OP_TAG, OP_TOPI
 /// END_TRANSACTION, as any front end hands it over.
 #[derive(Clone)]
 pub struct EndTransaction {
+    /// The producer group answering; must be the half message's own.
     pub producer_group: String,
     /// Whether the caller may publish to the half message's real topic (the request names the
     /// half message by offset, whatever topic it claims).
@@ -28,7 +29,9 @@ pub struct EndTransaction {
 /// What END_TRANSACTION did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
+    /// The half message was stored again in its real queue, and the op record written.
     Committed,
+    /// The op record was written; the half message is never delivered.
     RolledBack,
     /// Another answer for the same half message came first; nothing stored.
     AlreadyDecided,

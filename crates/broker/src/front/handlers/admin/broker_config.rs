@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -13,8 +15,8 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let (properties, version) = broker.admin.broker_config();
+pub(crate) fn handle<C: Admin>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    let (properties, version) = ctx.admin().broker_config();
     let mut r = answer(&request, resp::SUCCESS).with_body(properties);
     r.put_ext("version", body::to_json(&version));
     Reply::Now(r)
@@ -27,6 +29,6 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::GET_BROKER_CONFIG,
         rule: Rule::Cluster(GET),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
 ];

@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -13,10 +15,14 @@ use petrel_protocol::header::GetConsumeStatsRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetConsumeStatsRequestHeader, request);
+pub(crate) fn handle<C: Admin + Config>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetConsumeStatsRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     let topics: Vec<String> = if let Some(list) = h.topic_list.as_deref().filter(|l| !l.is_empty()) {
         list.split(';').filter(|t| !t.is_empty()).map(str::to_owned).collect()
     } else if let Some(t) = h.topic.as_deref().filter(|t| !t.trim().is_empty()) {
@@ -24,13 +30,13 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
     } else {
         Vec::new()
     };
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let rows = broker.admin.consume_stats(&h.consumer_group, topics).await?;
+        let rows = ctx.admin().consume_stats(&h.consumer_group, topics).await?;
         let mut stats = ConsumeStats::default();
         for r in rows {
             let mq = MessageQueue {
-                broker_name: broker.config.broker_name.clone(),
+                broker_name: ctx.config().broker_name.clone(),
                 queue_id: r.queue_id,
                 topic: r.topic,
             };
@@ -51,5 +57,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::GET_CONSUME_STATS,
     rule: Rule::Fields(GET, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -5,7 +5,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -17,11 +19,11 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 use crate::services::groups::GroupConfig;
 
-fn on_master(broker: &Broker, what: &str) -> Result<(), BrokerError> {
-    if broker.role.is_master() {
+fn on_master<C: Roles>(ctx: &C, what: &str) -> Result<(), BrokerError> {
+    if ctx.role().is_master() {
         Ok(())
     } else {
         Err(BrokerError::Internal(format!(
@@ -30,7 +32,7 @@ fn on_master(broker: &Broker, what: &str) -> Result<(), BrokerError> {
     }
 }
 
-pub(crate) fn update(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn update<C: Groups + Roles>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let config: GroupConfig = match body::from_json(&request.body) {
         Ok(c) => c,
         Err(e) => {
@@ -38,29 +40,37 @@ pub(crate) fn update(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
             return Reply::Now(from_error(&request, &e));
         }
     };
-    let done = on_master(broker, "update a subscription group").and_then(|()| broker.groups.upsert_config(config));
+    let done = on_master(ctx, "update a subscription group").and_then(|()| ctx.groups().upsert_config(config));
     match done {
         Ok(_) => Reply::Now(answer(&request, resp::SUCCESS)),
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
 }
 
-pub(crate) fn delete(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(DeleteSubscriptionGroupRequestHeader, request);
-    if let Err(e) = on_master(broker, "delete a subscription group") {
+pub(crate) fn delete<C: Groups + Offsets + Roles>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: DeleteSubscriptionGroupRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    if let Err(e) = on_master(ctx, "delete a subscription group") {
         return Reply::Now(from_error(&request, &e));
     }
     // As RocketMQ: deleting a group that does not exist succeeds.
-    broker.groups.delete(&h.group_name);
+    ctx.groups().delete(&h.group_name);
     if h.clean_offset == Some(true) {
-        broker.offsets.remove_group(&h.group_name);
+        ctx.offsets().remove_group(&h.group_name);
     }
     Reply::Now(answer(&request, resp::SUCCESS))
 }
 
-pub(crate) fn one(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetSubscriptionGroupConfigRequestHeader, request);
-    match broker.groups.find_config(&h.group) {
+pub(crate) fn one<C: Groups>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetSubscriptionGroupConfigRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    match ctx.groups().find_config(&h.group) {
         Some(config) => Reply::Now(answer(&request, resp::SUCCESS).with_body(body::to_json(&config))),
         None => Reply::Now(answer(&request, resp::SUBSCRIPTION_GROUP_NOT_EXIST).with_remark("No group in this broker")),
     }
@@ -73,16 +83,16 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
         rule: Rule::Custom(group_config),
-        handle: update,
+        handle: &Typed::new(update::<Broker>),
     },
     Unit {
         code: rc::DELETE_SUBSCRIPTIONGROUP,
         rule: Rule::Fields(DELETE, &[Named::Group("groupName")]),
-        handle: delete,
+        handle: &Typed::new(delete::<Broker>),
     },
     Unit {
         code: rc::GET_SUBSCRIPTIONGROUP_CONFIG,
         rule: Rule::Fields(GET, &[Named::Group("group")]),
-        handle: one,
+        handle: &Typed::new(one::<Broker>),
     },
 ];

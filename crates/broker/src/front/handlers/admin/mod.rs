@@ -1,9 +1,9 @@
 //! What mqadmin and dashboards read.
 
-pub(super) mod broker_config;
-pub(super) mod consume_stats;
-pub(super) mod group_config;
-pub(super) mod query_message;
-pub(super) mod reset_offset;
-pub(super) mod runtime_info;
-pub(super) mod view_message;
+pub(in crate::front) mod broker_config;
+pub(in crate::front) mod consume_stats;
+pub(in crate::front) mod group_config;
+pub(in crate::front) mod query_message;
+pub(in crate::front) mod reset_offset;
+pub(in crate::front) mod runtime_info;
+pub(in crate::front) mod view_message;

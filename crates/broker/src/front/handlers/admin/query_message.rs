@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -14,20 +16,24 @@ use petrel_protocol::header::{CommandHeader, QueryMessageRequestHeader, QueryMes
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
 /// Messages one query returns at most (RocketMQ's `maxMsgsNumBatch`).
 pub const MAX_QUERY_NUM: i32 = 64;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(QueryMessageRequestHeader, request);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Admin + Config>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: QueryMessageRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
         let unique = h.unique_key_query == Some(true);
-        let max = if unique { broker.config.default_query_max_num } else { h.max_num };
+        let max = if unique { ctx.config().default_query_max_num } else { h.max_num };
         let max = usize::try_from(max.clamp(1, MAX_QUERY_NUM)).expect("clamped to 1..=64");
-        let found = broker
-            .admin
+        let found = ctx
+            .admin()
             .query_message(h.topic, h.key, unique, max, (h.begin_timestamp, h.end_timestamp))
             .await?;
         let index = QueryMessageResponseHeader {
@@ -48,5 +54,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::QUERY_MESSAGE,
     rule: Rule::Fields(SUB_GET, &[Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -5,7 +5,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -17,18 +19,22 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(ResetOffsetRequestHeader, request);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Admin + Config + Roles>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: ResetOffsetRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        if !broker.role.is_master() {
+        if !ctx.role().is_master() {
             return Err(BrokerError::Internal("Can not reset offset in slave broker".into()));
         }
         tracing::info!(topic = %h.topic, group = %h.group, timestamp = h.timestamp, force = h.is_force, "resetting offsets");
-        let reset = broker
-            .admin
+        let reset = ctx
+            .admin()
             .reset_offset(&h.topic, &h.group, h.queue_id, h.offset, h.timestamp)
             .await?;
         let body = ResetOffsetBody {
@@ -36,7 +42,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
                 .into_iter()
                 .map(|(queue_id, offset)| {
                     let mq = MessageQueue {
-                        broker_name: broker.config.broker_name.clone(),
+                        broker_name: ctx.config().broker_name.clone(),
                         queue_id,
                         topic: h.topic.clone(),
                     };
@@ -53,5 +59,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::INVOKE_BROKER_TO_RESET_OFFSET,
     rule: Rule::Fields(UPDATE, &[Named::Group("group"), Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

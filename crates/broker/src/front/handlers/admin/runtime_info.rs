@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -15,11 +17,11 @@ use petrel_remoting::{Connection, Reply, answer};
 use crate::broker::Broker;
 use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let broker = broker.clone();
+pub(crate) fn handle<C: Admin + RuntimeKeys>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let mut table = broker.admin.runtime_info().await?;
-        table.extend(crate::replication::runtime_keys(&broker));
+        let mut table = ctx.admin().runtime_info().await?;
+        table.extend(ctx.runtime_keys());
         Ok(answer(&request, resp::SUCCESS).with_body(body::to_json(&KvTable { table })))
     })
 }
@@ -29,5 +31,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::GET_BROKER_RUNTIME_INFO,
     rule: Rule::Cluster(GET),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -14,14 +16,13 @@ use petrel_protocol::header::ViewMessageRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(ViewMessageRequestHeader, request);
-    let may_read = broker.access.topic_check(conn, &request, crate::access::GET);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Acl + Admin>(ctx: &Arc<C>, conn: &Arc<Connection>, h: ViewMessageRequestHeader, request: RemotingCommand) -> Reply {
+    let may_read = ctx.access().topic_check(conn, &request, crate::access::GET);
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let record = broker.admin.view_message(h.offset, may_read).await?;
+        let record = ctx.admin().view_message(h.offset, may_read).await?;
         Ok(answer(&request, resp::SUCCESS).with_body(record))
     })
 }
@@ -33,6 +34,6 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::VIEW_MESSAGE_BY_ID,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
 ];

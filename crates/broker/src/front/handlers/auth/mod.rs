@@ -3,19 +3,21 @@
 //! sends the change to every broker of the cluster, slaves included. Changes are written to disk
 //! before they are answered, off the connection's task.
 
-pub(super) mod acl;
-pub(super) mod user;
+pub(in crate::front) mod acl;
+pub(in crate::front) mod user;
 
 use std::sync::Arc;
 
 use petrel_auth::AuthError;
+
+use crate::front::context::Acl;
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
 use petrel_remoting::{Reply, answer, error};
 
 /// A header field, trimmed; `None` when absent or blank.
-fn field<'a>(request: &'a RemotingCommand, name: &str) -> Option<&'a str> {
-    request.ext(name).map(str::trim).filter(|v| !v.is_empty())
+fn given(value: Option<&String>) -> Option<&str> {
+    value.map(|v| v.trim()).filter(|v| !v.is_empty())
 }
 
 /// RocketMQ's `handleAuthException`: its auth exceptions are NO_PERMISSION with their message.
@@ -58,6 +60,6 @@ fn found<T: serde::Serialize>(request: &RemotingCommand, value: Option<&T>) -> R
     Reply::Now(ok)
 }
 
-fn store(broker: &Arc<crate::broker::Broker>) -> Arc<petrel_auth::AuthStore> {
-    broker.access.store.clone()
+fn store<C: Acl>(ctx: &Arc<C>) -> Arc<petrel_auth::AuthStore> {
+    ctx.access().store.clone()
 }

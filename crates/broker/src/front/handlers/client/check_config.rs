@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::front::reply::from_error;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle<C: Consume>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let body: serde_json::Value = match body::from_json(&request.body) {
         Ok(b) => b,
         Err(e) => {
@@ -31,7 +33,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
         return Reply::Now(answer(&request, resp::SUCCESS));
     }
     let expression = subscription["subString"].as_str().unwrap_or_default();
-    match broker.consume.selector(expression_type, expression) {
+    match ctx.consume().selector(expression_type, expression) {
         Ok(_) => Reply::Now(answer(&request, resp::SUCCESS)),
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
@@ -42,5 +44,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CHECK_CLIENT_CONFIG,
     rule: Rule::Custom(check_client_config),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -15,11 +17,15 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 
-pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetConsumerListByGroupRequestHeader, request);
-    let ids = broker.groups.consumer_ids(&h.consumer_group);
+pub(crate) fn list<C: Groups>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetConsumerListByGroupRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ids = ctx.groups().consumer_ids(&h.consumer_group);
     if ids.is_empty() {
         let e = BrokerError::Internal(format!("no consumer for this group, {}", h.consumer_group));
         return Reply::Now(from_error(&request, &e));
@@ -32,9 +38,13 @@ pub(crate) fn list(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remot
     )
 }
 
-pub(crate) fn connections(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetConsumerConnectionListRequestHeader, request);
-    let cc = broker.groups.with_group(&h.consumer_group, |info| ConsumerConnection {
+pub(crate) fn connections<C: Groups>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetConsumerConnectionListRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let cc = ctx.groups().with_group(&h.consumer_group, |info| ConsumerConnection {
         connection_set: info
             .channels
             .values()
@@ -69,11 +79,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::GET_CONSUMER_LIST_BY_GROUP,
         rule: Rule::Fields(SUB_GET, &[Named::Group("consumerGroup")]),
-        handle: list,
+        handle: &Typed::new(list::<Broker>),
     },
     Unit {
         code: rc::GET_CONSUMER_CONNECTION_LIST,
         rule: Rule::Fields(GET, &[Named::Group("consumerGroup")]),
-        handle: connections,
+        handle: &Typed::new(connections::<Broker>),
     },
 ];

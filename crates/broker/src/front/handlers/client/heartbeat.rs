@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -18,7 +20,7 @@ use crate::front::client_handle::ConnectionClient;
 use crate::front::reply::{from_error, later, ok_with};
 use crate::services::groups::ClientChannel;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn handle<C: Groups + Topics>(ctx: &Arc<C>, conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let data: HeartbeatData = match body::from_json(&request.body) {
         Ok(d) => d,
         Err(e) => return Reply::Now(from_error(&request, &BrokerError::BadRequest(format!("bad heartbeat body: {e}")))),
@@ -33,12 +35,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
     let mut created_topic = false;
     let mut registered = || -> Result<(), BrokerError> {
         for consumer in &data.consumer_data_set {
-            broker.groups.register_consumer(channel.clone(), consumer)?;
-            let retry_queue_nums = broker.groups.config(&consumer.group_name).retry_queue_nums;
-            created_topic |= broker.topics.ensure_retry(&consumer.group_name, retry_queue_nums)?;
+            ctx.groups().register_consumer(channel.clone(), consumer)?;
+            let retry_queue_nums = ctx.groups().config(&consumer.group_name).retry_queue_nums;
+            created_topic |= ctx.topics().ensure_retry(&consumer.group_name, retry_queue_nums)?;
         }
         for producer in &data.producer_data_set {
-            broker.groups.register_producer(&producer.group_name, channel.clone())?;
+            ctx.groups().register_producer(&producer.group_name, channel.clone())?;
         }
         Ok(())
     };
@@ -56,9 +58,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         return Reply::Now(reply);
     }
     // The client looks the retry topic's route up next: answer once the name server knows it.
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     later(request, async move {
-        broker.topics.settle().await?;
+        ctx.topics().settle().await?;
         Ok(reply)
     })
 }
@@ -68,5 +70,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::HEART_BEAT,
     rule: Rule::Custom(heartbeat),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -1,8 +1,8 @@
 //! Clients: heartbeats, unregistration, group membership, client config checks, orderly
 //! consumers' queue locks.
 
-pub(super) mod check_config;
-pub(super) mod consumers;
-pub(super) mod heartbeat;
-pub(super) mod queue_lock;
-pub(super) mod unregister;
+pub(in crate::front) mod check_config;
+pub(in crate::front) mod consumers;
+pub(in crate::front) mod heartbeat;
+pub(in crate::front) mod queue_lock;
+pub(in crate::front) mod unregister;

@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Instant;
@@ -41,10 +43,9 @@ fn wire_queue(q: QueueRef) -> MessageQueue {
 }
 
 /// Answers the queues the client now holds (`lockOKMQSet`), a subset of those it asked for.
-pub(crate) fn lock(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn lock<C: QueueLocks>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let granted = request_body(&request).and_then(|b| {
-        broker
-            .queue_locks
+        ctx.queue_locks()
             .lock(&b.consumer_group, &b.client_id, &queues(&b.mq_set), Instant::now())
     });
     Reply::Now(match granted {
@@ -57,8 +58,8 @@ pub(crate) fn lock(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remot
 }
 
 /// Releases the queues the client holds among those named; SUCCESS either way.
-pub(crate) fn unlock(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let released = request_body(&request).and_then(|b| broker.queue_locks.unlock(&b.consumer_group, &b.client_id, &queues(&b.mq_set)));
+pub(crate) fn unlock<C: QueueLocks>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    let released = request_body(&request).and_then(|b| ctx.queue_locks().unlock(&b.consumer_group, &b.client_id, &queues(&b.mq_set)));
     Reply::Now(match released {
         Ok(_) => answer(&request, resp::SUCCESS),
         Err(e) => from_error(&request, &e),
@@ -71,11 +72,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::LOCK_BATCH_MQ,
         rule: Rule::Custom(queue_lock),
-        handle: lock,
+        handle: &Typed::new(lock::<Broker>),
     },
     Unit {
         code: rc::UNLOCK_BATCH_MQ,
         rule: Rule::Custom(queue_lock),
-        handle: unlock,
+        handle: &Typed::new(unlock::<Broker>),
     },
 ];

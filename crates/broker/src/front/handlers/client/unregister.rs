@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -12,12 +14,14 @@ use petrel_protocol::{ExtFields, RemotingCommand};
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::header;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(UnregisterClientRequestHeader, request);
-    broker
-        .groups
+pub(crate) fn handle<C: Groups>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: UnregisterClientRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    ctx.groups()
         .unregister(&h.client_id, h.producer_group.as_deref(), h.consumer_group.as_deref());
     Reply::Now(answer(&request, resp::SUCCESS).with_ext_fields(ExtFields::default()))
 }
@@ -27,5 +31,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::UNREGISTER_CLIENT,
     rule: Rule::Fields(PUB_SUB, &[Named::Group("consumerGroup")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -6,7 +6,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -17,11 +19,15 @@ use petrel_protocol::message::sys_flag;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 use crate::services::produce::{EndTransaction, Ended};
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(EndTransactionRequestHeader, request);
+pub(crate) fn handle<C: Acl + Produce>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    h: EndTransactionRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     let commit = match h.commit_or_rollback {
         sys_flag::TRANSACTION_COMMIT_TYPE => Some(true),
         sys_flag::TRANSACTION_ROLLBACK_TYPE => Some(false),
@@ -29,14 +35,14 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
     };
     let end = EndTransaction {
         producer_group: h.producer_group,
-        may_publish: broker.access.topic_check(conn, &request, crate::access::PUB),
+        may_publish: ctx.access().topic_check(conn, &request, crate::access::PUB),
         tran_state_table_offset: h.tran_state_table_offset,
         commit_log_offset: h.commit_log_offset,
         commit,
     };
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     Reply::Later(Box::pin(async move {
-        let result = broker.produce.end_transaction(end).await;
+        let result = ctx.produce().end_transaction(end).await;
         match &result {
             Ok(Ended::AlreadyDecided) => tracing::debug!(offset = h.commit_log_offset, "transaction already decided"),
             Ok(_) => {}
@@ -59,6 +65,6 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::END_TRANSACTION,
         rule: Rule::Fields(PUB, &[Named::Topic("topic")]),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
 ];

@@ -1,8 +1,8 @@
 //! Messages: sends, replies to requests, pulls, consumers giving messages back, and
 //! transactions ending.
 
-pub(super) mod end_transaction;
-pub(super) mod pull;
-pub(super) mod send;
-pub(super) mod send_back;
-pub(super) mod send_reply;
+pub(in crate::front) mod end_transaction;
+pub(in crate::front) mod pull;
+pub(in crate::front) mod send;
+pub(in crate::front) mod send_back;
+pub(in crate::front) mod send_reply;

@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,15 +17,19 @@ use petrel_remoting::{Connection, Reply, answer};
 use petrel_store::GetStatus;
 
 use crate::broker::Broker;
-use crate::front::reply::{from_error, header, later};
+use crate::front::reply::{from_error, later};
 use crate::services::consume::{PullOutcome, PullRequest, PullSubscription, nothing_yet};
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(PullMessageRequestHeader, request);
+pub(crate) fn handle<C: Config + Consume + Roles + Shares>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    h: PullMessageRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     let flag = |bit: i32| h.sys_flag & bit != 0;
     // A pull that may be held counts against its client's share of the held pulls.
     let place = if flag(pull_sys_flag::SUSPEND) {
-        match broker.quotas.long_polls.take(Some(conn.peer().ip())) {
+        match ctx.quotas().long_polls.take(Some(conn.peer().ip())) {
             Ok(place) => place,
             Err(e) => return Reply::Now(from_error(&request, &e)),
         }
@@ -44,12 +50,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         queue_offset: h.queue_offset,
         max_msgs: h.max_msg_nums,
     };
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     let offset = pull.queue_offset;
     later(request.clone(), async move {
-        let got = broker.consume.pull(pull).await?;
+        let got = ctx.consume().pull(pull).await?;
         drop(place);
-        Ok(answer_pull(&request, offset, got, Role::of(&broker)))
+        Ok(answer_pull(&request, offset, got, Role::of(&ctx)))
     })
 }
 
@@ -77,10 +83,10 @@ struct Role {
 }
 
 impl Role {
-    fn of(broker: &Broker) -> Role {
+    fn of<C: Config + Roles>(ctx: &C) -> Role {
         Role {
-            slave_id: (!broker.role.is_master()).then(|| broker.role.broker_id()),
-            slave_read_enable: broker.config.slave_read_enable,
+            slave_id: (!ctx.role().is_master()).then(|| ctx.role().broker_id()),
+            slave_read_enable: ctx.config().slave_read_enable,
         }
     }
 }
@@ -117,12 +123,12 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::PULL_MESSAGE,
         rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB))),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
     Unit {
         code: rc::LITE_PULL_MESSAGE,
         rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB))),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
 ];
 

@@ -2,13 +2,15 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
-use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageResponseHeader};
+use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
@@ -17,23 +19,27 @@ use crate::front::reply::from_error;
 use crate::services::produce::{Durability, SendOutcome, SendRequest};
 use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let region = broker.config.region_id.clone();
-    let h = match SendMessageRequestHeader::from_send_command(&request) {
-        Ok(h) => h,
-        Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
-    };
+/// A send, whichever key form its code uses (`H`: the long keys of SEND_MESSAGE or the short
+/// ones of SEND_MESSAGE_V2 and SEND_BATCH_MESSAGE).
+pub(crate) fn handle<C: Config + Groups + Produce + Shares, H: Into<SendMessageRequestHeader>>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    header: H,
+    request: RemotingCommand,
+) -> Reply {
+    let region = ctx.config().region_id.clone();
+    let h = header.into();
     // Held until the send is answered: a client's share of the sends in progress.
-    let place = match broker.quotas.sends.take(Some(conn.peer().ip())) {
+    let place = match ctx.quotas().sends.take(Some(conn.peer().ip())) {
         Ok(place) => place,
         Err(e) => return Reply::Now(refused(&request, &e, &region)),
     };
-    let send = send_request(broker, h, request.body.clone(), conn.peer());
-    let broker = broker.clone();
+    let send = send_request(ctx, h, request.body.clone(), conn.peer());
+    let ctx = ctx.clone();
     Reply::Later(Box::pin(async move {
         let _place = place;
-        Some(match broker.produce.send(send).await {
-            Ok(outcome) => stored(&request, outcome, &broker),
+        Some(match ctx.produce().send(send).await {
+            Ok(outcome) => stored(&request, outcome, &ctx),
             Err(e) => {
                 tracing::debug!(error = %e, "send refused");
                 refused(&request, &e, &region)
@@ -43,13 +49,13 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
 }
 
 /// The service's request for a send of the SEND family (SEND_REPLY_MESSAGE's too).
-pub(super) fn send_request(broker: &Broker, h: SendMessageRequestHeader, body: bytes::Bytes, peer: std::net::SocketAddr) -> SendRequest {
+pub(super) fn send_request<C: Groups>(ctx: &C, h: SendMessageRequestHeader, body: bytes::Bytes, peer: std::net::SocketAddr) -> SendRequest {
     // A send to a retry topic (an orderly consumer's retry) that does not say how often it may
     // be retried takes the group's `retryMaxTimes`.
     let max_reconsume_times = h.max_reconsume_times.or_else(|| {
         h.topic
             .strip_prefix(RETRY_GROUP_TOPIC_PREFIX)
-            .map(|group| broker.groups.config(group).retry_max_times)
+            .map(|group| ctx.groups().config(group).retry_max_times)
     });
     SendRequest {
         batch: h.is_batch(),
@@ -69,8 +75,13 @@ pub(super) fn send_request(broker: &Broker, h: SendMessageRequestHeader, body: b
     }
 }
 
+/// A send whose header does not decode: refused with MSG_REGION, as every send answer.
+pub(super) fn bad_header(broker: &Broker, request: &RemotingCommand, e: &BrokerError) -> RemotingCommand {
+    refused(request, e, &broker.config.region_id)
+}
+
 /// SUCCESS, or FLUSH_DISK_TIMEOUT with the same fields (the message is stored either way).
-pub(super) fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &Broker) -> RemotingCommand {
+pub(super) fn stored<C: Config>(request: &RemotingCommand, outcome: SendOutcome, ctx: &C) -> RemotingCommand {
     let code = match outcome.durability {
         Durability::Stored => resp::SUCCESS,
         Durability::FlushTimedOut => resp::FLUSH_DISK_TIMEOUT,
@@ -84,8 +95,8 @@ pub(super) fn stored(request: &RemotingCommand, outcome: SendOutcome, broker: &B
         transaction_id: outcome.transaction_id,
         batch_uniq_id: None,
         recall_handle: None,
-        msg_region: Some(broker.config.region_id.clone()),
-        trace_on: Some(broker.config.trace_on.to_string()),
+        msg_region: Some(ctx.config().region_id.clone()),
+        trace_on: Some(ctx.config().trace_on.to_string()),
     };
     answer(request, code).with_ext_fields(header.to_ext())
 }
@@ -103,16 +114,16 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::SEND_MESSAGE,
         rule: Rule::Custom(|r| Ok(send(r, "topic"))),
-        handle,
+        handle: &Typed::refusing(handle::<Broker, SendMessageRequestHeader>, bad_header),
     },
     Unit {
         code: rc::SEND_MESSAGE_V2,
         rule: Rule::Custom(|r| Ok(send(r, "b"))),
-        handle,
+        handle: &Typed::refusing(handle::<Broker, SendMessageRequestHeaderV2>, bad_header),
     },
     Unit {
         code: rc::SEND_BATCH_MESSAGE,
         rule: Rule::Custom(|r| Ok(send(r, "b"))),
-        handle,
+        handle: &Typed::refusing(handle::<Broker, SendMessageRequestHeaderV2>, bad_header),
     },
 ];

@@ -5,7 +5,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -15,15 +17,19 @@ use petrel_protocol::header::ConsumerSendMsgBackRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 use crate::services::produce::{RetryPolicy, SendBackRequest};
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(ConsumerSendMsgBackRequestHeader, request);
-    let may_read = broker.access.topic_check(conn, &request, crate::access::SUB);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Acl + Groups + Produce>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    h: ConsumerSendMsgBackRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let may_read = ctx.access().topic_check(conn, &request, crate::access::SUB);
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        broker.groups.require_known(&h.group)?;
+        ctx.groups().require_known(&h.group)?;
         let back = SendBackRequest {
             offset: h.offset,
             may_read,
@@ -31,12 +37,12 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
             delay_level: h.delay_level,
             max_reconsume_times: h.max_reconsume_times,
         };
-        let config = broker.groups.config(&back.group);
+        let config = ctx.groups().config(&back.group);
         let policy = RetryPolicy {
             retry_max_times: config.retry_max_times,
             retry_queue_nums: config.retry_queue_nums,
         };
-        broker.produce.send_back(back, policy).await?;
+        ctx.produce().send_back(back, policy).await?;
         Ok(answer(&request, resp::SUCCESS))
     })
 }
@@ -49,6 +55,6 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::CONSUMER_SEND_MSG_BACK,
         rule: Rule::Fields(SUB, &[Named::Group("group")]),
-        handle,
+        handle: &Typed::new(handle::<Broker>),
     },
 ];

@@ -7,28 +7,33 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
 use petrel_protocol::RemotingCommand;
 use petrel_protocol::codes::response_code as resp;
-use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageResponseHeader};
+use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 use petrel_protocol::properties::{keys, property};
 use petrel_remoting::{Connection, Reply, answer};
 
-use super::send::{refused, send_request, stored};
+use super::send::{bad_header, refused, send_request, stored};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::services::ReplyPush;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let region = broker.config.region_id.clone();
-    let h = match SendMessageRequestHeader::from_send_command(&request) {
-        Ok(h) => h,
-        Err(e) => return Reply::Now(refused(&request, &BrokerError::BadRequest(e.to_string()), &region)),
-    };
-    if broker.topics.get(&h.topic).is_none() {
+/// A reply, whichever key form its code uses.
+pub(crate) fn handle<C: Config + Groups + Produce + Shares + StoreHost + Topics, H: Into<SendMessageRequestHeader>>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    header: H,
+    request: RemotingCommand,
+) -> Reply {
+    let region = ctx.config().region_id.clone();
+    let h = header.into();
+    if ctx.topics().get(&h.topic).is_none() {
         return Reply::Now(refused(&request, &BrokerError::topic_not_exist(&h.topic), &region));
     }
     let push = ReplyPush {
@@ -44,22 +49,21 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         reconsume_times: h.reconsume_times,
         unit_mode: h.unit_mode,
         born_host: conn.peer(),
-        store_host: broker.store_host,
+        store_host: *ctx.store_host(),
         store_timestamp_ms: crate::now_ms(),
         body: request.body.clone(),
     };
-    let place = match broker.quotas.sends.take(Some(conn.peer().ip())) {
+    let place = match ctx.quotas().sends.take(Some(conn.peer().ip())) {
         Ok(place) => place,
         Err(e) => return Reply::Now(refused(&request, &e, &region)),
     };
-    let send = send_request(broker, h, request.body.clone(), conn.peer());
-    let broker = broker.clone();
+    let send = send_request(ctx, h, request.body.clone(), conn.peer());
+    let ctx = ctx.clone();
     Reply::Later(Box::pin(async move {
         let _place = place;
-        let pushed = push_to_requester(&broker, push, send.properties.as_deref()).await;
-        let kept = if broker.config.store_reply_message_enable {
-            broker
-                .produce
+        let pushed = push_to_requester(&ctx, push, send.properties.as_deref()).await;
+        let kept = if ctx.config().store_reply_message_enable {
+            ctx.produce()
                 .send(send)
                 .await
                 .inspect_err(|e| tracing::warn!(error = %e, "a reply was not stored"))
@@ -69,8 +73,8 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         };
         Some(match (pushed, kept) {
             (Err(why), _) => answer(&request, resp::SYSTEM_ERROR).with_remark(why.to_string()),
-            (Ok(()), Some(outcome)) => stored(&request, outcome, &broker),
-            (Ok(()), None) => not_stored(&request, &broker),
+            (Ok(()), Some(outcome)) => stored(&request, outcome, &ctx),
+            (Ok(()), None) => not_stored(&request, &ctx),
         })
     }))
 }
@@ -91,12 +95,12 @@ enum NotPushed {
 }
 
 /// Finds the requester and hands it the reply.
-async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Option<&str>) -> Result<(), NotPushed> {
+async fn push_to_requester<C: Groups>(ctx: &C, mut push: ReplyPush, properties: Option<&str>) -> Result<(), NotPushed> {
     let properties = properties.unwrap_or_default();
     let Some(requester) = property(properties, keys::MESSAGE_REPLY_TO_CLIENT) else {
         return Err(NotPushed::NoRequester);
     };
-    let Some(handle) = broker.groups.producer_by_client_id(requester) else {
+    let Some(handle) = ctx.groups().producer_by_client_id(requester) else {
         return Err(NotPushed::NotConnected(requester.to_owned()));
     };
     push.properties = Some(format!("{properties}{}\u{1}{}\u{2}", keys::PUSH_REPLY_TIME, crate::now_ms()));
@@ -110,7 +114,7 @@ async fn push_to_requester(broker: &Broker, mut push: ReplyPush, properties: Opt
 }
 
 /// SUCCESS for a reply handed over but not stored: RocketMQ answers msgId "0" and offset 0.
-fn not_stored(request: &RemotingCommand, broker: &Broker) -> RemotingCommand {
+fn not_stored<C: Config>(request: &RemotingCommand, ctx: &C) -> RemotingCommand {
     let header = SendMessageResponseHeader {
         msg_id: "0".into(),
         queue_id: 0,
@@ -118,8 +122,8 @@ fn not_stored(request: &RemotingCommand, broker: &Broker) -> RemotingCommand {
         transaction_id: None,
         batch_uniq_id: None,
         recall_handle: None,
-        msg_region: Some(broker.config.region_id.clone()),
-        trace_on: Some(broker.config.trace_on.to_string()),
+        msg_region: Some(ctx.config().region_id.clone()),
+        trace_on: Some(ctx.config().trace_on.to_string()),
     };
     answer(request, resp::SUCCESS).with_ext_fields(header.to_ext())
 }
@@ -130,11 +134,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::SEND_REPLY_MESSAGE,
         rule: Rule::Custom(|r| Ok(send(r, "topic"))),
-        handle,
+        handle: &Typed::refusing(handle::<Broker, SendMessageRequestHeader>, bad_header),
     },
     Unit {
         code: rc::SEND_REPLY_MESSAGE_V2,
         rule: Rule::Custom(|r| Ok(send(r, "b"))),
-        handle,
+        handle: &Typed::refusing(handle::<Broker, SendMessageRequestHeaderV2>, bad_header),
     },
 ];

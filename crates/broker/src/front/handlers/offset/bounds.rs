@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -16,38 +18,44 @@ use petrel_remoting::{Connection, Reply};
 use petrel_store::Boundary;
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later, ok_with};
+use crate::front::reply::{later, ok_with};
 
-pub(crate) fn max(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetMaxOffsetRequestHeader, request);
-    let offset = broker.offsets.queue_bounds(&h.topic, h.queue_id).1;
+pub(crate) fn max<C: Offsets>(ctx: &Arc<C>, _conn: &Arc<Connection>, h: GetMaxOffsetRequestHeader, request: RemotingCommand) -> Reply {
+    let offset = ctx.offsets().queue_bounds(&h.topic, h.queue_id).1;
     Reply::Now(ok_with(&request, &OffsetResponseHeader { offset }))
 }
 
-pub(crate) fn min(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetMinOffsetRequestHeader, request);
-    let offset = broker.offsets.queue_bounds(&h.topic, h.queue_id).0;
+pub(crate) fn min<C: Offsets>(ctx: &Arc<C>, _conn: &Arc<Connection>, h: GetMinOffsetRequestHeader, request: RemotingCommand) -> Reply {
+    let offset = ctx.offsets().queue_bounds(&h.topic, h.queue_id).0;
     Reply::Now(ok_with(&request, &OffsetResponseHeader { offset }))
 }
 
-pub(crate) fn earliest_store_time(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetEarliestMsgStoretimeRequestHeader, request);
-    let broker = broker.clone();
+pub(crate) fn earliest_store_time<C: Offsets>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetEarliestMsgStoretimeRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let timestamp = broker.offsets.earliest_store_time(&h.topic, h.queue_id).await?;
+        let timestamp = ctx.offsets().earliest_store_time(&h.topic, h.queue_id).await?;
         Ok(ok_with(&request, &GetEarliestMsgStoretimeResponseHeader { timestamp }))
     })
 }
 
-pub(crate) fn search_by_time(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(SearchOffsetRequestHeader, request);
+pub(crate) fn search_by_time<C: Offsets>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: SearchOffsetRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     let boundary = match h.boundary_type.as_deref() {
         Some(b) if b.eq_ignore_ascii_case("upper") => Boundary::Upper,
         _ => Boundary::Lower,
     };
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let offset = broker.offsets.search_by_time(&h.topic, h.queue_id, h.timestamp, boundary).await?;
+        let offset = ctx.offsets().search_by_time(&h.topic, h.queue_id, h.timestamp, boundary).await?;
         Ok(ok_with(&request, &OffsetResponseHeader { offset }))
     })
 }
@@ -58,21 +66,21 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::GET_MAX_OFFSET,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle: max,
+        handle: &Typed::new(max::<Broker>),
     },
     Unit {
         code: rc::GET_MIN_OFFSET,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle: min,
+        handle: &Typed::new(min::<Broker>),
     },
     Unit {
         code: rc::GET_EARLIEST_MSG_STORETIME,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle: earliest_store_time,
+        handle: &Typed::new(earliest_store_time::<Broker>),
     },
     Unit {
         code: rc::SEARCH_OFFSET_BY_TIMESTAMP,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle: search_by_time,
+        handle: &Typed::new(search_by_time::<Broker>),
     },
 ];

@@ -1,5 +1,5 @@
 //! Consumer offsets and queue offset lookups.
 
-pub(super) mod bounds;
-pub(super) mod query;
-pub(super) mod update;
+pub(in crate::front) mod bounds;
+pub(in crate::front) mod query;
+pub(in crate::front) mod update;

@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -14,11 +16,15 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(UpdateConsumerOffsetRequestHeader, request);
-    let Some(topic) = broker.topics.get(&h.topic) else {
+pub(crate) fn handle<C: Offsets + Topics>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    h: UpdateConsumerOffsetRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let Some(topic) = ctx.topics().get(&h.topic) else {
         let e = BrokerError::TopicNotExist(format!("Topic {} not exist!", h.topic));
         return Reply::Now(from_error(&request, &e));
     };
@@ -35,7 +41,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
         return Reply::Now(from_error(&request, &e));
     }
     Reply::Now(
-        match broker.offsets.commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset) {
+        match ctx.offsets().commit(&h.consumer_group, &h.topic, h.queue_id, h.commit_offset) {
             Ok(()) => answer(&request, resp::SUCCESS),
             Err(e) => from_error(&request, &e),
         },
@@ -47,5 +53,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::UPDATE_CONSUMER_OFFSET,
     rule: Rule::Custom(|r| Ok(read(r, "consumerGroup", SUB_UPDATE))),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

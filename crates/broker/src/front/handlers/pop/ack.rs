@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -16,15 +18,14 @@ use petrel_remoting::{Connection, Reply, answer};
 use super::pop_time_of;
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(AckMessageRequestHeader, request);
+pub(crate) fn handle<C: Pop>(ctx: &Arc<C>, _conn: &Arc<Connection>, h: AckMessageRequestHeader, request: RemotingCommand) -> Reply {
     let Some(pop_time) = pop_time_of(&h.extra_info) else {
         let e = BrokerError::InvalidParameter(format!("extraInfo [{}] is not a POP_CK handle", h.extra_info));
         return Reply::Now(from_error(&request, &e));
     };
-    if !broker.pop.ack(&h.consumer_group, &h.topic, h.queue_id, h.offset, pop_time) {
+    if !ctx.pop().ack(&h.consumer_group, &h.topic, h.queue_id, h.offset, pop_time) {
         tracing::debug!(group = %h.consumer_group, topic = %h.topic, queue = h.queue_id, offset = h.offset, "ack of a pop no longer in flight");
     }
     Reply::Now(answer(&request, resp::SUCCESS))
@@ -35,5 +36,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::ACK_MESSAGE,
     rule: Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

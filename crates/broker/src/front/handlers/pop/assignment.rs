@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -17,7 +19,7 @@ use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::front::reply::from_error;
 
-pub(crate) fn query(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn query<C: Config + Pop>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let q: QueryAssignmentRequestBody = match body::from_json(&request.body) {
         Ok(q) => q,
         Err(e) => {
@@ -29,9 +31,9 @@ pub(crate) fn query(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remo
     };
     let broadcasting = q.message_model.as_deref() == Some("BROADCASTING");
     tracing::trace!(client = %q.client_id, group = %q.consumer_group, topic = %q.topic, "query assignment");
-    let assigned = broker
-        .pop
-        .assignment(&q.topic, &q.consumer_group, &q.client_id, broadcasting, &broker.config.broker_name);
+    let assigned = ctx
+        .pop()
+        .assignment(&q.topic, &q.consumer_group, &q.client_id, broadcasting, &ctx.config().broker_name);
     // No assignment (an unknown topic) is `null`: the client keeps what it reads.
     let assignments = assigned.map(|(queues, mode)| {
         queues
@@ -47,7 +49,7 @@ pub(crate) fn query(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Remo
     Reply::Now(answer(&request, resp::SUCCESS).with_body(json.to_string().into_bytes()))
 }
 
-pub(crate) fn set_mode(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
+pub(crate) fn set_mode<C: Pop>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
     let mode: SetMessageRequestModeRequestBody = match body::from_json(&request.body) {
         Ok(m) => m,
         Err(e) => {
@@ -57,7 +59,7 @@ pub(crate) fn set_mode(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: R
             ));
         }
     };
-    match broker.pop.set_mode(mode) {
+    match ctx.pop().set_mode(mode) {
         Ok(()) => Reply::Now(answer(&request, resp::SUCCESS)),
         Err(e) => Reply::Now(from_error(&request, &e)),
     }
@@ -69,11 +71,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::QUERY_ASSIGNMENT,
         rule: Rule::Custom(assignment),
-        handle: query,
+        handle: &Typed::new(query::<Broker>),
     },
     Unit {
         code: rc::SET_MESSAGE_REQUEST_MODE,
         rule: Rule::Custom(request_mode),
-        handle: set_mode,
+        handle: &Typed::new(set_mode::<Broker>),
     },
 ];

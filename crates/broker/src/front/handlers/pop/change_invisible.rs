@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -15,15 +17,18 @@ use petrel_remoting::{Connection, Reply, answer};
 use super::pop_time_of;
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(ChangeInvisibleTimeRequestHeader, request);
+pub(crate) fn handle<C: Pop>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: ChangeInvisibleTimeRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     let changed = pop_time_of(&h.extra_info)
         .ok_or_else(|| BrokerError::InvalidParameter(format!("extraInfo [{}] is not a POP_CK handle", h.extra_info)))
         .and_then(|pop_time| {
-            broker
-                .pop
+            ctx.pop()
                 .change_invisible_time(&h.consumer_group, &h.topic, h.queue_id, h.offset, pop_time, h.invisible_time)
         });
     match changed {
@@ -44,5 +49,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::CHANGE_MESSAGE_INVISIBLETIME,
     rule: Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -1,10 +1,10 @@
 //! RocketMQ 5's POP consumption: pops, acks, changes of invisible time, and the broker-side
 //! balancing and request modes that put a group in POP mode.
 
-pub(super) mod ack;
-pub(super) mod assignment;
-pub(super) mod change_invisible;
-pub(super) mod take;
+pub(in crate::front) mod ack;
+pub(in crate::front) mod assignment;
+pub(in crate::front) mod change_invisible;
+pub(in crate::front) mod take;
 
 /// A `POP_CK` handle's fields (`ckOffset popTime invisibleTime reviveQid retry brokerName
 /// queueId msgOffset`): the pop time, the one Petrel needs to tell a current handle from a stale one.

@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,22 +19,26 @@ use petrel_store::MessageFilter;
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 use crate::services::pop::PopRequest;
 
-pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(PopMessageRequestHeader, request);
+pub(crate) fn handle<C: Consume + Pop + Shares>(
+    ctx: &Arc<C>,
+    conn: &Arc<Connection>,
+    h: PopMessageRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
     tracing::trace!(peer = %conn.peer(), group = %h.consumer_group, topic = %h.topic, queue = h.queue_id, max = h.max_msg_nums, poll_ms = h.poll_time, "pop");
     // A pop that may be held counts against its client's share of the held pulls.
     let place = if h.poll_time > 0 {
-        match broker.quotas.long_polls.take(Some(conn.peer().ip())) {
+        match ctx.quotas().long_polls.take(Some(conn.peer().ip())) {
             Ok(place) => place,
             Err(e) => return Reply::Now(crate::front::reply::from_error(&request, &e)),
         }
     } else {
         None
     };
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     later(request.clone(), async move {
         let _place = place;
         if h.order == Some(true) {
@@ -41,8 +47,8 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
             ));
         }
         let (exp_type, exp) = (h.exp_type.as_deref().unwrap_or("TAG"), h.exp.as_deref().unwrap_or("*"));
-        let filter = broker
-            .consume
+        let filter = ctx
+            .consume()
             .filter_for(&h.topic, exp_type, exp, 0)?
             .map(|f| Arc::new(f) as Arc<dyn MessageFilter>);
         let req = PopRequest {
@@ -56,7 +62,7 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
             filter,
         };
         let invisible_time = req.invisible_time_ms;
-        let popped = broker.pop.pop(req).await?;
+        let popped = ctx.pop().pop(req).await?;
         let header = PopMessageResponseHeader {
             pop_time: popped.pop_time_ms,
             invisible_time,
@@ -80,5 +86,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, conn: &Arc<Connection>, request: Remo
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::POP_MESSAGE,
     rule: Rule::Fields(SUB, &[Named::Group("consumerGroup"), Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -4,7 +4,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -21,8 +23,8 @@ fn not_controlled(request: &RemotingCommand, why: &str) -> Reply {
 }
 
 /// Asks the controllers for the new role at once instead of at the next period.
-pub(crate) fn role_changed(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let Some(c) = broker.replication.controlled() else {
+pub(crate) fn role_changed<C: Replicas>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    let Some(c) = ctx.replication().controlled() else {
         return not_controlled(&request, "this broker is not in controller mode (enableControllerMode=false)");
     };
     c.role_changed.notify_one();
@@ -34,8 +36,13 @@ pub(crate) fn role_changed(broker: &Arc<Broker>, _conn: &Arc<Connection>, reques
 }
 
 /// RocketMQ's `EpochEntryCache`: this broker's epochs (the last open-ended) and its log's end.
-pub(crate) fn epoch_cache(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let Some(c) = broker.replication.controlled() else {
+pub(crate) fn epoch_cache<C: Config + Replicas + Roles + Store>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    _header: NoHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let Some(c) = ctx.replication().controlled() else {
         return not_controlled(&request, "this request only for controllerMode (enableControllerMode=false)");
     };
     let entries = c.epochs.entries();
@@ -48,11 +55,11 @@ pub(crate) fn epoch_cache(broker: &Arc<Broker>, _conn: &Arc<Connection>, request
         })
         .collect();
     let body = serde_json::json!({
-        "clusterName": broker.config.broker_cluster_name,
-        "brokerName": broker.config.broker_name,
-        "brokerId": broker.role.broker_id(),
+        "clusterName": ctx.config().broker_cluster_name,
+        "brokerName": ctx.config().broker_name,
+        "brokerId": ctx.role().broker_id(),
         "epochList": list,
-        "maxOffset": broker.store.commit_log().max_offset(),
+        "maxOffset": ctx.store().commit_log().max_offset(),
     });
     Reply::Now(answer(&request, resp::SUCCESS).with_body(body.to_string().into_bytes()))
 }
@@ -63,11 +70,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::NOTIFY_BROKER_ROLE_CHANGED,
         rule: Rule::Cluster(UPDATE),
-        handle: role_changed,
+        handle: &Typed::new(role_changed::<Broker>),
     },
     Unit {
         code: rc::GET_BROKER_EPOCH_CACHE,
         rule: Rule::Cluster(GET),
-        handle: epoch_cache,
+        handle: &Typed::new(epoch_cache::<Broker>),
     },
 ];

@@ -6,7 +6,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -16,24 +18,24 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 
-pub(crate) fn consumer_offsets(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.offsets.table().to_json()))
+pub(crate) fn consumer_offsets<C: Offsets>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(ctx.offsets().table().to_json()))
 }
 
-pub(crate) fn subscription_groups(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.groups.to_json()))
+pub(crate) fn subscription_groups<C: Groups>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(ctx.groups().to_json()))
 }
 
-pub(crate) fn delay_offsets(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.schedule.to_json()))
+pub(crate) fn delay_offsets<C: Schedule>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(ctx.schedule().to_json()))
 }
 
-pub(crate) fn timer_checkpoint(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.timer.to_json()))
+pub(crate) fn timer_checkpoint<C: Timer>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(ctx.timer().to_json()))
 }
 
-pub(crate) fn message_request_modes(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    Reply::Now(answer(&request, resp::SUCCESS).with_body(broker.pop.modes_json()))
+pub(crate) fn message_request_modes<C: Pop>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(answer(&request, resp::SUCCESS).with_body(ctx.pop().modes_json()))
 }
 
 /// This file's requests: each code with its access rule (what it touches, for whom) and its
@@ -44,26 +46,26 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::GET_ALL_CONSUMER_OFFSET,
         rule: Rule::Cluster(GET),
-        handle: consumer_offsets,
+        handle: &Typed::new(consumer_offsets::<Broker>),
     },
     Unit {
         code: rc::GET_ALL_DELAY_OFFSET,
         rule: Rule::Cluster(GET),
-        handle: delay_offsets,
+        handle: &Typed::new(delay_offsets::<Broker>),
     },
     Unit {
         code: rc::GET_TIMER_CHECK_POINT,
         rule: Rule::Cluster(GET),
-        handle: timer_checkpoint,
+        handle: &Typed::new(timer_checkpoint::<Broker>),
     },
     Unit {
         code: rc::GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
         rule: Rule::Cluster(GET),
-        handle: subscription_groups,
+        handle: &Typed::new(subscription_groups::<Broker>),
     },
     Unit {
         code: rc::GET_ALL_MESSAGE_REQUEST_MODE,
         rule: Rule::Cluster(GET),
-        handle: message_request_modes,
+        handle: &Typed::new(message_request_modes::<Broker>),
     },
 ];

@@ -1,4 +1,4 @@
 //! What a slave reads from its master to take over its metadata (RocketMQ's `SlaveSynchronize`).
 
-pub(super) mod controller;
-pub(super) mod metadata;
+pub(in crate::front) mod controller;
+pub(in crate::front) mod metadata;

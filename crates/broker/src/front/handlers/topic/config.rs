@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{NoHeader, Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -15,18 +17,17 @@ use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
 use crate::error::BrokerError;
-use crate::front::reply::{from_error, header};
+use crate::front::reply::from_error;
 
-pub(crate) fn all(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let table = broker.topics.snapshot();
+pub(crate) fn all<C: Topics>(ctx: &Arc<C>, _conn: &Arc<Connection>, _header: NoHeader, request: RemotingCommand) -> Reply {
+    let table = ctx.topics().snapshot();
     let mut r = answer(&request, resp::SUCCESS).with_body(body::to_json(&table));
     r.put_ext("totalTopicNum", table.topic_config_table.len().to_string());
     Reply::Now(r)
 }
 
-pub(crate) fn one(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetTopicStatsInfoRequestHeader, request);
-    Reply::Now(match broker.topics.get(&h.topic) {
+pub(crate) fn one<C: Topics>(ctx: &Arc<C>, _conn: &Arc<Connection>, h: GetTopicStatsInfoRequestHeader, request: RemotingCommand) -> Reply {
+    Reply::Now(match ctx.topics().get(&h.topic) {
         Some(c) => answer(&request, resp::SUCCESS).with_body(body::to_json(&c)),
         None => from_error(
             &request,
@@ -42,11 +43,11 @@ pub(crate) const UNITS: &[Unit] = &[
     Unit {
         code: rc::GET_ALL_TOPIC_CONFIG,
         rule: Rule::Cluster(GET),
-        handle: all,
+        handle: &Typed::new(all::<Broker>),
     },
     Unit {
         code: rc::GET_TOPIC_CONFIG,
         rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-        handle: one,
+        handle: &Typed::new(one::<Broker>),
     },
 ];

@@ -3,7 +3,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -13,17 +15,21 @@ use petrel_protocol::header::DeleteTopicRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(DeleteTopicRequestHeader, request);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Admin + Offsets + Topics>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: DeleteTopicRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let existed = broker.topics.delete(&h.topic).await?;
-        broker.offsets.remove_topic(&h.topic);
+        let existed = ctx.topics().delete(&h.topic).await?;
+        ctx.offsets().remove_topic(&h.topic);
         // Only a topic the table held: its name was checked when it was created.
         if existed {
-            let queues = broker.admin.delete_topic_files(h.topic.clone()).await?;
+            let queues = ctx.admin().delete_topic_files(h.topic.clone()).await?;
             tracing::info!(topic = %h.topic, queues, "topic deleted with its consume queues");
         }
         Ok(answer(&request, resp::SUCCESS))
@@ -35,5 +41,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::DELETE_TOPIC_IN_BROKER,
     rule: Rule::Fields(DELETE, &[Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

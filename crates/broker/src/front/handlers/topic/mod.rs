@@ -1,6 +1,6 @@
 //! Topic administration.
 
-pub(super) mod config;
-pub(super) mod delete;
-pub(super) mod stats;
-pub(super) mod update;
+pub(in crate::front) mod config;
+pub(in crate::front) mod delete;
+pub(in crate::front) mod stats;
+pub(in crate::front) mod update;

@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -13,19 +15,23 @@ use petrel_protocol::header::GetTopicStatsInfoRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(GetTopicStatsInfoRequestHeader, request);
-    let broker = broker.clone();
+pub(crate) fn handle<C: Admin + Config>(
+    ctx: &Arc<C>,
+    _conn: &Arc<Connection>,
+    h: GetTopicStatsInfoRequestHeader,
+    request: RemotingCommand,
+) -> Reply {
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        let queues = broker.admin.topic_stats(&h.topic).await?;
+        let queues = ctx.admin().topic_stats(&h.topic).await?;
         let table = TopicStatsTable {
             offset_table: queues
                 .into_iter()
                 .map(|q| {
                     let mq = MessageQueue {
-                        broker_name: broker.config.broker_name.clone(),
+                        broker_name: ctx.config().broker_name.clone(),
                         queue_id: q.queue_id,
                         topic: h.topic.clone(),
                     };
@@ -48,5 +54,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::GET_TOPIC_STATS_INFO,
     rule: Rule::Fields(GET, &[Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];

@@ -2,7 +2,9 @@
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
-use crate::front::unit::Unit;
+#[allow(unused_imports, reason = "each file's handlers name the services they use")]
+use crate::front::context::*;
+use crate::front::unit::{Typed, Unit};
 use petrel_protocol::codes::request_code as rc;
 use std::sync::Arc;
 
@@ -13,10 +15,9 @@ use petrel_protocol::header::CreateTopicRequestHeader;
 use petrel_remoting::{Connection, Reply, answer};
 
 use crate::broker::Broker;
-use crate::front::reply::{header, later};
+use crate::front::reply::later;
 
-pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-    let h = header!(CreateTopicRequestHeader, request);
+pub(crate) fn handle<C: Topics>(ctx: &Arc<C>, _conn: &Arc<Connection>, h: CreateTopicRequestHeader, request: RemotingCommand) -> Reply {
     let mut config = TopicConfig::new(&h.topic, h.read_queue_nums, h.perm);
     config.write_queue_nums = h.write_queue_nums;
     config.topic_filter_type = h.topic_filter_type.clone();
@@ -27,9 +28,9 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
             config.attributes.insert(k.to_owned(), v.to_owned());
         }
     }
-    let broker = broker.clone();
+    let ctx = ctx.clone();
     later(request.clone(), async move {
-        broker.topics.create_or_update(config).await?;
+        ctx.topics().create_or_update(config).await?;
         tracing::info!(topic = %h.topic, read = h.read_queue_nums, write = h.write_queue_nums, perm = h.perm, "topic created or updated");
         Ok(answer(&request, resp::SUCCESS))
     })
@@ -40,5 +41,5 @@ pub(crate) fn handle(broker: &Arc<Broker>, _conn: &Arc<Connection>, request: Rem
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::UPDATE_AND_CREATE_TOPIC,
     rule: Rule::Fields(CREATE, &[Named::Topic("topic")]),
-    handle,
+    handle: &Typed::new(handle::<Broker>),
 }];
