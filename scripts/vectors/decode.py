@@ -26,8 +26,8 @@ def code_names():
     """Request and response code names, read from the protocol crate's table (names only)."""
     text = open(CODES_RS, encoding="utf-8").read()
     tables = {}
-    for kind, start in (("request", "request_code, request_code_name {"), ("response", "response_code, response_code_name {")):
-        block = text[text.index(start):]
+    for kind, start in (("request", r"request_code, request_code_name(, \"\w+\")? \{"), ("response", r"response_code, response_code_name(, \"\w+\")? \{")):
+        block = text[re.search(start, text).start():]
         block = block[: block.index("}")]
         tables[kind] = {int(n): name for name, n in re.findall(r"([A-Z0-9_]+)\s*=\s*(-?\d+)", block)}
     return tables["request"], tables["response"]

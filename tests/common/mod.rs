@@ -58,7 +58,10 @@ fn claim_ports(span: u16, align: u16) -> u16 {
     panic!("no block of {span} free ports in 20000..32000");
 }
 
+/// Fields drop in order: the process dies before its directory is removed.
 pub struct Petrel {
+    /// The running `petrel serve`, through the one process harness tests and chaos share.
+    process: Option<Process>,
     pub dir: tempfile::TempDir,
     pub ns_port: u16,
     pub broker_port: u16,
@@ -66,8 +69,6 @@ pub struct Petrel {
     pub ha_port: u16,
     /// Serve RocketMQ's "VIP channel" on `broker_port - 2` (off unless asked for).
     pub fast_channel: bool,
-    /// The running `petrel serve`, through the one process harness tests and chaos share.
-    process: Option<Process>,
     pub extra_args: Vec<String>,
     /// The process's open-file limit (soft and hard), if a test sets one.
     pub open_files: Option<u64>,

@@ -101,7 +101,7 @@ pub enum Implementation {
 }
 
 pub struct Cluster {
-    // Dropped first: the processes die (kill_on_drop) before their namespaces go.
+    // Dropped first: each process is killed and reaped (`Process`'s drop) before the namespaces go.
     nodes: Vec<Node>,
     pub namesrv: String,
     net: Option<Netns>,

@@ -15,6 +15,8 @@ use nix::unistd::Pid;
 
 /// How often a readiness check is repeated.
 const POLL_INTERVAL: Duration = Duration::from_millis(20);
+/// How long an orderly shutdown may take after SIGTERM.
+const TERMINATE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// A child process with its command line and log; not running until [`Process::start`].
 #[derive(Debug)]
@@ -27,6 +29,8 @@ pub struct Process {
     env: Vec<(String, String)>,
     log: PathBuf,
     child: Option<Child>,
+    /// How the child exited, once seen: its pid may belong to another process from then on.
+    exited: Option<ExitStatus>,
 }
 
 /// Why a process did not become ready.
@@ -75,6 +79,7 @@ impl Process {
             env: Vec::new(),
             log: log.into(),
             child: None,
+            exited: None,
         }
     }
 
@@ -131,6 +136,7 @@ impl Process {
     /// It is running already.
     pub fn start(&mut self) -> io::Result<()> {
         assert!(self.child.is_none(), "{} is running", self.name);
+        self.exited = None;
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&self.log)?;
         let mut command = match self.wrapper.split_first() {
             Some((first, rest)) => {
@@ -196,15 +202,21 @@ impl Process {
     /// # Errors
     /// The status cannot be read.
     pub fn exit_status(&mut self) -> io::Result<Option<ExitStatus>> {
-        match self.child.as_mut() {
-            Some(child) => child.try_wait(),
-            None => Ok(None),
+        if self.exited.is_none()
+            && let Some(child) = self.child.as_mut()
+        {
+            self.exited = child.try_wait()?;
         }
+        Ok(self.exited)
     }
 
-    /// Its pid while it runs.
+    /// Its pid while it runs: `None` once it has been seen to exit (the pid may be another
+    /// process's by then).
     #[must_use]
     pub fn pid(&self) -> Option<u32> {
+        if self.exited.is_some() {
+            return None;
+        }
         self.child.as_ref().map(Child::id)
     }
 
@@ -225,30 +237,51 @@ impl Process {
     /// # Errors
     /// It cannot be killed or reaped.
     pub fn kill(&mut self) -> io::Result<Option<ExitStatus>> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(None);
-        };
         // A child that exited already cannot be signalled, and need not be.
-        if child.try_wait()?.is_none() {
+        if self.exit_status()?.is_none()
+            && let Some(child) = self.child.as_mut()
+        {
             child.kill()?;
         }
-        child.wait().map(Some)
+        // Kept until reaped: on an error the next call (or the drop) tries again.
+        let status = match self.child.as_mut() {
+            Some(child) => child.wait()?,
+            None => return Ok(None),
+        };
+        self.child = None;
+        self.exited = None;
+        Ok(Some(status))
     }
 
-    /// SIGTERM, then waits for it to exit: its orderly shutdown.
+    /// SIGTERM, then waits (at most a minute) for it to exit: its orderly shutdown.
     ///
     /// # Errors
-    /// It is not running, or cannot be signalled or reaped.
+    /// It is not running, cannot be signalled or reaped, or is still running after the minute
+    /// (it is killed when dropped).
     pub fn terminate(&mut self) -> io::Result<ExitStatus> {
         self.signal(Signal::SIGTERM)?;
-        let mut child = self.child.take().ok_or_else(|| io::Error::other("not running"))?;
-        child.wait()
+        let deadline = Instant::now() + TERMINATE_TIMEOUT;
+        loop {
+            if let Some(status) = self.exit_status()? {
+                self.child = None;
+                self.exited = None;
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                return Err(io::Error::other(format!(
+                    "{} still runs {TERMINATE_TIMEOUT:?} after SIGTERM",
+                    self.name
+                )));
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
     }
 
     /// Forgets a child that the caller has reaped some other way (its status seen by
     /// [`Process::exit_status`]).
     pub fn forget_exited(&mut self) {
         self.child = None;
+        self.exited = None;
     }
 }
 
@@ -289,6 +322,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        assert!(dies.pid().is_none(), "an exited child's pid is not handed out");
+        assert!(dies.signal(Signal::SIGCONT).is_err(), "nor signalled");
         let mut slow = sh(dir.path(), "sleep 30");
         slow.start().unwrap();
         assert!(matches!(
