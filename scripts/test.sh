@@ -2,6 +2,8 @@
 # The whole test suite: lints, every crate's tests (golden captures, property tests, lock
 # stress, store crash tests, the broker binary over TCP), a real RocketMQ broker and mqadmin
 # against `petrel namesrv`, the official Java and Go clients and mqadmin against `petrel serve`,
+# the official gRPC SDKs of Java, Go, Python, Node.js and Rust (RocketMQ 5's protocol), alone and
+# mixed with remoting clients,
 # RocketMQ brokers failing over through `petrel controller`, loom's
 # exhaustive check of the adaptive lock, and bounded fuzzing of the decoders. This is what CI runs.
 set -euo pipefail
@@ -17,11 +19,21 @@ python3 scripts/vectors/decode.py --check tests/vectors
 echo "== tests"
 cargo test --workspace
 
+echo "== the gRPC SDK tests of Go, Python, Node.js and Rust: built in the background, at low priority"
+# Downloads and one single-job build, overlapped with the interop scripts below, which mostly wait
+# on their JVMs; scripts/interop-grpc.sh waits for it.
+mkdir -p target
+nice -n 19 scripts/grpc-sdks-build.sh >target/grpc-sdks-build.log 2>&1 &
+export GRPC_SDKS_BUILD_PID=$!
+
 echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
 scripts/interop-namesrv.sh
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
+
+echo "== interoperability: RocketMQ 5's gRPC protocol — the official 5.x SDKs (Java, Go, Python, Node.js, Rust) against petrel serve, and mixed with remoting"
+scripts/interop-grpc.sh
 
 echo "== interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
@@ -42,4 +54,4 @@ echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-15}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-10}"

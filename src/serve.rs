@@ -190,6 +190,7 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         tls.clone(),
     )?;
     let fast_server = start_fast_channel(&broker, tls, limits).await?;
+    let grpc_server = start_grpc(&broker).await?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -213,6 +214,9 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         fast.drain().await;
     }
     server.drain().await;
+    if let Some(grpc) = grpc_server {
+        grpc.drain().await;
+    }
     tasks.abort_all();
     broker.shutdown().await.context("clean shutdown")?;
     if let Some(ns) = name_server {
@@ -248,6 +252,34 @@ async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>, l
         limits,
         tls,
     )?))
+}
+
+/// RocketMQ 5's gRPC protocol on `grpcServerPort` (unless 0), over the same services.
+async fn start_grpc(broker: &Arc<Broker>) -> Result<Option<petrel_grpc::GrpcServer>> {
+    let c = &broker.config;
+    let (port, required) = match c.grpc_server_port {
+        Some(0) => return Ok(None),
+        Some(p) => (p, true),
+        None => (petrel_grpc::DEFAULT_PORT, false),
+    };
+    let listen = SocketAddr::new(c.bind_address, port);
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) if !required => {
+            tracing::warn!(%listen, error = %e, "no gRPC port (RocketMQ 5 SDKs connect there); set grpcServerPort to choose one");
+            return Ok(None);
+        }
+        Err(e) => return Err(e).with_context(|| format!("gRPC: listen on {listen} (grpcServerPort; 0 turns gRPC off)")),
+    };
+    let port = listener.local_addr()?.port();
+    let front = petrel_grpc::GrpcFront::new(broker.clone(), port, c.grpc_max_clients);
+    let limits = petrel_grpc::GrpcLimits {
+        max_streams_per_connection: u32::try_from(c.grpc_max_concurrent_streams).unwrap_or(u32::MAX),
+        max_message_bytes: c.max_message_size_bytes,
+    };
+    let server = petrel_grpc::GrpcServer::start(listener, front, limits)?;
+    tracing::info!(addr = %server.local_addr(), "gRPC (RocketMQ 5 SDKs) listening");
+    Ok(Some(server))
 }
 
 async fn start_metrics(

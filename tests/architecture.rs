@@ -53,6 +53,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
                 "petrel-replication",
             ][..],
         ),
+        ("grpc", &["petrel-protocol", "petrel-auth", "petrel-store", "petrel-broker"][..]),
         ("replication", &["petrel-store", "petrel-auth"][..]),
         ("controller", &["petrel-protocol", "petrel-remoting", "petrel-auth"][..]),
         ("client", &["petrel-protocol", "petrel-remoting", "petrel-auth"][..]),

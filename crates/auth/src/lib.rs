@@ -16,6 +16,7 @@
 
 mod decide;
 mod error;
+mod grpc;
 mod model;
 mod peer;
 mod settings;
@@ -24,6 +25,7 @@ mod store;
 
 pub use decide::{AuthSettings, Check, Principal};
 pub use error::AuthError;
+pub use grpc::{GrpcAuthorization, MAX_AUTHORIZATION_BYTES};
 pub use model::{AclInfo, Action, EntryInfo, Pattern, PolicyInfo, RETRY_PREFIX, Resource, ResourceType, SourceIp, UserInfo};
 pub use peer::{Exchange, NONCE_BYTES, PROOF_BYTES, PeerRole, PeerSecret, nonce};
 pub use settings::{check_strategy, is_stateful, parse_codes, parse_credentials, parse_init_user};

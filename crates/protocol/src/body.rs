@@ -410,6 +410,14 @@ pub struct Connection {
     pub version: i32,
 }
 
+/// GET_PRODUCER_CONNECTION_LIST answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProducerConnection {
+    /// The group's connected producers.
+    pub connection_set: Vec<Connection>,
+}
+
 /// GET_CONSUMER_CONNECTION_LIST answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -714,6 +714,14 @@ command_header! {
 }
 
 command_header! {
+    /// GET_PRODUCER_CONNECTION_LIST (204).
+    pub struct GetProducerConnectionListRequestHeader {
+        /// The producer group whose clients are asked for.
+        producer_group: String = "producerGroup",
+    }
+}
+
+command_header! {
     /// GET_CONSUMER_CONNECTION_LIST (203).
     pub struct GetConsumerConnectionListRequestHeader {
         /// The group whose clients are asked for.

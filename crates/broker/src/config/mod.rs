@@ -80,6 +80,12 @@ petrel_kit::config_table! {
             "Address the broker's ports (`listenPort`, the fast channel and a master's HA port) listen on (RocketMQ's `NettyServerConfig.bindAddress`; RocketMQ's HA port always listens on every interface). `0.0.0.0`: every interface; `127.0.0.1`: this host only."
         "fastListenPort" => fast_listen_port: Option<u16> = None;
             "A second port serving the same requests: RocketMQ's \"VIP channel\", which its slaves use to copy a master's topics and clients may use for sends. Unset: `listenPort - 2` when that port is free (a warning otherwise); `0`: none; a port: that one, or the broker does not start."
+        "grpcServerPort" => grpc_server_port: Option<u16> = None;
+            "Port of RocketMQ 5's gRPC protocol (`apache.rocketmq.v2.MessagingService`, the rocketmq-clients SDKs), on `bindAddress`. Unset: 8081, RocketMQ proxy's default, when that port is free (a warning otherwise); `0`: no gRPC; a port: that one, or the broker does not start."
+        "grpcMaxConcurrentStreams" => grpc_max_concurrent_streams: usize = 256, check within(1, 65_536);
+            "Streams one gRPC connection may have open at once (HTTP/2 `SETTINGS_MAX_CONCURRENT_STREAMS`): a client's receives, sends and its Telemetry stream together."
+        "grpcMaxClients" => grpc_max_clients: usize = 65_536, check at_least(1);
+            "gRPC clients (client ids) the broker keeps at once; past it a new client is refused with `TOO_MANY_REQUESTS` unless one silent for two minutes makes room."
         "brokerIP1" => broker_ip1: Option<IpAddr> = None;
             "The address advertised in routes and written into offset message ids (also `--broker-ip`). Default: the address of the interface the host routes outbound traffic through, else `127.0.0.1`."
         "registerNameServerPeriod" => register_name_server_period_ms: u64 = 30_000, check within(10_000, 60_000);

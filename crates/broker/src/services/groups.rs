@@ -554,6 +554,15 @@ impl GroupService {
 
     /// The connections of a producer group's live producers.
     #[must_use]
+    pub fn producer_channels(&self, group: &str) -> Vec<ClientChannel> {
+        self.producers
+            .read()
+            .get(group)
+            .map(|chs| chs.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The handles of a producer group's clients, to ask one of them something.
     pub fn producer_handles(&self, group: &str) -> Vec<Arc<dyn ClientHandle>> {
         self.producers
             .read()

@@ -98,6 +98,10 @@ pub struct PopRequest {
     pub init_at_end: bool,
     /// What the pop keeps (the subscription's tags or SQL92 selector); `None` for everything.
     pub filter: Option<Arc<dyn MessageFilter>>,
+    /// An orderly pop (RocketMQ's `order=true`, a FIFO consumer group): a queue with a message
+    /// in flight hands out nothing more until it is acked or comes back, and what comes back
+    /// comes first, so each queue is consumed in order.
+    pub orderly: bool,
 }
 
 /// What a pop found: stored records (revived ones with their reconsume count raised).
@@ -348,6 +352,10 @@ impl PopService {
             let state = self.state(&req.group, &req.topic, queue_id);
             let mut st = state.lock();
             self.start_if_new(&mut st, req, queue_id);
+            if req.orderly && st.inflight.values().any(|a| a.visible_at_ms > now) {
+                // Its batch in flight holds the queue: the next message waits behind it.
+                continue;
+            }
             if out.count < max {
                 self.pop_visible_again(&mut st, req, queue_id, max, &mut out);
             }

@@ -30,6 +30,7 @@ const FILES: &[&[Unit]] = &[
     client::heartbeat::UNITS,
     client::unregister::UNITS,
     client::consumers::UNITS,
+    client::producers::UNITS,
     client::check_config::UNITS,
     client::queue_lock::UNITS,
     topic::update::UNITS,

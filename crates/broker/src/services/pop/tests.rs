@@ -16,6 +16,7 @@ fn pop_req(group: &str, topic: &str, max: usize, invisible_ms: i64) -> PopReques
         poll: None,
         init_at_end: false,
         filter: None,
+        orderly: false,
     }
 }
 
@@ -25,6 +26,38 @@ fn bodies(p: &Popped) -> Vec<(String, i64, i32)> {
         .into_iter()
         .map(|m| (String::from_utf8_lossy(&m.body).into_owned(), m.queue_offset, m.reconsume_times))
         .collect()
+}
+
+#[tokio::test]
+async fn an_orderly_pop_holds_a_queue_until_its_batch_is_acked_or_comes_back() {
+    let t = TestBroker::start(|_| {});
+    heartbeat_consumer(&t.broker, "OG", "Fifo");
+    t.send_n("Fifo", 0, 4).await;
+    t.wait_dispatched();
+    let pop = &t.broker.pop;
+    let orderly = |max, invisible_ms| PopRequest {
+        orderly: true,
+        ..pop_req("OG", "Fifo", max, invisible_ms)
+    };
+    let first = pop.pop(orderly(2, 300)).await.unwrap();
+    assert_eq!(bodies(&first).iter().map(|m| m.1).collect::<Vec<_>>(), [0, 1]);
+    let held = pop.pop(orderly(2, 300)).await.unwrap();
+    assert_eq!(held.count, 0, "the queue waits behind the batch in flight");
+    let unordered = pop.pop(pop_req("OG", "Fifo", 1, 60_000)).await.unwrap();
+    assert_eq!(
+        bodies(&unordered).iter().map(|m| m.1).collect::<Vec<_>>(),
+        [2],
+        "an unordered pop is not held"
+    );
+    assert!(pop.ack("OG", "Fifo", 0, 2, unordered.pop_time_ms));
+    assert!(pop.ack("OG", "Fifo", 0, 0, first.pop_time_ms));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let again = pop.pop(orderly(4, 60_000)).await.unwrap();
+    assert_eq!(
+        bodies(&again),
+        [("body 1".into(), 1, 1), ("body 3".into(), 3, 0)],
+        "the unacked message comes back first, then the queue goes on"
+    );
 }
 
 #[tokio::test]

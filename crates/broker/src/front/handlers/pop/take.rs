@@ -18,7 +18,6 @@ use petrel_remoting::{Connection, Reply, answer};
 use petrel_store::MessageFilter;
 
 use crate::broker::Broker;
-use crate::error::BrokerError;
 use crate::front::reply::later;
 use crate::services::pop::PopRequest;
 
@@ -41,11 +40,6 @@ pub(crate) fn handle<C: Consume + Pop + Shares>(
     let ctx = ctx.clone();
     later(request.clone(), async move {
         let _place = place;
-        if h.order == Some(true) {
-            return Err(BrokerError::NotSupported(
-                "orderly POP (order=true) is not supported; use an orderly push consumer".into(),
-            ));
-        }
         let (exp_type, exp) = (h.exp_type.as_deref().unwrap_or("TAG"), h.exp.as_deref().unwrap_or("*"));
         let filter = ctx
             .consume()
@@ -60,6 +54,7 @@ pub(crate) fn handle<C: Consume + Pop + Shares>(
             poll: u64::try_from(h.poll_time).ok().map(Duration::from_millis),
             init_at_end: h.init_mode == 1,
             filter,
+            orderly: h.order == Some(true),
         };
         let invisible_time = req.invisible_time_ms;
         let popped = ctx.pop().pop(req).await?;

@@ -1763,8 +1763,46 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    /** Mixed protocols, remoting side: sends COUNT messages "remoting-N" (tag TagA) to TOPIC. */
+    static void mixedSend(String ns, String topic, int count) throws Exception {
+        DefaultMQProducer p = producer(ns, "pg_mixed_" + stamp());
+        for (int i = 0; i < count; i++) {
+            Message m = new Message(topic, "TagA", ("remoting-" + i).getBytes(StandardCharsets.UTF_8));
+            SendResult r = p.send(m);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "mixed: send " + i + ": " + r);
+        }
+        p.shutdown();
+        System.out.println("ok: mixed-send: " + count + " remoting messages sent to " + topic);
+    }
+
+    /** Mixed protocols, remoting side: a push consumer of GROUP reads the COUNT messages "grpc-N" a gRPC producer sent. */
+    static void mixedReceive(String ns, String topic, String group, int count) throws Exception {
+        Set<String> bodies = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer c = pushConsumer(ns, group, "mixed-consumer", topic);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                if (body.startsWith("grpc-") && "TagA".equals(m.getTags())) {
+                    bodies.add(body);
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        waitFor("the remoting consumer to read every gRPC-sent message", () -> bodies.size() >= count);
+        c.shutdown();
+        System.out.println("ok: mixed-receive: a remoting push consumer read all " + count + " messages sent over gRPC, with their tag");
+    }
+
     static void run(String[] args) throws Exception {
         switch (args[0]) {
+            case "mixed-send":
+                mixedSend(args[1], args[2], Integer.parseInt(args[3]));
+                break;
+            case "mixed-receive":
+                mixedReceive(args[1], args[2], args[3], Integer.parseInt(args[4]));
+                break;
             case "basic":
                 basic(args[1]);
                 break;

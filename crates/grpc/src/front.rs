@@ -1,0 +1,190 @@
+//! `GrpcFront`: the broker as a `MessagingService`. Each RPC is a thin adapter in its own
+//! module (`route`, `send`, `receive`, `session`, `offsets`): it reads the request, calls the
+//! broker's services, and answers with RocketMQ 5's status codes.
+//!
+//! Owns: what every gRPC request means. Must never: do a service's work itself.
+
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::Stream;
+use petrel_broker::Broker;
+use tonic::{Request, Response, Status};
+
+use crate::clients::{Clients, GrpcClient};
+use crate::pb::{self, Code};
+use crate::status::Refusal;
+
+/// The gRPC port when `grpcServerPort` is unset: RocketMQ proxy's.
+pub const DEFAULT_PORT: u16 = 8081;
+/// gRPC clients the broker keeps at most (`grpcMaxClients`'s default).
+pub const DEFAULT_MAX_CLIENTS: usize = 65_536;
+/// A client not heard from for this long may give its place to a new one (RocketMQ's
+/// channel expiry: two minutes without a heartbeat).
+pub const CLIENT_IDLE: Duration = Duration::from_secs(120);
+
+/// The broker's gRPC front end.
+#[derive(Clone)]
+pub struct GrpcFront {
+    pub(crate) broker: Arc<Broker>,
+    pub(crate) clients: Arc<Clients>,
+    /// The port clients reach this front end at, for routes asked without endpoints.
+    pub(crate) port: u16,
+}
+
+impl GrpcFront {
+    /// The front end of `broker` served at `port`, knowing at most `max_clients` clients at once.
+    #[must_use]
+    pub fn new(broker: Arc<Broker>, port: u16, max_clients: usize) -> GrpcFront {
+        GrpcFront {
+            broker,
+            clients: Arc::new(Clients::new(max_clients, CLIENT_IDLE)),
+            port,
+        }
+    }
+
+    /// The clients known now.
+    #[must_use]
+    pub fn clients(&self) -> &Arc<Clients> {
+        &self.clients
+    }
+}
+
+/// A request's caller: the client id, language and version its metadata names.
+pub(crate) struct Caller {
+    pub(crate) client: Arc<GrpcClient>,
+    pub(crate) peer: SocketAddr,
+    /// The user the request is signed by (or names, when authentication is off).
+    pub(crate) principal: petrel_auth::Principal,
+}
+
+impl GrpcFront {
+    /// The client a request comes from, added on its first request.
+    pub(crate) fn caller<T>(&self, request: &Request<T>) -> Result<Caller, Refusal> {
+        let meta = request.metadata();
+        let text = |key: &str| meta.get(key).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+        let client_id = text("x-mq-client-id");
+        if client_id.is_empty() {
+            return Err(Refusal::new(Code::ClientIdRequired, "x-mq-client-id is missing"));
+        }
+        let peer = request.remote_addr().unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let principal = self.principal(
+            meta.get("authorization").and_then(|v| v.to_str().ok()),
+            meta.get("x-mq-date-time").and_then(|v| v.to_str().ok()),
+        )?;
+        let client = self
+            .clients
+            .get_or_add(&client_id, peer, &text("x-mq-language"), &text("x-mq-client-version"))
+            .ok_or_else(|| Refusal::new(Code::TooManyRequests, "too many gRPC clients (grpcMaxClients)"))?;
+        Ok(Caller { client, peer, principal })
+    }
+}
+
+/// A unary answer.
+pub(crate) type Unary<T> = Result<Response<T>, Status>;
+/// A streamed answer.
+pub(crate) type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
+
+/// A finished list of answers as a stream.
+pub(crate) fn stream_of<T: Send + 'static>(items: Vec<T>) -> Streamed<T> {
+    Box::pin(futures::stream::iter(items.into_iter().map(Ok)))
+}
+
+#[tonic::async_trait]
+impl pb::messaging_service_server::MessagingService for GrpcFront {
+    type ReceiveMessageStream = Streamed<pb::ReceiveMessageResponse>;
+    type PullMessageStream = Streamed<pb::PullMessageResponse>;
+    type TelemetryStream = Streamed<pb::TelemetryCommand>;
+
+    async fn query_route(&self, r: Request<pb::QueryRouteRequest>) -> Unary<pb::QueryRouteResponse> {
+        Ok(Response::new(crate::route::query_route(self, r)))
+    }
+
+    async fn heartbeat(&self, r: Request<pb::HeartbeatRequest>) -> Unary<pb::HeartbeatResponse> {
+        Ok(Response::new(crate::session::heartbeat(self, r).await))
+    }
+
+    async fn send_message(&self, r: Request<pb::SendMessageRequest>) -> Unary<pb::SendMessageResponse> {
+        Ok(Response::new(crate::send::send_message(self, r).await))
+    }
+
+    async fn query_assignment(&self, r: Request<pb::QueryAssignmentRequest>) -> Unary<pb::QueryAssignmentResponse> {
+        Ok(Response::new(crate::route::query_assignment(self, r)))
+    }
+
+    async fn receive_message(&self, r: Request<pb::ReceiveMessageRequest>) -> Unary<Self::ReceiveMessageStream> {
+        Ok(Response::new(stream_of(crate::receive::receive(self, r).await)))
+    }
+
+    async fn ack_message(&self, r: Request<pb::AckMessageRequest>) -> Unary<pb::AckMessageResponse> {
+        Ok(Response::new(crate::receive::ack(self, r)))
+    }
+
+    async fn forward_message_to_dead_letter_queue(
+        &self,
+        r: Request<pb::ForwardMessageToDeadLetterQueueRequest>,
+    ) -> Unary<pb::ForwardMessageToDeadLetterQueueResponse> {
+        Ok(Response::new(crate::receive::forward_to_dlq(self, r).await))
+    }
+
+    async fn pull_message(&self, r: Request<pb::PullMessageRequest>) -> Unary<Self::PullMessageStream> {
+        Ok(Response::new(stream_of(crate::offsets::pull(self, r).await)))
+    }
+
+    async fn update_offset(&self, r: Request<pb::UpdateOffsetRequest>) -> Unary<pb::UpdateOffsetResponse> {
+        Ok(Response::new(crate::offsets::update(self, r)))
+    }
+
+    async fn get_offset(&self, r: Request<pb::GetOffsetRequest>) -> Unary<pb::GetOffsetResponse> {
+        Ok(Response::new(crate::offsets::get(self, r)))
+    }
+
+    async fn query_offset(&self, r: Request<pb::QueryOffsetRequest>) -> Unary<pb::QueryOffsetResponse> {
+        Ok(Response::new(crate::offsets::query(self, r)))
+    }
+
+    async fn end_transaction(&self, r: Request<pb::EndTransactionRequest>) -> Unary<pb::EndTransactionResponse> {
+        Ok(Response::new(crate::send::end_transaction(self, r).await))
+    }
+
+    async fn telemetry(&self, r: Request<tonic::Streaming<pb::TelemetryCommand>>) -> Unary<Self::TelemetryStream> {
+        crate::session::telemetry(self, r)
+            .map(Response::new)
+            .map_err(|e| Status::invalid_argument(e.message))
+    }
+
+    async fn notify_client_termination(
+        &self,
+        r: Request<pb::NotifyClientTerminationRequest>,
+    ) -> Unary<pb::NotifyClientTerminationResponse> {
+        Ok(Response::new(crate::session::terminate(self, r)))
+    }
+
+    async fn change_invisible_duration(
+        &self,
+        r: Request<pb::ChangeInvisibleDurationRequest>,
+    ) -> Unary<pb::ChangeInvisibleDurationResponse> {
+        Ok(Response::new(crate::receive::change_invisible(self, r)))
+    }
+
+    async fn recall_message(&self, _r: Request<pb::RecallMessageRequest>) -> Unary<pb::RecallMessageResponse> {
+        Ok(Response::new(pb::RecallMessageResponse {
+            status: Some(crate::status::status(
+                Code::NotImplemented,
+                "RecallMessage is not supported by this broker",
+            )),
+            message_id: String::new(),
+        }))
+    }
+
+    async fn sync_lite_subscription(&self, _r: Request<pb::SyncLiteSubscriptionRequest>) -> Unary<pb::SyncLiteSubscriptionResponse> {
+        Ok(Response::new(pb::SyncLiteSubscriptionResponse {
+            status: Some(crate::status::status(
+                Code::NotImplemented,
+                "lite topics are not supported by this broker",
+            )),
+        }))
+    }
+}

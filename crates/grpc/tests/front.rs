@@ -1,0 +1,307 @@
+//! The gRPC front end over a real broker on a temporary directory, through tonic's generated
+//! client over TCP: what every SDK does first (route, send, receive, ack), each refusal's
+//! RocketMQ code, and ACL 2.0's signature and policies.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hmac::{Hmac, Mac};
+use petrel_broker::{Broker, BrokerConfig, NameServers};
+use petrel_grpc::pb::messaging_service_client::MessagingServiceClient;
+use petrel_grpc::pb::{self, Code, receive_message_response::Content};
+use petrel_grpc::{GrpcFront, GrpcLimits, GrpcServer};
+use petrel_protocol::model::{TopicConfig, perm};
+use sha1::Sha1;
+use tokio::task::JoinSet;
+use tonic::transport::Channel;
+
+struct Running {
+    broker: Arc<Broker>,
+    server: GrpcServer,
+    _tasks: JoinSet<()>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(keys: &[(&str, &str)]) -> Running {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let mut config = BrokerConfig {
+        store_path_root_dir: dir.path().to_owned(),
+        broker_ip1: Some("127.0.0.1".parse().expect("an address")),
+        mapped_file_size_commit_log: 1 << 20,
+        ha_listen_port: Some(0),
+        ..BrokerConfig::default()
+    };
+    for (k, v) in keys {
+        config.set(k, v).expect("a valid key");
+    }
+    let name_server = Arc::new(petrel_namesrv::NameServer::new());
+    let broker = tokio::task::spawn_blocking(move || Broker::open(config, NameServers::Embedded(name_server)))
+        .await
+        .expect("joined")
+        .expect("opened");
+    let mut tasks = JoinSet::new();
+    broker.start(&mut tasks).await;
+    let mut topic = TopicConfig::new("T", 2, perm::READ | perm::WRITE);
+    topic.attributes.insert("message.type".into(), "NORMAL".into());
+    broker.topics.create_or_update(topic).await.expect("topic");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let port = listener.local_addr().expect("bound").port();
+    let limits = GrpcLimits {
+        max_streams_per_connection: 16,
+        max_message_bytes: broker.config.max_message_size_bytes,
+    };
+    let server = GrpcServer::start(listener, GrpcFront::new(broker.clone(), port, 64), limits).expect("serving");
+    Running {
+        broker,
+        server,
+        _tasks: tasks,
+        _dir: dir,
+    }
+}
+
+async fn client(r: &Running) -> MessagingServiceClient<Channel> {
+    MessagingServiceClient::connect(format!("http://{}", r.server.local_addr()))
+        .await
+        .expect("connected")
+        .max_decoding_message_size(16 << 20)
+        .max_encoding_message_size(16 << 20)
+}
+
+/// A request from client `id`, signed by `user` with `secret` when given.
+fn req<T>(body: T, id: &str, signed: Option<(&str, &str)>) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(body);
+    let meta = r.metadata_mut();
+    if !id.is_empty() {
+        meta.insert("x-mq-client-id", id.parse().expect("ascii"));
+    }
+    meta.insert("x-mq-language", "JAVA".parse().expect("ascii"));
+    meta.insert("x-mq-client-version", "5.2.0".parse().expect("ascii"));
+    if let Some((user, secret)) = signed {
+        let date = "20261127T050000Z";
+        let mut mac = Hmac::<Sha1>::new_from_slice(secret.as_bytes()).expect("any key");
+        mac.update(date.as_bytes());
+        let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02X}")).collect();
+        let value = format!("MQv2-HMAC-SHA1 Credential={user}, SignedHeaders=x-mq-date-time, Signature={hex}");
+        meta.insert("authorization", value.parse().expect("ascii"));
+        meta.insert("x-mq-date-time", date.parse().expect("ascii"));
+    }
+    r
+}
+
+fn resource(name: &str) -> Option<pb::Resource> {
+    Some(pb::Resource {
+        resource_namespace: String::new(),
+        name: name.into(),
+    })
+}
+
+fn message(topic: &str, id: &str, body: &str) -> pb::Message {
+    pb::Message {
+        topic: resource(topic),
+        user_properties: Default::default(),
+        system_properties: Some(pb::SystemProperties {
+            message_id: id.into(),
+            tag: Some("TagA".into()),
+            ..pb::SystemProperties::default()
+        }),
+        body: bytes::Bytes::copy_from_slice(body.as_bytes()),
+    }
+}
+
+fn code(s: Option<&pb::Status>) -> Code {
+    Code::try_from(s.expect("a status").code).expect("a known code")
+}
+
+fn receive_req(group: &str, invisible: Duration) -> pb::ReceiveMessageRequest {
+    pb::ReceiveMessageRequest {
+        group: resource(group),
+        message_queue: Some(pb::MessageQueue {
+            topic: resource("T"),
+            id: 1,
+            ..pb::MessageQueue::default()
+        }),
+        filter_expression: Some(pb::FilterExpression {
+            r#type: pb::FilterType::Tag as i32,
+            expression: "TagA".into(),
+        }),
+        batch_size: 8,
+        invisible_duration: Some(prost_types::Duration {
+            seconds: i64::try_from(invisible.as_secs()).expect("small"),
+            nanos: 0,
+        }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
+        attempt_id: None,
+    }
+}
+
+async fn receive(c: &mut MessagingServiceClient<Channel>, group: &str, invisible: Duration) -> (Code, Vec<pb::Message>) {
+    let mut stream = c
+        .receive_message(req(receive_req(group, invisible), "c1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    let (mut status, mut messages) = (None, Vec::new());
+    while let Some(item) = stream.message().await.expect("a stream item") {
+        match item.content {
+            Some(Content::Status(s)) => status = Some(s),
+            Some(Content::Message(m)) => messages.push(m),
+            _ => {}
+        }
+    }
+    (code(status.as_ref()), messages)
+}
+
+#[tokio::test]
+async fn a_message_sent_is_received_from_any_queue_acked_once_and_gone() {
+    let r = start(&[]).await;
+    let mut c = client(&r).await;
+    let (status, _) = receive(&mut c, "G1", Duration::from_secs(30)).await;
+    assert_eq!(status, Code::ConsumerGroupNotFound, "a group that never registered");
+    let group = petrel_broker::services::groups::GroupConfig::new("G1");
+    r.broker.groups.upsert_config(group).expect("created");
+    let sent = c
+        .send_message(req(
+            pb::SendMessageRequest {
+                messages: vec![message("T", "ID-1", "hello")],
+            },
+            "p1",
+            None,
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(sent.status.as_ref()), Code::Ok, "{sent:?}");
+    assert_eq!(sent.entries[0].message_id, "ID-1");
+    // The consumer names queue 1; the message went to queue 0: the broker pops any queue.
+    let (status, got) = receive(&mut c, "G1", Duration::from_secs(30)).await;
+    assert_eq!((status, got.len()), (Code::Ok, 1));
+    let sys = got[0].system_properties.clone().expect("system properties");
+    assert_eq!((sys.message_id.as_str(), sys.delivery_attempt), ("ID-1", Some(1)));
+    assert_eq!(&got[0].body[..], b"hello");
+    let handle = sys.receipt_handle.expect("a handle");
+    let ack = |handle: &str| pb::AckMessageRequest {
+        group: resource("G1"),
+        topic: resource("T"),
+        entries: vec![pb::AckMessageEntry {
+            message_id: "ID-1".into(),
+            receipt_handle: handle.to_owned(),
+            lite_topic: None,
+        }],
+    };
+    let acked = c.ack_message(req(ack(&handle), "c1", None)).await.expect("answered").into_inner();
+    assert_eq!(code(acked.status.as_ref()), Code::Ok);
+    let garbage = c
+        .ack_message(req(ack("not a handle"), "c1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(garbage.entries[0].status.as_ref()), Code::InvalidReceiptHandle);
+    let (status, again) = receive(&mut c, "G1", Duration::from_secs(30)).await;
+    assert_eq!((status, again.len()), (Code::MessageNotFound, 0), "acked: never again");
+    assert_eq!(r.broker.offsets.query("G1", "T", 0), Some(1), "the group's offset moved past it");
+}
+
+#[tokio::test]
+async fn each_refusal_has_its_rocketmq_code() {
+    let r = start(&[]).await;
+    let mut c = client(&r).await;
+    let route = |topic: &str, id: &str| {
+        req(
+            pb::QueryRouteRequest {
+                topic: resource(topic),
+                endpoints: None,
+            },
+            id,
+            None,
+        )
+    };
+    let missing = c.query_route(route("Nope", "c1")).await.expect("answered").into_inner();
+    assert_eq!(code(missing.status.as_ref()), Code::TopicNotFound);
+    let anonymous = c.query_route(route("T", "")).await.expect("answered").into_inner();
+    assert_eq!(code(anonymous.status.as_ref()), Code::ClientIdRequired);
+    let found = c.query_route(route("T", "c1")).await.expect("answered").into_inner();
+    assert_eq!(found.message_queues.len(), 2);
+    assert_eq!(found.message_queues[0].accept_message_types, [pb::MessageType::Normal as i32]);
+    let mut fifo = message("T", "ID-2", "x");
+    fifo.system_properties.as_mut().expect("set").message_group = Some("g".into());
+    let conflict = c
+        .send_message(req(pb::SendMessageRequest { messages: vec![fifo] }, "p1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(conflict.status.as_ref()), Code::MessagePropertyConflictWithType);
+    let big = "x".repeat(r.broker.config.max_message_size_bytes + 1);
+    let too_large = c
+        .send_message(req(
+            pb::SendMessageRequest {
+                messages: vec![message("T", "ID-3", &big)],
+            },
+            "p1",
+            None,
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(
+        code(too_large.status.as_ref()),
+        Code::MessageBodyTooLarge,
+        "one byte past maxMessageSize"
+    );
+    let beat = c
+        .heartbeat(req(
+            pb::HeartbeatRequest {
+                group: resource("G"),
+                client_type: 3,
+            },
+            "stranger",
+            None,
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(beat.status.as_ref()), Code::UnrecognizedClientType, "no Settings yet");
+    let (status, _) = receive(&mut c, "G1", Duration::from_millis(0)).await;
+    assert_eq!(status, Code::IllegalInvisibleTime);
+}
+
+#[tokio::test]
+async fn with_acl_on_only_a_signed_request_of_a_user_with_a_policy_is_served() {
+    let r = start(&[
+        ("authenticationEnabled", "true"),
+        ("authorizationEnabled", "true"),
+        ("initAuthenticationUser", r#"{"username":"root","password":"rootpass1"}"#),
+    ])
+    .await;
+    let user: petrel_auth::UserInfo =
+        serde_json::from_str(r#"{"username":"bob","password":"bobpass12","userType":"Normal","userStatus":"enable"}"#).expect("a user");
+    r.broker.access.store.create_user(&user).expect("created");
+    let mut c = client(&r).await;
+    let route = |signed| {
+        req(
+            pb::QueryRouteRequest {
+                topic: resource("T"),
+                endpoints: None,
+            },
+            "c1",
+            signed,
+        )
+    };
+    let status = |resp: pb::QueryRouteResponse| code(resp.status.as_ref());
+    let unsigned = c.query_route(route(None)).await.expect("answered").into_inner();
+    assert_eq!(status(unsigned), Code::Unauthorized);
+    let wrong = c.query_route(route(Some(("root", "not-it")))).await.expect("answered").into_inner();
+    assert_eq!(status(wrong), Code::Unauthorized);
+    let no_policy = c
+        .query_route(route(Some(("bob", "bobpass12"))))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(status(no_policy), Code::Forbidden, "bob has no policy on T");
+    let root = c
+        .query_route(route(Some(("root", "rootpass1"))))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(status(root), Code::Ok, "a super user may");
+}

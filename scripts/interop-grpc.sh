@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Interoperability over RocketMQ 5's gRPC protocol: the official 5.x SDKs of apache/rocketmq-clients
+# against `petrel serve`, unchanged, with no proxy process:
+#  - Java (rocketmq-client-java 5.2.0, tests/clients/grpc-java): Producer + SimpleConsumer, invisible
+#    time and its change, PushConsumer with a failed delivery retried, FIFO message groups in order,
+#    a delivery time, a transaction committed, one rolled back and one decided by check-back over
+#    Telemetry, and refusals with RocketMQ's codes;
+#  - Go (golang/v5 v5.1.3), Python (rocketmq-python-client 5.1.2), Node.js (rocketmq-client-nodejs
+#    1.0.8) and Rust (the rocketmq crate 5.0.0), tests/clients/grpc-*: each sends and receives with
+#    a SimpleConsumer, and each runs one of FIFO and delay;
+#  - mixed protocols: the remoting Java client's messages received over gRPC and the reverse, and
+#    gRPC clients listed by mqadmin consumerConnection / producerConnection / consumerProgress.
+# Ports come from the kernel (bound to 0 and released), never fixed numbers.
+set -euo pipefail
+source "$(dirname "$0")/reference-lib.sh"
+cd "$ref_root"
+ref_fetch
+cargo build --quiet --release --bin petrel
+echo "building the gRPC Java SDK test (rocketmq-client-java 5.2.0)"
+mvn -q -B -f tests/clients/grpc-java/pom.xml package -DskipTests
+mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+ns_port=$(free_port)
+broker_port=$(free_port)
+grpc_port=$(free_port)
+ns="127.0.0.1:$ns_port"
+endpoint="127.0.0.1:$grpc_port"
+work=$(mktemp -d)
+export ROCKETMQ_HOME="$work"
+petrel_pid=""
+cleanup() {
+  [ -n "$petrel_pid" ] && kill -9 "$petrel_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
+  --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set transactionCheckInterval=5000 >"$work/petrel.log" 2>&1 &
+petrel_pid=$!
+for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+grep -q "gRPC (RocketMQ 5 SDKs) listening" "$work/petrel.log" || { tail -20 "$work/petrel.log"; echo "no gRPC port"; exit 1; }
+
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+not_ok() { failed=$((failed + 1)); echo "FAIL: $1"; }
+admin() { ref_mqadmin "$ns" "$@"; }
+topic() { # name [message.type]
+  local attr=()
+  [ -n "${2:-}" ] && attr=(-a "+message.type=$2")
+  admin updateTopic -b "127.0.0.1:$broker_port" -t "$1" -r 4 -w 4 "${attr[@]}" >/dev/null
+}
+group() { # name [orderly]
+  admin updateSubGroup -b "127.0.0.1:$broker_port" -g "$1" ${2:+-o true} >/dev/null
+}
+java_grpc() { # scenario args...: runs one scenario, its verdict is its last line
+  local out
+  if out=$(timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" "$@" 2>"$work/java-$1.err"); then
+    ok "Java gRPC $1: $(tail -1 <<<"$out" | sed 's/^ok: //')"
+  else
+    not_ok "Java gRPC $1: $(tail -1 <<<"$out")"
+    tail -15 "$work/java-$1.err"
+  fi
+}
+# Scenarios that mostly wait (for invisible times, delivery times, check-backs) run side by side,
+# three at a time; each reports into its own file, read back in order.
+java_grpc_batch() { # "scenario topic group" ...
+  local pids=() line
+  for line in "$@"; do
+    # shellcheck disable=SC2086
+    (java_grpc $line >"$work/verdict-${line%% *}" 2>&1) &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  for line in "$@"; do
+    cat "$work/verdict-${line%% *}"
+    if grep -q "^ok: " "$work/verdict-${line%% *}"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+}
+
+echo "== Java gRPC SDK"
+topic GNormal NORMAL; group GG1
+topic GInvisible NORMAL; group GG2
+topic GPush NORMAL; group GG3
+topic GFifo FIFO; group GG4 orderly
+topic GDelay DELAY; group GG5
+topic GTx TRANSACTION; group GG6
+java_grpc_batch "normal GNormal GG1" "invisible GInvisible GG2" "push GPush GG3"
+java_grpc_batch "fifo GFifo GG4" "delay GDelay GG5" "transaction GTx GG6" "errors GNormal GG7"
+
+echo "== the Go, Python, Node.js and Rust gRPC SDKs"
+sdks=target/grpc-sdks
+if [ -n "${GRPC_SDKS_BUILD_PID:-}" ]; then
+  # scripts/test.sh started the build in the background; it ends by writing its status.
+  for _ in $(seq 1 1800); do kill -0 "$GRPC_SDKS_BUILD_PID" 2>/dev/null || break; sleep 0.5; done
+else
+  scripts/grpc-sdks-build.sh || true
+fi
+[ "$(cat "$sdks/done" 2>/dev/null)" = 0 ] || not_ok "building the SDK tests (see $sdks/*.log)"
+sdk_run() { # lang scenario topic group
+  case "$1" in
+    go) timeout 120 "$sdks/go-test" "$endpoint" "$2" "$3" "$4" ;;
+    python) timeout 120 "$sdks/venv/bin/python" tests/clients/grpc-python/test.py "$endpoint" "$2" "$3" "$4" ;;
+    node) timeout 120 node tests/clients/grpc-node/test.js "$endpoint" "$2" "$3" "$4" ;;
+    rust) timeout 120 "$sdks/rust-target/debug/grpc-rust-test" "$endpoint" "$2" "$3" "$4" ;;
+  esac
+}
+sdk_batch() { # "lang scenario topic group" ...: side by side, verdicts read back in order
+  local pids=() line
+  for line in "$@"; do
+    # shellcheck disable=SC2086
+    (sdk_run $line >"$work/sdk-${line// /-}.out" 2>"$work/sdk-${line// /-}.err") &
+    pids+=($!)
+  done
+  wait "${pids[@]}" || true
+  for line in "$@"; do
+    local verdict
+    verdict=$(tail -1 "$work/sdk-${line// /-}.out" 2>/dev/null)
+    if [[ "$verdict" == ok:* ]]; then ok "${verdict#ok: }"; else
+      not_ok "${line%% *} ${line#* }: ${verdict:-no verdict}"
+      tail -15 "$work/sdk-${line// /-}.err"
+    fi
+  done
+}
+topic GoNormal NORMAL; group GoG1; topic GoFifo FIFO; group GoG2 orderly
+topic PyNormal NORMAL; group PyG1; topic PyDelay DELAY; group PyG2
+topic NodeNormal NORMAL; group NodeG1; topic NodeFifo FIFO; group NodeG2 orderly
+topic RsNormal NORMAL; group RsG1; topic RsDelay DELAY; group RsG2
+sdk_batch "go normal GoNormal GoG1" "python normal PyNormal PyG1" "node normal NodeNormal NodeG1" "rust normal RsNormal RsG1"
+sdk_batch "go fifo GoFifo GoG2" "python delay PyDelay PyG2" "node fifo NodeFifo NodeG2" "rust delay RsDelay RsG2"
+
+echo "== mixed protocols: one broker, one group state, both wires"
+remoting_java() { # scenario args...
+  local out
+  if out=$(timeout 120 java -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest "$@" 2>"$work/remoting-$1.err"); then
+    ok "remoting Java $1: $(tail -1 <<<"$out" | sed 's/^ok: //')"
+  else
+    not_ok "remoting Java $1: $(tail -1 <<<"$out")"
+    tail -15 "$work/remoting-$1.err"
+  fi
+}
+topic GMixed; group GG8; group GG9
+remoting_java mixed-send "$ns" GMixed 10
+java_grpc mixed-in GMixed GG8 10
+java_grpc mixed-out GMixed 10
+remoting_java mixed-receive "$ns" GMixed GG9 10
+
+echo "== mqadmin lists gRPC clients with their language and version, and their group's progress"
+topic GListed NORMAL; group GG10
+timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" invisible GListed GG10 \
+  >"$work/listed.out" 2>"$work/listed.err" &
+listed_pid=$!
+connections=""
+for _ in $(seq 1 30); do
+  connections=$(admin consumerConnection -g GG10 || true)
+  grep -q "V5_2_0" <<<"$connections" && break
+  sleep 1
+done
+if grep -q "JAVA" <<<"$connections" && grep -q "V5_2_0" <<<"$connections"; then
+  ok "consumerConnection lists the gRPC consumer as JAVA V5_2_0"
+else
+  not_ok "consumerConnection: expected a JAVA V5_2_0 client in:"
+  echo "$connections" | tail -10
+fi
+progress=$(admin consumerProgress -g GG10 || true)
+if grep -q "GListed" <<<"$progress"; then ok "consumerProgress shows the gRPC group's queues"; else
+  not_ok "consumerProgress: expected GListed in:"
+  echo "$progress" | tail -10
+fi
+producers=$(admin producerConnection -g GListed -t GListed || true)
+if grep -q "JAVA" <<<"$producers"; then ok "producerConnection lists the gRPC producer under its topic"; else
+  not_ok "producerConnection: expected a JAVA producer in:"
+  echo "$producers" | tail -10
+fi
+wait "$listed_pid" || true
+
+echo "passed=$passed failed=$failed"
+[ "$failed" -eq 0 ]
