@@ -46,14 +46,20 @@ failed=0
 ok() { passed=$((passed + 1)); echo "ok: $1"; }
 not_ok() { failed=$((failed + 1)); echo "FAIL: $1"; }
 admin() { ref_mqadmin "$ns" "$@"; }
-topic() { # name [message.type]
-  local attr=()
-  [ -n "${2:-}" ] && attr=(-a "+message.type=$2")
-  admin updateTopic -b "127.0.0.1:$broker_port" -t "$1" -r 4 -w 4 "${attr[@]}" >/dev/null
-}
-group() { # name [orderly]
-  admin updateSubGroup -b "127.0.0.1:$broker_port" -g "$1" ${2:+-o true} >/dev/null
-}
+# Every topic and group the scenarios use, created by one JVM (the remoting Java test's `setup`,
+# through RocketMQ's admin API as mqadmin updateTopic -a +message.type=… / updateSubGroup -o do).
+specs=(
+  topic:GNormal:NORMAL group:GG1 topic:GInvisible:NORMAL group:GG2 topic:GPush:NORMAL group:GG3
+  topic:GFifo:FIFO group:GG4:orderly topic:GDelay:DELAY group:GG5 topic:GTx:TRANSACTION group:GG6
+  topic:GoNormal:NORMAL group:GoG1 topic:GoFifo:FIFO group:GoG2:orderly
+  topic:PyNormal:NORMAL group:PyG1 topic:PyDelay:DELAY group:PyG2
+  topic:NodeNormal:NORMAL group:NodeG1 topic:NodeFifo:FIFO group:NodeG2:orderly
+  topic:RsNormal:NORMAL group:RsG1 topic:RsDelay:DELAY group:RsG2
+  topic:GMixed group:GG8 group:GG9 topic:GListed:NORMAL group:GG10
+)
+setup_out=$(timeout 120 java -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest \
+  setup "$ns" "127.0.0.1:$broker_port" "${specs[@]}" 2>"$work/setup.err") || { tail -20 "$work/setup.err"; echo "setup failed"; exit 1; }
+echo "$setup_out" | tail -1
 java_grpc() { # scenario args...: runs one scenario, its verdict is its last line
   local out
   if out=$(timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" "$@" 2>"$work/java-$1.err"); then
@@ -80,12 +86,6 @@ java_grpc_batch() { # "scenario topic group" ...
 }
 
 echo "== Java gRPC SDK"
-topic GNormal NORMAL; group GG1
-topic GInvisible NORMAL; group GG2
-topic GPush NORMAL; group GG3
-topic GFifo FIFO; group GG4 orderly
-topic GDelay DELAY; group GG5
-topic GTx TRANSACTION; group GG6
 java_grpc_batch "normal GNormal GG1" "invisible GInvisible GG2" "push GPush GG3"
 java_grpc_batch "fifo GFifo GG4" "delay GDelay GG5" "transaction GTx GG6" "errors GNormal GG7"
 
@@ -123,10 +123,6 @@ sdk_batch() { # "lang scenario topic group" ...: side by side, verdicts read bac
     fi
   done
 }
-topic GoNormal NORMAL; group GoG1; topic GoFifo FIFO; group GoG2 orderly
-topic PyNormal NORMAL; group PyG1; topic PyDelay DELAY; group PyG2
-topic NodeNormal NORMAL; group NodeG1; topic NodeFifo FIFO; group NodeG2 orderly
-topic RsNormal NORMAL; group RsG1; topic RsDelay DELAY; group RsG2
 sdk_batch "go normal GoNormal GoG1" "python normal PyNormal PyG1" "node normal NodeNormal NodeG1" "rust normal RsNormal RsG1"
 sdk_batch "go fifo GoFifo GoG2" "python delay PyDelay PyG2" "node fifo NodeFifo NodeG2" "rust delay RsDelay RsG2"
 
@@ -140,14 +136,12 @@ remoting_java() { # scenario args...
     tail -15 "$work/remoting-$1.err"
   fi
 }
-topic GMixed; group GG8; group GG9
 remoting_java mixed-send "$ns" GMixed 10
 java_grpc mixed-in GMixed GG8 10
 java_grpc mixed-out GMixed 10
 remoting_java mixed-receive "$ns" GMixed GG9 10
 
 echo "== mqadmin lists gRPC clients with their language and version, and their group's progress"
-topic GListed NORMAL; group GG10
 timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" invisible GListed GG10 \
   >"$work/listed.out" 2>"$work/listed.err" &
 listed_pid=$!

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::front::GrpcFront;
@@ -26,6 +27,13 @@ pub struct GrpcLimits {
     pub max_streams_per_connection: u32,
     /// The largest body a message may have (`maxMessageSize`).
     pub max_message_bytes: usize,
+}
+
+/// Sets up an accepted connection: no Nagle delay on its small frames.
+fn configure(stream: &tokio::net::TcpStream) {
+    if let Err(e) = stream.set_nodelay(true) {
+        tracing::debug!(error = %e, "TCP_NODELAY refused on a gRPC connection");
+    }
 }
 
 /// A running gRPC server.
@@ -52,10 +60,12 @@ impl GrpcServer {
             .max_concurrent_streams(Some(limits.max_streams_per_connection))
             .http2_keepalive_interval(Some(KEEPALIVE.0))
             .http2_keepalive_timeout(Some(KEEPALIVE.1))
-            .tcp_nodelay(true)
             .add_service(service);
         let task = tokio::spawn(async move {
-            let incoming = TcpListenerStream::new(listener);
+            // The builder's `tcp_nodelay` covers only listeners it binds itself: each accepted
+            // stream gets it here, or small answers wait out the peer's delayed ACK (a 40 ms
+            // stall per exchange that capped a synchronous producer's rate).
+            let incoming = TcpListenerStream::new(listener).map(|accepted| accepted.inspect(configure));
             if let Err(e) = server
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
@@ -84,5 +94,19 @@ impl GrpcServer {
             let _ = stop.send(());
         }
         let _ = (&mut self.task).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn an_accepted_connection_sends_without_delay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+        let addr = listener.local_addr().expect("bound");
+        let _client = tokio::net::TcpStream::connect(addr).await.expect("connected");
+        let (accepted, _) = listener.accept().await.expect("accepted");
+        assert!(!accepted.nodelay().expect("readable"), "the kernel's default: Nagle on");
+        super::configure(&accepted);
+        assert!(accepted.nodelay().expect("readable"));
     }
 }

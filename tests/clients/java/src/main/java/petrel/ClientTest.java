@@ -1763,6 +1763,35 @@ public final class ClientTest {
         p.shutdown();
     }
 
+    /**
+     * Creates topics and consumer groups in one JVM (a test's setup, which would otherwise start
+     * mqadmin once for each): "topic:NAME[:MESSAGE_TYPE]" (4 queues) and "group:NAME[:orderly]".
+     */
+    static void setup(String ns, String brokerAddr, String[] specs) throws Exception {
+        DefaultMQAdminExt admin = admin(ns, "setup-admin");
+        for (String spec : specs) {
+            String[] f = spec.split(":");
+            if (f[0].equals("topic")) {
+                TopicConfig tc = new TopicConfig(f[1], 4, 4, 6);
+                if (f.length > 2) {
+                    Map<String, String> attributes = new HashMap<>();
+                    attributes.put("+message.type", f[2]);
+                    tc.setAttributes(attributes);
+                }
+                admin.createAndUpdateTopicConfig(brokerAddr, tc);
+            } else if (f[0].equals("group")) {
+                SubscriptionGroupConfig cfg = new SubscriptionGroupConfig();
+                cfg.setGroupName(f[1]);
+                cfg.setConsumeMessageOrderly(f.length > 2 && f[2].equals("orderly"));
+                admin.createAndUpdateSubscriptionGroupConfig(brokerAddr, cfg);
+            } else {
+                fail("setup: unknown spec " + spec);
+            }
+        }
+        admin.shutdown();
+        System.out.println("ok: setup: " + specs.length + " topics and groups created");
+    }
+
     /** Mixed protocols, remoting side: sends COUNT messages "remoting-N" (tag TagA) to TOPIC. */
     static void mixedSend(String ns, String topic, int count) throws Exception {
         DefaultMQProducer p = producer(ns, "pg_mixed_" + stamp());
@@ -1797,6 +1826,9 @@ public final class ClientTest {
 
     static void run(String[] args) throws Exception {
         switch (args[0]) {
+            case "setup":
+                setup(args[1], args[2], java.util.Arrays.copyOfRange(args, 3, args.length));
+                break;
             case "mixed-send":
                 mixedSend(args[1], args[2], Integer.parseInt(args[3]));
                 break;
