@@ -145,11 +145,16 @@ echo "== mqadmin lists gRPC clients with their language and version, and their g
 timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" invisible GListed GG10 \
   >"$work/listed.out" 2>"$work/listed.err" &
 listed_pid=$!
+# The scenario's consumer starts before its producer, and each mqadmin call is a JVM of its own:
+# poll until both clients are listed (the scenario keeps them for about 20 s).
 connections=""
-for _ in $(seq 1 30); do
-  connections=$(admin consumerConnection -g GG10 || true)
-  grep -q "V5_2_0" <<<"$connections" && break
-  sleep 1
+producers=""
+for _ in $(seq 1 20); do
+  grep -q "V5_2_0" <<<"$connections" || connections=$(admin consumerConnection -g GG10 || true)
+  grep -q "JAVA" <<<"$producers" || producers=$(admin producerConnection -g GListed -t GListed || true)
+  grep -q "V5_2_0" <<<"$connections" && grep -q "JAVA" <<<"$producers" && break
+  kill -0 "$listed_pid" 2>/dev/null || break
+  sleep 0.5
 done
 if grep -q "JAVA" <<<"$connections" && grep -q "V5_2_0" <<<"$connections"; then
   ok "consumerConnection lists the gRPC consumer as JAVA V5_2_0"
@@ -157,15 +162,14 @@ else
   not_ok "consumerConnection: expected a JAVA V5_2_0 client in:"
   echo "$connections" | tail -10
 fi
+if grep -q "JAVA" <<<"$producers"; then ok "producerConnection lists the gRPC producer under its topic"; else
+  not_ok "producerConnection: expected a JAVA producer in:"
+  echo "$producers" | tail -10
+fi
 progress=$(admin consumerProgress -g GG10 || true)
 if grep -q "GListed" <<<"$progress"; then ok "consumerProgress shows the gRPC group's queues"; else
   not_ok "consumerProgress: expected GListed in:"
   echo "$progress" | tail -10
-fi
-producers=$(admin producerConnection -g GListed -t GListed || true)
-if grep -q "JAVA" <<<"$producers"; then ok "producerConnection lists the gRPC producer under its topic"; else
-  not_ok "producerConnection: expected a JAVA producer in:"
-  echo "$producers" | tail -10
 fi
 wait "$listed_pid" || true
 
