@@ -20,9 +20,9 @@ step() { # name command...: runs one build step, records a failure and goes on
     status=1
   fi
 }
-if ! command -v go >/dev/null; then apt-get update -qq && apt-get install -y -qq golang-go >/dev/null; fi
-if ! command -v npm >/dev/null; then apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; fi
-if ! python3 -m venv --help >/dev/null 2>&1; then apt-get update -qq && apt-get install -y -qq python3-venv >/dev/null; fi
+if ! command -v go >/dev/null; then apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go >/dev/null; fi
+if ! command -v npm >/dev/null; then apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq nodejs npm >/dev/null; fi
+if ! python3 -m venv --help >/dev/null 2>&1; then apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq python3-venv >/dev/null; fi
 step go bash -c "cd tests/clients/grpc-go && go build -o ../../../$out/go-test ."
 step python bash -c "python3 -m venv $out/venv && $out/venv/bin/pip install -q -r tests/clients/grpc-python/requirements.txt"
 step node bash -c "cd tests/clients/grpc-node && npm ci --no-audit --no-fund --loglevel=error"

@@ -32,7 +32,7 @@ if ! command -v openssl >/dev/null; then
 fi
 if ! command -v go >/dev/null; then
   echo "installing Go"
-  apt-get update -qq && apt-get install -y -qq golang-go >/dev/null
+  apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go >/dev/null
 fi
 cargo build --quiet --release --bin petrel
 echo "building the Java client test (rocketmq-client 5.5.0)"

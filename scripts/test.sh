@@ -19,15 +19,16 @@ python3 scripts/vectors/decode.py --check tests/vectors
 echo "== tests"
 cargo test --workspace
 
+echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
+scripts/interop-namesrv.sh
+
 echo "== the gRPC SDK tests of Go, Python, Node.js and Rust: built in the background, at low priority"
-# Downloads and one single-job build, overlapped with the interop scripts below, which mostly wait
-# on their JVMs; scripts/interop-grpc.sh waits for it.
+# Downloads and one single-job build, started once the release build above is done and overlapped
+# with the interop scripts below, which mostly wait on their JVMs; scripts/interop-grpc.sh waits
+# for it.
 mkdir -p target
 nice -n 19 scripts/grpc-sdks-build.sh >target/grpc-sdks-build.log 2>&1 &
 export GRPC_SDKS_BUILD_PID=$!
-
-echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
-scripts/interop-namesrv.sh
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
@@ -54,4 +55,4 @@ echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"
-scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
+scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
