@@ -79,24 +79,6 @@ impl GrpcClient {
             .is_ok()
         })
     }
-
-    /// The consumer group of a consumer's settings.
-    #[must_use]
-    pub fn consumer_group(&self) -> Option<String> {
-        match self.settings.lock().as_ref()?.pub_sub.as_ref()? {
-            pb::settings::PubSub::Subscription(s) => s.group.as_ref().map(|g| crate::convert::resource_name(Some(g))),
-            pb::settings::PubSub::Publishing(_) => None,
-        }
-    }
-
-    /// The topics of a producer's settings.
-    #[must_use]
-    pub fn producer_topics(&self) -> Vec<String> {
-        match self.settings.lock().as_ref().and_then(|s| s.pub_sub.clone()) {
-            Some(pb::settings::PubSub::Publishing(p)) => p.topics.iter().map(|t| crate::convert::resource_name(Some(t))).collect(),
-            _ => Vec::new(),
-        }
-    }
 }
 
 impl ClientHandle for GrpcClient {

@@ -6,7 +6,9 @@
 //! message's fields. Must never: drop a user property, or pass a property a client may not set.
 
 use std::net::SocketAddr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
+
+use petrel_kit::clock::now_ms;
 
 use petrel_broker::services::produce::SendRequest;
 use petrel_protocol::message::{MessageExt, sys_flag};
@@ -118,14 +120,6 @@ pub fn duration(d: Duration) -> prost_types::Duration {
         seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
         nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
     }
-}
-
-/// Now, epoch milliseconds.
-#[must_use]
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// What kind a message's fields make it (RocketMQ's `TopicMessageType.parseFromMessageProperty`).

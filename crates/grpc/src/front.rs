@@ -142,7 +142,7 @@ impl pb::messaging_service_server::MessagingService for GrpcFront {
     }
 
     async fn query_offset(&self, r: Request<pb::QueryOffsetRequest>) -> Unary<pb::QueryOffsetResponse> {
-        Ok(Response::new(crate::offsets::query(self, r)))
+        Ok(Response::new(crate::offsets::query(self, r).await))
     }
 
     async fn end_transaction(&self, r: Request<pb::EndTransactionRequest>) -> Unary<pb::EndTransactionResponse> {

@@ -63,26 +63,28 @@ pub(crate) fn update(front: &GrpcFront, r: Request<pb::UpdateOffsetRequest>) -> 
     }
 }
 
-/// QueryOffset: a queue's first or next offset, or the first stored at or after a time.
-pub(crate) fn query(front: &GrpcFront, r: Request<pb::QueryOffsetRequest>) -> pb::QueryOffsetResponse {
-    let caller = front.caller(&r);
-    let found = caller.and_then(|caller| {
+/// QueryOffset: a queue's first or next offset, or the first stored at or after a time (that
+/// lookup reads the disk, so it runs on the store pool, off the runtime).
+pub(crate) async fn query(front: &GrpcFront, r: Request<pb::QueryOffsetRequest>) -> pb::QueryOffsetResponse {
+    let found = async {
+        let caller = front.caller(&r)?;
         let req = r.into_inner();
         let (topic, queue_id) = queue_of(req.message_queue.as_ref());
         front.authorize(&caller, &[access::topic(&topic, access::SUB)])?;
         crate::route::topic_config(front, &topic)?;
-        let store = &front.broker.store;
+        let store = front.broker.store.clone();
         let (min, max) = store.queue_offsets(&topic, queue_id);
-        Ok(match QueryOffsetPolicy::try_from(req.query_offset_policy) {
+        Ok::<i64, Refusal>(match QueryOffsetPolicy::try_from(req.query_offset_policy) {
             Ok(QueryOffsetPolicy::End) => max,
             Ok(QueryOffsetPolicy::Timestamp) => {
                 let at = req.timestamp.as_ref().map_or(0, timestamp_ms);
-                store.offset_by_time(&topic, queue_id, at, petrel_store::Boundary::Lower)
+                let lookup = move || store.offset_by_time(&topic, queue_id, at, petrel_store::Boundary::Lower);
+                front.broker.pool.run(lookup)?.await?
             }
             _ => min,
         })
-    });
-    match found {
+    };
+    match found.await {
         Ok(offset) => pb::QueryOffsetResponse {
             status: Some(ok()),
             offset,

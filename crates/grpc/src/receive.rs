@@ -13,11 +13,12 @@ use petrel_store::MessageFilter;
 use tonic::Request;
 
 use crate::access;
-use crate::convert::{Delivery, duration_ms, message_of, now_ms, resource_name, timestamp};
+use crate::convert::{Delivery, duration_ms, message_of, resource_name, timestamp};
 use crate::front::GrpcFront;
 use crate::pb::{self, Code, FilterType, receive_message_response::Content};
 use crate::receipt::ReceiptHandle;
 use crate::status::{Refusal, ok, status};
+use petrel_kit::clock::now_ms;
 
 /// How long a push consumer's messages stay invisible when it asks the broker to choose
 /// (`auto_renew`): RocketMQ proxy's `defaultInvisibleTimeMills`.

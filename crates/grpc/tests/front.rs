@@ -180,6 +180,33 @@ async fn a_message_sent_is_received_from_any_queue_acked_once_and_gone() {
     assert_eq!((sys.message_id.as_str(), sys.delivery_attempt), ("ID-1", Some(1)));
     assert_eq!(&got[0].body[..], b"hello");
     let handle = sys.receipt_handle.expect("a handle");
+    // Received, so dispatched: the queue's bounds know it.
+    let queue0 = Some(pb::MessageQueue {
+        topic: resource("T"),
+        id: 0,
+        ..pb::MessageQueue::default()
+    });
+    let query = |policy: pb::QueryOffsetPolicy| pb::QueryOffsetRequest {
+        message_queue: queue0.clone(),
+        query_offset_policy: policy as i32,
+        timestamp: Some(prost_types::Timestamp { seconds: 0, nanos: 0 }),
+    };
+    let end = c
+        .query_offset(req(query(pb::QueryOffsetPolicy::End), "c1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!((code(end.status.as_ref()), end.offset), (Code::Ok, 1));
+    let by_time = c
+        .query_offset(req(query(pb::QueryOffsetPolicy::Timestamp), "c1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(
+        (code(by_time.status.as_ref()), by_time.offset),
+        (Code::Ok, 0),
+        "the first stored at or after time 0"
+    );
     let ack = |handle: &str| pb::AckMessageRequest {
         group: resource("G1"),
         topic: resource("T"),

@@ -274,6 +274,31 @@ async fn end_transaction_refuses_an_offset_with_no_half_message() {
 }
 
 #[tokio::test]
+async fn producer_connections_list_a_groups_producers_and_refuse_an_unknown_group() {
+    let (broker, front, conn) = started(|_| {});
+    let unknown = call(&front, &conn, req(rc::GET_PRODUCER_CONNECTION_LIST, &[("producerGroup", "nobody")])).await;
+    assert_eq!(unknown.code, resp::SYSTEM_ERROR, "{:?}", unknown.remark);
+    assert!(
+        unknown.remark.as_deref().is_some_and(|r| r.contains("not exist")),
+        "{:?}",
+        unknown.remark
+    );
+    let beat = br#"{"clientID":"c1","consumerDataSet":[],"producerDataSet":[{"groupName":"pg-listed"}]}"#;
+    let answer = call(&front, &conn, req(rc::HEART_BEAT, &[]).with_body(beat.to_vec())).await;
+    assert_eq!(answer.code, resp::SUCCESS, "{:?}", answer.remark);
+    let listed = call(
+        &front,
+        &conn,
+        req(rc::GET_PRODUCER_CONNECTION_LIST, &[("producerGroup", "pg-listed")]),
+    )
+    .await;
+    assert_eq!(listed.code, resp::SUCCESS, "{:?}", listed.remark);
+    let body = String::from_utf8_lossy(&listed.body).into_owned();
+    assert!(body.contains("\"clientId\":\"c1\""), "{body}");
+    broker.stop().await;
+}
+
+#[tokio::test]
 async fn acl_requests_need_a_signature_and_a_super_user() {
     let (broker, front, conn) = started(|c| {
         c.authentication_enabled = true;
