@@ -4,12 +4,14 @@
 #  - Java (rocketmq-client-java 5.2.0, tests/clients/grpc-java): Producer + SimpleConsumer, invisible
 #    time and its change, PushConsumer with a failed delivery retried, FIFO message groups in order,
 #    a delivery time, a transaction committed, one rolled back and one decided by check-back over
-#    Telemetry, and refusals with RocketMQ's codes;
+#    Telemetry, and refusals with RocketMQ's codes; `normal` over TLS (the port is permissive);
 #  - Go (golang/v5 v5.1.3), Python (rocketmq-python-client 5.1.2), Node.js (rocketmq-client-nodejs
 #    1.0.8) and Rust (the rocketmq crate 5.0.0), tests/clients/grpc-*: each sends and receives with
 #    a SimpleConsumer, and each runs one of FIFO and delay;
 #  - mixed protocols: the remoting Java client's messages received over gRPC and the reverse, and
-#    gRPC clients listed by mqadmin consumerConnection / producerConnection / consumerProgress.
+#    gRPC clients listed by mqadmin consumerConnection / producerConnection / consumerProgress;
+#  - an admin's questions to a gRPC push consumer: consumerStatus -s (its thread stacks over
+#    Telemetry) and queryMsgById -d (the message consumed directly, VerifyMessageCommand).
 # Ports come from the kernel (bound to 0 and released), never fixed numbers.
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
@@ -35,11 +37,20 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The gRPC port serves TLS and plain text side by side (tls.server.mode=permissive, the remoting
+# ports' certificate): the Java SDK's `normal` scenario connects over TLS, every other in plain text.
+if ! command -v openssl >/dev/null; then
+  apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq openssl >/dev/null
+fi
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/tls.key" -out "$work/tls.pem" -days 2 -subj "/CN=127.0.0.1" 2>/dev/null
+tls_scenarios=" normal "
+
 target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
-  --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set transactionCheckInterval=5000 >"$work/petrel.log" 2>&1 &
+  --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set transactionCheckInterval=5000 \
+  --set tls.server.mode=permissive --set tls.server.certPath="$work/tls.pem" --set tls.server.keyPath="$work/tls.key" >"$work/petrel.log" 2>&1 &
 petrel_pid=$!
 for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
-grep -q "gRPC (RocketMQ 5 SDKs) listening" "$work/petrel.log" || { tail -20 "$work/petrel.log"; echo "no gRPC port"; exit 1; }
+grep -q "gRPC (RocketMQ 5 SDKs) listening.*TLS or plain text" "$work/petrel.log" || { tail -20 "$work/petrel.log"; echo "no gRPC port"; exit 1; }
 
 passed=0
 failed=0
@@ -55,17 +66,18 @@ specs=(
   topic:PyNormal:NORMAL group:PyG1 topic:PyDelay:DELAY group:PyG2
   topic:NodeNormal:NORMAL group:NodeG1 topic:NodeFifo:FIFO group:NodeG2:orderly
   topic:RsNormal:NORMAL group:RsG1 topic:RsDelay:DELAY group:RsG2
-  topic:GMixed group:GG8 group:GG9 topic:GListed:NORMAL group:GG10
+  topic:GMixed group:GG8 group:GG9 topic:GListed:NORMAL group:GG10 topic:GAdmin:NORMAL group:GG11
 )
 setup_out=$(timeout 120 java -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest \
   setup "$ns" "127.0.0.1:$broker_port" "${specs[@]}" 2>"$work/setup.err") || { tail -20 "$work/setup.err"; echo "setup failed"; exit 1; }
 echo "$setup_out" | tail -1
 java_grpc() { # scenario args...: runs one scenario, its verdict is its last line
-  local out
-  if out=$(timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" "$@" 2>"$work/java-$1.err"); then
-    ok "Java gRPC $1: $(tail -1 <<<"$out" | sed 's/^ok: //')"
+  local out ssl=false over=""
+  if [[ "$tls_scenarios" == *" $1 "* ]]; then ssl=true over=" (over TLS)"; fi
+  if out=$(timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -Dpetrel.ssl=$ssl -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" "$@" 2>"$work/java-$1.err"); then
+    ok "Java gRPC $1$over: $(tail -1 <<<"$out" | sed 's/^ok: //')"
   else
-    not_ok "Java gRPC $1: $(tail -1 <<<"$out")"
+    not_ok "Java gRPC $1$over: $(tail -1 <<<"$out")"
     tail -15 "$work/java-$1.err"
   fi
 }
@@ -172,6 +184,44 @@ if grep -q "GListed" <<<"$progress"; then ok "consumerProgress shows the gRPC gr
   echo "$progress" | tail -10
 fi
 wait "$listed_pid" || true
+
+echo "== an admin's questions to a gRPC consumer, through the broker and its Telemetry stream"
+timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" admin GAdmin GG11 \
+  >"$work/admin.out" 2>"$work/admin.err" &
+admin_pid=$!
+for _ in $(seq 1 600); do
+  grep -q "^ready" "$work/admin.out" && break
+  kill -0 "$admin_pid" 2>/dev/null || break
+  sleep 0.1
+done
+msgid=$(sed -n 's/^msgid //p' "$work/admin.out")
+# The Java SDK's client id is host@pid@index@…: the one field of the listing with an @.
+client_id=$(admin consumerConnection -g GG11 | awk '/V5_2_0/ { for (i = 1; i <= NF; i++) if ($i ~ /@/) print $i }' | head -1)
+if [ -z "$msgid" ] || [ -z "$client_id" ]; then
+  not_ok "the admin scenario's consumer did not get ready (msgid '$msgid', client '$client_id'): $(tail -1 "$work/admin.out")"
+  tail -15 "$work/admin.err"
+else
+  status_out=$(admin consumerStatus -g GG11 -i "$client_id" -s || true)
+  if grep -q "CONSUME_PASSIVELY" <<<"$status_out" && grep -q "#Consumer jstack#" <<<"$status_out" &&
+    grep -q "java\.lang\.Thread" <<<"$status_out"; then
+    ok "consumerStatus -s: the gRPC push consumer's properties and its thread stacks (PrintThreadStackTraceCommand over Telemetry)"
+  else
+    not_ok "consumerStatus -s: expected CONSUME_PASSIVELY and the client's jstack in:"
+    echo "$status_out" | head -30
+  fi
+  direct_out=$(admin queryMsgById -t GAdmin -i "$msgid" -g GG11 -d "$client_id" || true)
+  if grep -q "consumeResult=CR_SUCCESS" <<<"$direct_out"; then
+    ok "queryMsgById -d: the gRPC push consumer consumed the message directly (VerifyMessageCommand): CR_SUCCESS"
+  else
+    not_ok "queryMsgById -d: expected consumeResult=CR_SUCCESS in:"
+    echo "$direct_out" | tail -20
+  fi
+fi
+wait "$admin_pid" || true
+if [[ "$(tail -1 "$work/admin.out")" == ok:* ]]; then ok "Java gRPC admin: $(tail -1 "$work/admin.out" | sed 's/^ok: //')"; else
+  not_ok "Java gRPC admin: $(tail -1 "$work/admin.out")"
+  tail -15 "$work/admin.err"
+fi
 
 echo "passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -189,8 +189,8 @@ async fn run(config: BrokerConfig, namesrv_listen: String) -> Result<()> {
         limits.clone(),
         tls.clone(),
     )?;
+    let grpc_server = start_grpc(&broker, tls.as_deref()).await?;
     let fast_server = start_fast_channel(&broker, tls, limits).await?;
-    let grpc_server = start_grpc(&broker).await?;
     if broker.config.metrics_exporter_type == MetricsExporter::Prom {
         let mut servers = vec![("broker", server.stats())];
         servers.extend(name_server.as_ref().map(|s| ("namesrv", s.stats())));
@@ -254,8 +254,9 @@ async fn start_fast_channel(broker: &Arc<Broker>, tls: Option<Arc<ServerTls>>, l
     )?))
 }
 
-/// RocketMQ 5's gRPC protocol on `grpcServerPort` (unless 0), over the same services.
-async fn start_grpc(broker: &Arc<Broker>) -> Result<Option<petrel_grpc::GrpcServer>> {
+/// RocketMQ 5's gRPC protocol on `grpcServerPort` (unless 0), over the same services, with the
+/// remoting ports' TLS (certificate and `tls.server.mode`).
+async fn start_grpc(broker: &Arc<Broker>, tls: Option<&ServerTls>) -> Result<Option<petrel_grpc::GrpcServer>> {
     let c = &broker.config;
     let (port, required) = match c.grpc_server_port {
         Some(0) => return Ok(None),
@@ -277,8 +278,14 @@ async fn start_grpc(broker: &Arc<Broker>) -> Result<Option<petrel_grpc::GrpcServ
         max_streams_per_connection: u32::try_from(c.grpc_max_concurrent_streams).unwrap_or(u32::MAX),
         max_message_bytes: c.max_message_size_bytes,
     };
-    let server = petrel_grpc::GrpcServer::start(listener, front, limits)?;
-    tracing::info!(addr = %server.local_addr(), "gRPC (RocketMQ 5 SDKs) listening");
+    let tls = tls.map(|t| petrel_grpc::GrpcTls::new(&t.rustls_config(), t.mode() == petrel_remoting::TlsMode::Permissive));
+    let mode = match &tls {
+        None => "plain text",
+        Some(_) if c.tls_server_mode == petrel_remoting::TlsMode::Permissive => "TLS or plain text",
+        Some(_) => "TLS only",
+    };
+    let server = petrel_grpc::GrpcServer::start(listener, front, limits, tls)?;
+    tracing::info!(addr = %server.local_addr(), mode, "gRPC (RocketMQ 5 SDKs) listening");
     Ok(Some(server))
 }
 

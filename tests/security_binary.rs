@@ -189,6 +189,7 @@ fn an_enforcing_tls_port_serves_no_plain_text_and_a_missing_certificate_stops_th
     assert!(stderr.contains("tls.server.certPath"), "{stderr}");
 
     let cert = self_signed(dir.path());
+    let grpc_port = common::free_port();
     let p = Petrel::start(&[
         "--set",
         "tls.server.mode=enforcing",
@@ -196,8 +197,11 @@ fn an_enforcing_tls_port_serves_no_plain_text_and_a_missing_certificate_stops_th
         &format!("tls.server.certPath={}", cert.0),
         "--set",
         &format!("tls.server.keyPath={}", cert.1),
+        "--set",
+        &format!("grpcServerPort={grpc_port}"),
     ]);
-    for port in [p.broker_port, p.ns_port] {
+    // The gRPC port too: a plain-text client's first bytes are not a TLS handshake.
+    for port in [p.broker_port, p.ns_port, grpc_port] {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -573,4 +577,67 @@ fn tls_connections_are_counted_by_their_descriptors_and_the_store_keeps_its_rese
         p.broker().call(send_v2("AfterTls", 0, "T", 9, b"a new connection")).code,
         resp::SUCCESS
     );
+}
+
+/// QueryRoute over `channel`: the answer's status code, or why there was none.
+async fn grpc_route(channel: tonic::transport::Channel) -> Result<i32, String> {
+    use petrel_grpc::pb;
+    let mut request = tonic::Request::new(pb::QueryRouteRequest {
+        topic: Some(pb::Resource {
+            resource_namespace: String::new(),
+            name: "TlsRouted".into(),
+        }),
+        endpoints: None,
+    });
+    request.metadata_mut().insert("x-mq-client-id", "tls-test".parse().unwrap());
+    let answer = pb::messaging_service_client::MessagingServiceClient::new(channel)
+        .query_route(request)
+        .await
+        .map_err(|e| format!("{e:?}"))?;
+    Ok(answer.into_inner().status.map_or(-1, |s| s.code))
+}
+
+#[test]
+fn the_grpc_port_serves_tls_with_the_remoting_ports_certificate_and_plain_text_when_permissive() {
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = common::ca_and_leaf(dir.path(), "grpc");
+    let grpc_port = common::free_port();
+    let _p = Petrel::start(&[
+        "--set",
+        "tls.server.mode=permissive",
+        "--set",
+        &format!("tls.server.certPath={cert}"),
+        "--set",
+        &format!("tls.server.keyPath={key}"),
+        "--set",
+        &format!("grpcServerPort={grpc_port}"),
+        "--set",
+        "autoCreateTopicEnable=false",
+    ]);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let not_found = petrel_grpc::pb::Code::TopicNotFound as i32;
+        // A client that verifies the certificate against the CA, with HTTP/2 by ALPN.
+        let tls = ClientTlsConfig::new()
+            .ca_certificate(Certificate::from_pem(std::fs::read(&ca).unwrap()))
+            .domain_name("127.0.0.1");
+        let secure = Endpoint::from_shared(format!("https://127.0.0.1:{grpc_port}"))
+            .unwrap()
+            .tls_config(tls)
+            .unwrap()
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("a TLS session");
+        assert_eq!(grpc_route(secure).await, Ok(not_found), "answered over TLS");
+        // Permissive: plain HTTP/2 on the same port.
+        let plain = Endpoint::from_shared(format!("http://127.0.0.1:{grpc_port}"))
+            .unwrap()
+            .timeout(Duration::from_secs(10))
+            .connect()
+            .await
+            .expect("a plain connection");
+        assert_eq!(grpc_route(plain).await, Ok(not_found), "answered in plain text");
+    });
 }

@@ -1029,3 +1029,57 @@ fn an_abusive_client_gets_its_share_and_well_behaved_clients_keep_their_rate() {
     assert_eq!(beside.consumed, beside.sent_ok, "every message sent beside the abuser consumed");
     drop(holders);
 }
+
+#[test]
+fn an_admins_question_for_a_remoting_consumer_is_forwarded_and_its_answer_returned() {
+    let petrel = Petrel::start(&[]);
+    let mut consumer = petrel.broker();
+    let mut admin = petrel.broker();
+    let asked = |jstack: &str| {
+        let mut r = RemotingCommand::request(rc::GET_CONSUMER_RUNNING_INFO, 0);
+        r.put_ext("consumerGroup", "AskedGroup");
+        r.put_ext("clientId", "10.0.0.9@asked");
+        r.put_ext("jstackEnable", jstack);
+        r
+    };
+    let offline = admin.call(asked("false"));
+    assert_eq!(offline.code, resp::SYSTEM_ERROR);
+    assert_eq!(
+        offline.remark.as_deref(),
+        Some("The Consumer <AskedGroup> <10.0.0.9@asked> not online")
+    );
+
+    heartbeat(&mut consumer, "10.0.0.9@asked", "AskedGroup", "AskedTopic");
+    // The consumer takes the forwarded question (after its group's membership notice) and answers.
+    let next_question = |c: &mut Client| loop {
+        let pushed = c.wait_push(Duration::from_secs(10)).expect("the question is forwarded");
+        if pushed.code == rc::GET_CONSUMER_RUNNING_INFO {
+            return pushed;
+        }
+    };
+    let opaque = admin.write(asked("true"));
+    let question = next_question(&mut consumer);
+    assert!(!question.is_oneway(), "the broker waits for the answer");
+    assert_eq!(question.ext("consumerGroup"), Some("AskedGroup"));
+    assert_eq!(question.ext("clientId"), Some("10.0.0.9@asked"));
+    assert_eq!(question.ext("jstackEnable"), Some("true"));
+    let info = br#"{"properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY"},"jstack":"main"}"#;
+    consumer.reply(RemotingCommand::response_to(&question, resp::SUCCESS).with_body(info.to_vec()));
+    let answered = admin.answer(opaque);
+    assert_eq!(answered.code, resp::SUCCESS, "{:?}", answered.remark);
+    assert_eq!(&answered.body[..], &info[..], "the client's answer, as it is");
+
+    // A consumer that keeps silent: CONSUME_MSG_TIMEOUT, as RocketMQ's broker answers.
+    let opaque = admin.write(asked("false"));
+    let _unanswered = next_question(&mut consumer);
+    let timed_out = admin.answer(opaque);
+    assert_eq!(timed_out.code, resp::CONSUME_MSG_TIMEOUT, "{:?}", timed_out.remark);
+    assert!(
+        timed_out
+            .remark
+            .as_deref()
+            .is_some_and(|r| r.starts_with("consumer <AskedGroup> <10.0.0.9@asked> Timeout")),
+        "{:?}",
+        timed_out.remark
+    );
+}

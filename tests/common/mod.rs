@@ -312,6 +312,12 @@ impl Client {
         self.answer(opaque)
     }
 
+    /// Answers a broker-initiated request.
+    pub fn reply(&mut self, response: RemotingCommand) {
+        assert!(response.is_response(), "a reply is a response");
+        self.stream.write_all(&response.to_frame().unwrap()).unwrap();
+    }
+
     /// Waits up to `timeout` for a broker-initiated request.
     pub fn wait_push(&mut self, timeout: Duration) -> Option<RemotingCommand> {
         if !self.pushed.is_empty() {

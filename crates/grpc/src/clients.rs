@@ -15,11 +15,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use petrel_broker::services::{ClientHandle, PushError, ReplyPush, TransactionCheck};
+use petrel_broker::services::{ClientHandle, ClientQuestion, PushError, ReplyPush, TransactionCheck};
 use petrel_protocol::codes::LanguageCode;
 use petrel_protocol::message::MessageExt;
 use tokio::sync::mpsc;
 
+use crate::ask::Calls;
 use crate::convert::{Delivery, message_of};
 use crate::pb::{self, Language, TelemetryCommand, telemetry_command::Command};
 use crate::transaction::TransactionId;
@@ -46,6 +47,14 @@ pub struct GrpcClient {
     pub language: LanguageCode,
     /// Its SDK's version, as RocketMQ's version number.
     pub version: i32,
+    /// Its SDK's version as it said it (`x-mq-client-version`).
+    version_text: String,
+    /// When the broker first heard from it (ms since the epoch).
+    pub started_ms: i64,
+    /// The admin questions put to it and not yet answered.
+    pub calls: Calls,
+    /// Itself, for the questions that outlive a borrow of it.
+    me: std::sync::Weak<GrpcClient>,
     /// What it said about itself on its Telemetry stream.
     pub settings: Mutex<Option<pb::Settings>>,
     telemetry: Mutex<Option<TelemetrySender>>,
@@ -53,6 +62,12 @@ pub struct GrpcClient {
 }
 
 impl GrpcClient {
+    /// Its SDK's version as RocketMQ's admin tools print one (`V5_2_0`).
+    #[must_use]
+    pub fn version_name(&self) -> String {
+        format!("V{}", self.version_text.replace('.', "_"))
+    }
+
     /// Records that the client was heard from.
     pub fn touch(&self) {
         *self.last_seen.lock() = Instant::now();
@@ -122,6 +137,13 @@ impl ClientHandle for GrpcClient {
             })
         })
     }
+
+    fn ask(&self, question: ClientQuestion) -> std::pin::Pin<Box<dyn Future<Output = Result<bytes::Bytes, PushError>> + Send + 'static>> {
+        match self.me.upgrade() {
+            Some(me) => Box::pin(crate::ask::ask(me, question)),
+            None => Box::pin(async { Err(PushError::Unreached("the client is gone".into())) }),
+        }
+    }
 }
 
 /// Every gRPC client known, by client id.
@@ -158,12 +180,20 @@ impl Clients {
                 return None;
             }
         }
-        let client = Arc::new(GrpcClient {
+        let client = Arc::new_cyclic(|me| GrpcClient {
+            me: me.clone(),
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             client_id: client_id.to_owned(),
             peer,
             language: language_code(language),
             version: version_code(version),
+            version_text: version
+                .chars()
+                .filter(|c| c.is_ascii_alphanumeric() || *c == '.')
+                .take(32)
+                .collect(),
+            started_ms: petrel_kit::clock::now_ms(),
+            calls: Calls::default(),
             settings: Mutex::new(None),
             telemetry: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),

@@ -23,6 +23,7 @@ pub mod pb {
 }
 
 mod access;
+mod ask;
 mod clients;
 mod convert;
 mod front;
@@ -36,9 +37,10 @@ mod session;
 mod status;
 mod transaction;
 
+pub use ask::{Answered, MAX_CALLS_PER_CLIENT};
 pub use clients::{Clients, GrpcClient, TELEMETRY_QUEUE_LEN};
 pub use front::{CLIENT_IDLE, DEFAULT_MAX_CLIENTS, DEFAULT_PORT, GrpcFront};
 pub use receipt::ReceiptHandle;
-pub use server::{GrpcLimits, GrpcServer, KEEPALIVE, REQUEST_OVERHEAD_BYTES};
+pub use server::{GrpcLimits, GrpcServer, GrpcTls, HANDSHAKE_TIMEOUT, KEEPALIVE, MAX_HANDSHAKES, REQUEST_OVERHEAD_BYTES};
 pub use status::{Refusal, code_of};
 pub use transaction::TransactionId;

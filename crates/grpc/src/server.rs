@@ -1,16 +1,25 @@
 //! The gRPC server: HTTP/2 on its own port (`grpcServerPort`, RocketMQ proxy's 8081), serving
-//! `GrpcFront` until told to stop.
+//! `GrpcFront` until told to stop, in plain text or over TLS with the remoting ports'
+//! certificate and `tls.server.mode` (permissive: a connection whose first byte opens a TLS
+//! handshake record gets TLS, any other is plain HTTP/2, as on the remoting ports).
 //!
-//! Owns: the listener and the server task. Must never: take a message larger than the broker's
-//! `maxMessageSize` (plus its fields), or more streams per connection than configured.
+//! Owns: the listener, the accept task, TLS handshakes and the server task. Must never: take a
+//! message larger than the broker's `maxMessageSize` (plus its fields), more streams per
+//! connection than configured, more handshakes at once than [`MAX_HANDSHAKES`], or let a silent
+//! client hold a handshake past [`HANDSHAKE_TIMEOUT`].
 
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::TcpListenerStream;
+use tokio_rustls::rustls;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::transport::server::{Connected, TcpConnectInfo};
 
 use crate::front::GrpcFront;
 use crate::pb::messaging_service_server::MessagingServiceServer;
@@ -29,10 +38,153 @@ pub struct GrpcLimits {
     pub max_message_bytes: usize,
 }
 
+/// A client must open its TLS session (its first byte, then the whole handshake) within this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// TLS handshakes in progress at once; past it, accepting waits for one to end.
+pub const MAX_HANDSHAKES: usize = 256;
+/// Accepted connections waiting for the HTTP/2 server to take them.
+const ACCEPTED_QUEUE_LEN: usize = 64;
+/// The first byte of a TLS handshake record.
+const TLS_HANDSHAKE_RECORD: u8 = 0x16;
+
+/// TLS on the gRPC port: the remoting ports' certificate, offering HTTP/2 by ALPN (gRPC clients
+/// over TLS require it).
+#[derive(Clone)]
+pub struct GrpcTls {
+    acceptor: tokio_rustls::TlsAcceptor,
+    plain_too: bool,
+}
+
+impl std::fmt::Debug for GrpcTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcTls")
+            .field("plain_too", &self.plain_too)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GrpcTls {
+    /// TLS with `config`'s certificate; `plain_too` also serves plain HTTP/2 on the same port
+    /// (`tls.server.mode=permissive`), otherwise TLS only (`enforcing`).
+    #[must_use]
+    pub fn new(config: &rustls::ServerConfig, plain_too: bool) -> GrpcTls {
+        let mut config = config.clone();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        GrpcTls {
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+            plain_too,
+        }
+    }
+
+    /// Tells TLS from plain text (when both are served) and does the handshake.
+    async fn accept(&self, socket: TcpStream) -> std::io::Result<Connection> {
+        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound");
+        if self.plain_too {
+            let mut first = [0u8; 1];
+            let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.peek(&mut first))
+                .await
+                .map_err(|_| timed_out())??;
+            if n == 0 || first[0] != TLS_HANDSHAKE_RECORD {
+                return Ok(Connection::Plain(socket));
+            }
+        }
+        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(socket))
+            .await
+            .map_err(|_| timed_out())??;
+        Ok(Connection::Tls(Box::new(tls)))
+    }
+}
+
+/// An accepted connection, plain or TLS: what the HTTP/2 server reads and writes.
+enum Connection {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl Connected for Connection {
+    // The peer's address either way: what `Request::remote_addr` reads.
+    type ConnectInfo = TcpConnectInfo;
+    fn connect_info(&self) -> TcpConnectInfo {
+        match self {
+            Connection::Plain(s) => s.connect_info(),
+            Connection::Tls(s) => s.get_ref().0.connect_info(),
+        }
+    }
+}
+
+impl AsyncRead for Connection {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Connection::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Connection {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Connection::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Connection::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(s) => Pin::new(s).poll_flush(cx),
+            Connection::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Connection::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Connection::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 /// Sets up an accepted connection: no Nagle delay on its small frames.
-fn configure(stream: &tokio::net::TcpStream) {
+fn configure(stream: &TcpStream) {
     if let Err(e) = stream.set_nodelay(true) {
         tracing::debug!(error = %e, "TCP_NODELAY refused on a gRPC connection");
+    }
+}
+
+/// Accepts connections until the server stops taking them, handing each to the server once it
+/// is plain or its handshake is done. A handshake runs in its own task so a slow client holds up
+/// nobody else; [`MAX_HANDSHAKES`] bounds them.
+async fn accept_loop(listener: TcpListener, tls: Option<GrpcTls>, accepted: mpsc::Sender<Connection>) {
+    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
+    loop {
+        let socket = match listener.accept().await {
+            Ok((socket, _)) => socket,
+            Err(e) => {
+                // Out of descriptors and the like: pause rather than spin, then go on.
+                tracing::warn!(error = %e, "gRPC accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        configure(&socket);
+        let Some(tls) = tls.clone() else {
+            if accepted.send(Connection::Plain(socket)).await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let Ok(permit) = handshakes.clone().acquire_owned().await else {
+            return;
+        };
+        let accepted = accepted.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let peer = socket.peer_addr().ok();
+            match tls.accept(socket).await {
+                Ok(connection) => {
+                    let _ = accepted.send(connection).await;
+                }
+                Err(e) => tracing::debug!(?peer, error = %e, "gRPC connection dropped before its TLS session opened"),
+            }
+        });
     }
 }
 
@@ -40,15 +192,16 @@ fn configure(stream: &tokio::net::TcpStream) {
 pub struct GrpcServer {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
+    accepting: JoinHandle<()>,
     local_addr: std::net::SocketAddr,
 }
 
 impl GrpcServer {
-    /// Serves `front` on `listener`.
+    /// Serves `front` on `listener`, over TLS as `tls` says (plain text only when `None`).
     ///
     /// # Errors
     /// The listener's address cannot be read.
-    pub fn start(listener: TcpListener, front: GrpcFront, limits: GrpcLimits) -> std::io::Result<GrpcServer> {
+    pub fn start(listener: TcpListener, front: GrpcFront, limits: GrpcLimits, tls: Option<GrpcTls>) -> std::io::Result<GrpcServer> {
         assert!(limits.max_streams_per_connection > 0, "a connection needs a stream to ask anything");
         let local_addr = listener.local_addr()?;
         let max_bytes = limits.max_message_bytes.saturating_add(REQUEST_OVERHEAD_BYTES);
@@ -61,11 +214,13 @@ impl GrpcServer {
             .http2_keepalive_interval(Some(KEEPALIVE.0))
             .http2_keepalive_timeout(Some(KEEPALIVE.1))
             .add_service(service);
+        // The builder's `tcp_nodelay` covers only listeners it binds itself: each accepted stream
+        // gets it in the accept loop, or small answers wait out the peer's delayed ACK (a 40 ms
+        // stall per exchange that capped a synchronous producer's rate).
+        let (to_server, incoming) = mpsc::channel::<Connection>(ACCEPTED_QUEUE_LEN);
+        let accepting = tokio::spawn(accept_loop(listener, tls, to_server));
         let task = tokio::spawn(async move {
-            // The builder's `tcp_nodelay` covers only listeners it binds itself: each accepted
-            // stream gets it here, or small answers wait out the peer's delayed ACK (a 40 ms
-            // stall per exchange that capped a synchronous producer's rate).
-            let incoming = TcpListenerStream::new(listener).map(|accepted| accepted.inspect(configure));
+            let incoming = tokio_stream::StreamExt::map(ReceiverStream::new(incoming), Ok::<_, std::io::Error>);
             if let Err(e) = server
                 .serve_with_incoming_shutdown(incoming, async {
                     let _ = stopped.await;
@@ -78,6 +233,7 @@ impl GrpcServer {
         Ok(GrpcServer {
             stop: Some(stop),
             task,
+            accepting,
             local_addr,
         })
     }
@@ -90,6 +246,7 @@ impl GrpcServer {
 
     /// Stops taking connections and waits for the streams in progress to end.
     pub async fn drain(mut self) {
+        self.accepting.abort();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

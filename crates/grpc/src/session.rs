@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tonic::Request;
 
 use crate::access;
+use crate::ask::Answered;
 use crate::clients::{GrpcClient, TELEMETRY_QUEUE_LEN};
 use crate::convert::{duration, resource_name};
 use crate::front::{Caller, GrpcFront, Streamed};
@@ -48,14 +49,25 @@ pub(crate) fn telemetry(
                 break;
             }
             client.touch();
+            let status = command.status;
             let answer = match command.command {
                 Some(Command::Settings(settings)) => Some(settings_answer(&front, &caller, settings).await),
+                // Answers to an admin's questions (crate::ask), matched by their nonce.
                 Some(Command::ThreadStackTrace(t)) => {
-                    tracing::info!(client = %client.client_id, nonce = %t.nonce, "thread stack trace received");
+                    let answered = Answered {
+                        status,
+                        stack_trace: t.thread_stack_trace,
+                    };
+                    if !client.calls.answer(&t.nonce, answered) {
+                        tracing::debug!(client = %client.client_id, nonce = %t.nonce, "a thread dump nobody waits for");
+                    }
                     None
                 }
                 Some(Command::VerifyMessageResult(v)) => {
-                    tracing::info!(client = %client.client_id, nonce = %v.nonce, "verify-message result received");
+                    let answered = Answered { status, stack_trace: None };
+                    if !client.calls.answer(&v.nonce, answered) {
+                        tracing::debug!(client = %client.client_id, nonce = %v.nonce, "a verify result nobody waits for");
+                    }
                     None
                 }
                 _ => None,
@@ -215,7 +227,7 @@ fn checks_of(settings: &pb::Settings) -> Vec<petrel_auth::Check> {
     }
 }
 
-fn subscription_of(entry: &pb::SubscriptionEntry) -> SubscriptionData {
+pub(crate) fn subscription_of(entry: &pb::SubscriptionEntry) -> SubscriptionData {
     let topic = resource_name(entry.topic.as_ref());
     let expression = entry.expression.clone().unwrap_or_default();
     let mut data = SubscriptionData::from_tag_expression(

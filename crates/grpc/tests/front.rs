@@ -50,7 +50,7 @@ async fn start(keys: &[(&str, &str)]) -> Running {
         max_streams_per_connection: 16,
         max_message_bytes: broker.config.max_message_size_bytes,
     };
-    let server = GrpcServer::start(listener, GrpcFront::new(broker.clone(), port, 64), limits).expect("serving");
+    let server = GrpcServer::start(listener, GrpcFront::new(broker.clone(), port, 64), limits, None).expect("serving");
     Running {
         broker,
         server,
@@ -331,4 +331,150 @@ async fn with_acl_on_only_a_signed_request_of_a_user_with_a_policy_is_served() {
         .expect("answered")
         .into_inner();
     assert_eq!(status(root), Code::Ok, "a super user may");
+}
+
+#[tokio::test]
+async fn an_admins_questions_reach_a_grpc_push_consumer_over_telemetry() {
+    use pb::telemetry_command::Command;
+    use petrel_broker::services::{ClientQuestion, PushError, any_topic};
+    let r = start(&[]).await;
+    let mut c = client(&r).await;
+    let sent = c
+        .send_message(req(
+            pb::SendMessageRequest {
+                messages: vec![message("T", "ID-V", "verify-me")],
+            },
+            "p1",
+            None,
+        ))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(sent.status.as_ref()), Code::Ok, "{sent:?}");
+    r.broker
+        .groups
+        .upsert_config(petrel_broker::services::groups::GroupConfig::new("GA"))
+        .expect("created");
+
+    let (to_broker, mut inbound) = open_push_consumer(&mut c, "GA", "admin-c").await;
+    let say = |command: Command, status: Option<pb::Status>| pb::TelemetryCommand {
+        status,
+        command: Some(command),
+    };
+    let handle = r.broker.groups.consumer_by_client_id("GA", "admin-c").expect("registered");
+    let ok_status = Some(pb::Status {
+        code: Code::Ok as i32,
+        message: "OK".into(),
+    });
+
+    // consumerStatus -s: PrintThreadStackTraceCommand, answered with the client's stacks.
+    let asking = tokio::spawn(handle.ask(ClientQuestion::RunningInfo {
+        group: "GA".into(),
+        client_id: "admin-c".into(),
+        jstack: true,
+    }));
+    let Some(Command::PrintThreadStackTraceCommand(print)) = inbound.message().await.expect("a frame").expect("a command").command else {
+        panic!("expected a PrintThreadStackTraceCommand");
+    };
+    let trace = Command::ThreadStackTrace(pb::ThreadStackTrace {
+        nonce: print.nonce,
+        thread_stack_trace: Some("\"main\" at petrel.Test.run".into()),
+    });
+    to_broker.send(say(trace, ok_status.clone())).await.expect("queued");
+    let body = asking.await.expect("joined").expect("answered");
+    let info: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(info["properties"]["PROP_CONSUME_TYPE"], "CONSUME_PASSIVELY", "{info}");
+    assert_eq!(info["properties"]["PROP_CLIENT_VERSION"], "V5_2_0", "{info}");
+    assert_eq!(info["subscriptionSet"][0]["topic"], "T", "{info}");
+    assert_eq!(info["jstack"], "\"main\" at petrel.Test.run", "{info}");
+
+    // queryMsgById -d: VerifyMessageCommand with the stored message; the listener's failure is
+    // CR_LATER, as RocketMQ's proxy maps it.
+    let record = r.broker.admin.view_message(0, any_topic()).await.expect("the stored message");
+    let asking = tokio::spawn(handle.ask(ClientQuestion::ConsumeDirectly {
+        group: "GA".into(),
+        client_id: "admin-c".into(),
+        msg_id: "unused here".into(),
+        topic: Some("T".into()),
+        broker_name: "broker-a".into(),
+        topic_sys_flag: None,
+        group_sys_flag: None,
+        record: record.into(),
+    }));
+    let Some(Command::VerifyMessageCommand(verify)) = inbound.message().await.expect("a frame").expect("a command").command else {
+        panic!("expected a VerifyMessageCommand");
+    };
+    let shown = verify.message.expect("the message");
+    assert_eq!(&shown.body[..], b"verify-me");
+    assert_eq!(shown.system_properties.expect("set").message_id, "ID-V");
+    let failed = Some(pb::Status {
+        code: Code::FailedToConsumeMessage as i32,
+        message: "listener said later".into(),
+    });
+    let result = Command::VerifyMessageResult(pb::VerifyMessageResult { nonce: verify.nonce });
+    to_broker.send(say(result, failed)).await.expect("queued");
+    let body = asking.await.expect("joined").expect("answered");
+    let result: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(result["consumeResult"], "CR_LATER", "{result}");
+    assert_eq!(result["remark"], "from gRPC client", "{result}");
+
+    // A client whose stream closed cannot be asked: the admin hears why at once.
+    drop(to_broker);
+    drop(inbound);
+    // At most one question can miss the stream's end (it waits out CLIENT_CALL_TIMEOUT).
+    let mut unreached = false;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let question = ClientQuestion::RunningInfo {
+            group: "GA".into(),
+            client_id: "admin-c".into(),
+            jstack: true,
+        };
+        if matches!(handle.ask(question).await, Err(PushError::Unreached(_))) {
+            unreached = true;
+            break;
+        }
+    }
+    assert!(unreached, "a closed stream was still asked");
+}
+
+/// Opens Telemetry as a push consumer of `group` on "T" and takes the broker's answer to its
+/// Settings: where the test writes the client's commands, and the broker's.
+async fn open_push_consumer(
+    c: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    id: &str,
+) -> (
+    tokio::sync::mpsc::Sender<pb::TelemetryCommand>,
+    tonic::Streaming<pb::TelemetryCommand>,
+) {
+    let (to_broker, outbound) = tokio::sync::mpsc::channel::<pb::TelemetryCommand>(8);
+    let settings = pb::Settings {
+        client_type: Some(pb::ClientType::PushConsumer as i32),
+        pub_sub: Some(pb::settings::PubSub::Subscription(pb::Subscription {
+            group: resource(group),
+            subscriptions: vec![pb::SubscriptionEntry {
+                topic: resource("T"),
+                expression: Some(pb::FilterExpression {
+                    r#type: pb::FilterType::Tag as i32,
+                    expression: "*".into(),
+                }),
+            }],
+            ..pb::Subscription::default()
+        })),
+        ..pb::Settings::default()
+    };
+    let first = pb::TelemetryCommand {
+        status: None,
+        command: Some(pb::telemetry_command::Command::Settings(settings)),
+    };
+    to_broker.send(first).await.expect("queued");
+    let mut inbound = c
+        .telemetry(req(tokio_stream::wrappers::ReceiverStream::new(outbound), id, None))
+        .await
+        .expect("opened")
+        .into_inner();
+    let answered = inbound.message().await.expect("a frame").expect("settings answered");
+    assert_eq!(code(answered.status.as_ref()), Code::Ok, "{answered:?}");
+    (to_broker, inbound)
 }

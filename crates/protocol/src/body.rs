@@ -410,6 +410,77 @@ pub struct Connection {
     pub version: i32,
 }
 
+/// GET_CONSUMER_RUNNING_INFO's answer as a broker builds it for a client that cannot send its
+/// own (a gRPC client): its properties, subscriptions and, when asked, its thread stacks. The
+/// queue tables stay empty: a gRPC consumer holds no queues (the broker assigns on each receive).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumerRunningInfo {
+    /// `PROP_CONSUME_TYPE`, `PROP_CLIENT_VERSION`, `PROP_CONSUMEORDERLY`… (strings, as Java's
+    /// `Properties`).
+    pub properties: IndexMap<String, String>,
+    /// What the consumer subscribes to.
+    pub subscription_set: Vec<SubscriptionData>,
+    /// Queue → its processing state (none for a gRPC consumer).
+    pub mq_table: IndexMap<String, serde_json::Value>,
+    /// Topic → consume rates and times (none for a gRPC consumer).
+    pub status_table: IndexMap<String, serde_json::Value>,
+    /// The client's thread stacks, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jstack: Option<String>,
+}
+
+/// The keys of [`ConsumerRunningInfo::properties`] RocketMQ's admin tools read.
+pub mod running_info_keys {
+    /// `CONSUME_PASSIVELY` (push) or `CONSUME_ACTIVELY` (pull, simple).
+    pub const CONSUME_TYPE: &str = "PROP_CONSUME_TYPE";
+    /// The client's version, as `V5_2_0`.
+    pub const CLIENT_VERSION: &str = "PROP_CLIENT_VERSION";
+    /// Whether the consumer consumes in order.
+    pub const CONSUME_ORDERLY: &str = "PROP_CONSUMEORDERLY";
+    /// When the consumer started (ms since the epoch).
+    pub const START_TIMESTAMP: &str = "PROP_CONSUMER_START_TIMESTAMP";
+}
+
+/// How a consumer's direct consumption ended (RocketMQ's `CMResult`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConsumeResult {
+    /// Consumed.
+    #[serde(rename = "CR_SUCCESS")]
+    Success,
+    /// The listener asked for it later.
+    #[serde(rename = "CR_LATER")]
+    Later,
+    /// A transactional listener rolled back.
+    #[serde(rename = "CR_ROLLBACK")]
+    Rollback,
+    /// A transactional listener committed.
+    #[serde(rename = "CR_COMMIT")]
+    Commit,
+    /// The listener threw.
+    #[serde(rename = "CR_THROW_EXCEPTION")]
+    ThrowException,
+    /// The listener returned nothing (or the message did not decode).
+    #[serde(rename = "CR_RETURN_NULL")]
+    ReturnNull,
+}
+
+/// CONSUME_MESSAGE_DIRECTLY's answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsumeMessageDirectlyResult {
+    /// Whether the consumer is an orderly one.
+    pub order: bool,
+    /// Whether its offsets commit on their own.
+    pub auto_commit: bool,
+    /// How it went.
+    pub consume_result: ConsumeResult,
+    /// Who answered, or why it failed.
+    pub remark: String,
+    /// How long the consumption took, in ms (RocketMQ's spelling).
+    pub spent_time_mills: i64,
+}
+
 /// GET_PRODUCER_CONNECTION_LIST answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

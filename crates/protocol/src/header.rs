@@ -730,6 +730,40 @@ command_header! {
 }
 
 command_header! {
+    /// GET_CONSUMER_RUNNING_INFO (307): an admin asks one consumer of a group for its state
+    /// (and its threads' stacks); the broker forwards it to the client.
+    pub struct GetConsumerRunningInfoRequestHeader {
+        /// The consumer's group.
+        consumer_group: String = "consumerGroup",
+        /// The consumer's client id.
+        client_id: String = "clientId",
+        /// Whether the answer carries the client's thread stacks.
+        jstack_enable: Option<bool> = "jstackEnable",
+    }
+}
+
+command_header! {
+    /// CONSUME_MESSAGE_DIRECTLY (309): an admin has one consumer consume one stored message now;
+    /// the broker adds its name, the flags and the stored record, and forwards it to the client.
+    pub struct ConsumeMessageDirectlyResultRequestHeader {
+        /// The consumer's group.
+        consumer_group: String = "consumerGroup",
+        /// The consumer's client id.
+        client_id: Option<String> = "clientId",
+        /// The message's offset message id (store host and commit-log offset).
+        msg_id: Option<String> = "msgId",
+        /// The broker holding the message (the broker sets its own).
+        broker_name: Option<String> = "brokerName",
+        /// The message's topic.
+        topic: Option<String> = "topic",
+        /// The topic's system flag (the broker sets it).
+        topic_sys_flag: Option<i32> = "topicSysFlag",
+        /// The group's system flag (the broker sets it).
+        group_sys_flag: Option<i32> = "groupSysFlag",
+    }
+}
+
+command_header! {
     /// GET_ALL_TOPIC_CONFIG (21) paging fields (all optional; absent = everything).
     pub struct GetAllTopicConfigRequestHeader {
         /// Where the page starts, counted in topics.

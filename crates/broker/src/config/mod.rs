@@ -281,7 +281,7 @@ petrel_kit::config_table! {
         "maxAuthenticationFailuresPerConnection" => max_authentication_failures_per_connection: u64 = 8, check at_least(1);
             "Petrel: failed authentications one connection may make; the one that reaches it is answered and the connection is closed, so a client cannot guess passwords at wire speed."
         "tls.server.mode" => tls_server_mode: TlsMode = TlsMode::Disabled;
-            "TLS on the broker's ports and the embedded name server's (RocketMQ's key): `disabled`, `permissive` (TLS and plain connections both accepted, told apart by their first byte) or `enforcing` (TLS only)."
+            "TLS on the broker's ports (remoting, HA and gRPC) and the embedded name server's (RocketMQ's key): `disabled`, `permissive` (TLS and plain connections both accepted, told apart by their first byte) or `enforcing` (TLS only)."
         "tls.server.certPath" => tls_server_cert_path: Option<PathBuf> = None;
             "PEM certificate chain the servers present (leaf first). Required unless `tls.server.mode=disabled`."
         "tls.server.keyPath" => tls_server_key_path: Option<PathBuf> = None;

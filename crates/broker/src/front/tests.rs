@@ -331,3 +331,73 @@ async fn acl_requests_need_a_signature_and_a_super_user() {
     );
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn an_admins_question_reaches_the_named_consumer_with_rocketmq_fields() {
+    use crate::services::groups::ClientChannel;
+    use crate::services::testing::{FakeClient, consumer_data};
+    let (broker, front, conn) = started(|_| {});
+    assert_eq!(call(&front, &conn, create_topic("asked")).await.code, resp::SUCCESS);
+    let stored = call(&front, &conn, send("asked", 0, b"direct-body")).await;
+    let msg_id = stored.ext("msgId").expect("an offset message id").to_owned();
+    let running = |jstack: &str| {
+        req(
+            rc::GET_CONSUMER_RUNNING_INFO,
+            &[("consumerGroup", "g-asked"), ("clientId", "c-asked"), ("jstackEnable", jstack)],
+        )
+    };
+    let offline = call(&front, &conn, running("true")).await;
+    assert_eq!(offline.code, resp::SYSTEM_ERROR);
+    assert_eq!(offline.remark.as_deref(), Some("The Consumer <g-asked> <c-asked> not online"));
+
+    let channel = ClientChannel {
+        handle: FakeClient::new(7),
+        client_id: "c-asked".into(),
+        language: petrel_protocol::codes::LanguageCode::Java,
+        version: 453,
+        last_update: std::time::Instant::now(),
+    };
+    broker
+        .broker
+        .groups
+        .register_consumer(channel, &consumer_data("g-asked", "asked", "*"))
+        .expect("registered");
+    // The fake client answers with the question it got.
+    let asked = call(&front, &conn, running("true")).await;
+    assert_eq!(asked.code, resp::SUCCESS, "{:?}", asked.remark);
+    let question = String::from_utf8_lossy(&asked.body).into_owned();
+    assert!(
+        question.starts_with("RunningInfo") && question.contains("jstack: true"),
+        "{question}"
+    );
+
+    let direct = |id: &str| {
+        req(
+            rc::CONSUME_MESSAGE_DIRECTLY,
+            &[
+                ("consumerGroup", "g-asked"),
+                ("clientId", "c-asked"),
+                ("msgId", id),
+                ("topic", "asked"),
+            ],
+        )
+    };
+    let consumed = call(&front, &conn, direct(&msg_id)).await;
+    assert_eq!(consumed.code, resp::SUCCESS, "{:?}", consumed.remark);
+    let question = String::from_utf8_lossy(&consumed.body).into_owned();
+    assert!(question.starts_with("ConsumeDirectly"), "{question}");
+    assert!(
+        question.contains(&msg_id) && question.contains("broker_name: \"broker-a\""),
+        "{question}"
+    );
+    assert!(question.contains("topic_sys_flag: Some(0)"), "the topic's flag added: {question}");
+    assert!(question.contains("direct-body"), "the stored record goes with it: {question}");
+    let garbled = call(&front, &conn, direct("not-a-message-id")).await;
+    assert_ne!(garbled.code, resp::SUCCESS, "{:?}", garbled.remark);
+    assert!(
+        garbled.remark.as_deref().is_some_and(|r| r.contains("not an offset message id")),
+        "{:?}",
+        garbled.remark
+    );
+    broker.stop().await;
+}

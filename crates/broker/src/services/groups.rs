@@ -552,6 +552,14 @@ impl GroupService {
             .map(|c| c.handle.clone())
     }
 
+    /// A live consumer of `group` by its client id: what an admin's question for it goes to.
+    #[must_use]
+    pub fn consumer_by_client_id(&self, group: &str, client_id: &str) -> Option<Arc<dyn ClientHandle>> {
+        let consumers = self.consumers.read();
+        let info = consumers.get(group)?;
+        info.channels.values().find(|c| c.client_id == client_id).map(|c| c.handle.clone())
+    }
+
     /// The connections of a producer group's live producers.
     #[must_use]
     pub fn producer_channels(&self, group: &str) -> Vec<ClientChannel> {

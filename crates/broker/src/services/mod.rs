@@ -52,6 +52,59 @@ pub trait ClientHandle: Send + Sync {
     /// Hands a reply to the client that sent the request (PUSH_REPLY_MESSAGE_TO_CLIENT) and
     /// waits, at most `REPLY_PUSH_TIMEOUT`, for it to take it; the error says why it did not.
     fn push_reply(&self, reply: ReplyPush) -> Pin<Box<dyn Future<Output = Result<(), PushError>> + Send + 'static>>;
+    /// Asks the client what an admin wants of it and waits, at most [`CLIENT_CALL_TIMEOUT`],
+    /// for its answer: the body RocketMQ's admin tools read (`ConsumerRunningInfo`,
+    /// `ConsumeMessageDirectlyResult`), or why there is none.
+    fn ask(&self, question: ClientQuestion) -> Pin<Box<dyn Future<Output = Result<bytes::Bytes, PushError>> + Send + 'static>>;
+}
+
+/// How long the broker waits for a client asked on an admin's behalf: under the admin's own
+/// 5 s, so the admin gets the broker's answer (a timeout with its code) rather than its own.
+pub const CLIENT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
+
+/// What an admin asks of one client, through the broker.
+#[derive(Debug, Clone)]
+pub enum ClientQuestion {
+    /// GET_CONSUMER_RUNNING_INFO: the consumer's state, and its thread stacks if `jstack`.
+    RunningInfo {
+        /// The consumer's group.
+        group: String,
+        /// The consumer's client id.
+        client_id: String,
+        /// Whether to include the client's thread stacks.
+        jstack: bool,
+    },
+    /// CONSUME_MESSAGE_DIRECTLY: consume this stored message now and say how it went.
+    ConsumeDirectly {
+        /// The consumer's group.
+        group: String,
+        /// The consumer's client id.
+        client_id: String,
+        /// The message's offset message id.
+        msg_id: String,
+        /// The message's topic, as the admin named it.
+        topic: Option<String>,
+        /// This broker's name.
+        broker_name: String,
+        /// The topic's system flag, when the topic exists.
+        topic_sys_flag: Option<i32>,
+        /// The group's system flag, when the group exists.
+        group_sys_flag: Option<i32>,
+        /// The message as stored.
+        record: bytes::Bytes,
+    },
+}
+
+impl ClientQuestion {
+    /// The group and client the question is for.
+    #[must_use]
+    pub fn client(&self) -> (&str, &str) {
+        match self {
+            ClientQuestion::RunningInfo { group, client_id, .. } | ClientQuestion::ConsumeDirectly { group, client_id, .. } => {
+                (group, client_id)
+            }
+        }
+    }
 }
 
 /// How long a reply's push to its requester may take before the replier is told it failed.
@@ -104,9 +157,12 @@ pub enum PushError {
         /// The client's remark on it.
         remark: String,
     },
-    /// The client did not answer in time, or its connection failed.
+    /// The client's connection failed, or it cannot be asked this.
     #[error("{0}")]
     Unreached(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The client did not answer within the bound.
+    #[error("no answer within {0:?}")]
+    TimedOut(std::time::Duration),
 }
 
 /// CHECK_TRANSACTION_STATE as the services ask it.

@@ -66,6 +66,14 @@ impl ClientHandle for FakeClient {
         self.replies.lock().push(reply);
         Box::pin(async { Ok(()) })
     }
+    fn ask(
+        &self,
+        question: super::ClientQuestion,
+    ) -> std::pin::Pin<Box<dyn Future<Output = Result<bytes::Bytes, super::PushError>> + Send + 'static>> {
+        // Answers with what it was asked, so a test sees what reached the client.
+        let answer = bytes::Bytes::from(format!("{question:?}"));
+        Box::pin(async { Ok(answer) })
+    }
 }
 
 /// A clustering consumer of `group` subscribed to `topic` with a tag expression.

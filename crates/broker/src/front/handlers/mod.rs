@@ -33,6 +33,7 @@ const FILES: &[&[Unit]] = &[
     client::producers::UNITS,
     client::check_config::UNITS,
     client::queue_lock::UNITS,
+    client::ask::UNITS,
     topic::update::UNITS,
     topic::delete::UNITS,
     topic::config::UNITS,

@@ -199,6 +199,9 @@ public final class Main {
             case "errors":
                 need(a, 2, "errors TOPIC GROUP");
                 return errors(a[0], a[1]);
+            case "admin":
+                need(a, 2, "admin TOPIC GROUP");
+                return admin(a[0], a[1]);
             default:
                 usage("unknown scenario " + scenario);
                 return null;
@@ -660,12 +663,48 @@ public final class Main {
         return String.join("; ", held);
     }
 
+    /**
+     * A PushConsumer that an admin questions through the broker (the script runs mqadmin
+     * consumerStatus -s and queryMsgById -d meanwhile): it consumes one message, prints its id
+     * on a line "msgid ID" and "ready", then waits for that message to come back once more
+     * through VerifyMessageCommand (consumeMessageDirectly), which the listener sees again.
+     */
+    private String admin(String topic, String group) throws Exception {
+        final String chosen = "verify-me";
+        final AtomicInteger seen = new AtomicInteger();
+        final Set<String> unexpected = ConcurrentHashMap.newKeySet();
+        MessageListener listener = view -> {
+            if (chosen.equals(body(view))) {
+                seen.incrementAndGet();
+            } else {
+                unexpected.add(describe(view));
+            }
+            return ConsumeResult.SUCCESS;
+        };
+        pushConsumer(group, topic, FilterExpression.SUB_ALL, listener);
+        Producer producer = producer();
+        String id = receiptId(producer.send(message(topic, chosen).setTag(TAG).build()), chosen);
+        step("waiting for " + chosen + " to be consumed");
+        waitUntil(() -> seen.get() >= 1, workDeadlineMs);
+        expect(seen.get() == 1, chosen + " was consumed " + seen.get() + " times before any admin asked");
+        System.out.println("msgid " + id);
+        System.out.println("ready");
+        System.out.flush();
+        step("waiting for the admin's consumeMessageDirectly to deliver " + chosen + " again");
+        waitUntil(() -> seen.get() >= 2, workDeadlineMs);
+        expect(unexpected.isEmpty(), "the push consumer got messages this run did not send: " + unexpected);
+        expect(seen.get() == 2, chosen + " was seen " + seen.get() + " times; expected its delivery and one "
+            + "direct consumption");
+        return chosen + " (" + id + ") consumed, then once more through VerifyMessageCommand";
+    }
+
     // ---------------------------------------------------------------- clients
 
     private ClientConfiguration configuration(int maxStartupAttempts) {
         ClientConfigurationBuilder builder = ClientConfiguration.newBuilder()
             .setEndpoints(endpoint)
-            .enableSsl(false)
+            // TLS when asked (-Dpetrel.ssl=true): the SDK trusts any certificate, as it does by default.
+            .enableSsl(Boolean.getBoolean("petrel.ssl"))
             .setRequestTimeout(REQUEST_TIMEOUT);
         if (maxStartupAttempts > 0) {
             builder.setMaxStartupAttempts(maxStartupAttempts);
