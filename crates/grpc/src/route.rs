@@ -54,14 +54,15 @@ fn route_of(front: &GrpcFront, topic: &str, endpoints: Option<pb::Endpoints>) ->
 
 /// The topic's configuration, or TOPIC_NOT_FOUND.
 pub(crate) fn topic_config(front: &GrpcFront, topic: &str) -> Result<TopicConfig, Refusal> {
+    front.broker.topics.get(topic).ok_or_else(|| no_such_topic(topic))
+}
+
+/// The refusal for a topic the broker does not have (or an empty name).
+pub(crate) fn no_such_topic(topic: &str) -> Refusal {
     if topic.is_empty() {
-        return Err(Refusal::new(Code::IllegalTopic, "topic name is empty"));
+        return Refusal::new(Code::IllegalTopic, "topic name is empty");
     }
-    front
-        .broker
-        .topics
-        .get(topic)
-        .ok_or_else(|| Refusal::new(Code::TopicNotFound, format!("topic [{topic}] does not exist")))
+    Refusal::new(Code::TopicNotFound, format!("topic [{topic}] does not exist"))
 }
 
 fn permission(config: &TopicConfig, id: i32) -> Permission {

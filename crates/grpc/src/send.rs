@@ -11,7 +11,7 @@ use crate::access;
 use crate::convert::{accepted_kinds, resource_name, send_request};
 use crate::front::{Caller, GrpcFront};
 use crate::pb::{self, Code, MessageType, TransactionResolution};
-use crate::route::topic_config;
+use crate::route::no_such_topic;
 use crate::status::{Refusal, ok, status};
 use crate::transaction::TransactionId;
 
@@ -66,17 +66,24 @@ async fn send_one(front: &GrpcFront, caller: &Caller, m: pb::Message) -> Result<
     let broker = &front.broker;
     let (req, kind) = send_request(m, caller.peer, broker.config.max_message_size_bytes)?;
     front.authorize(caller, &[access::topic(&req.topic, access::PUB)])?;
-    let config = topic_config(front, &req.topic)?;
-    if !accepted_kinds(&config.attributes).contains(&kind) {
-        return Err(Refusal::new(
-            Code::MessagePropertyConflictWithType,
-            format!(
-                "a {} message cannot be sent to topic [{}], whose message.type is {}",
-                kind.as_str_name(),
-                req.topic,
-                config.attributes.get("message.type").map_or("NORMAL", String::as_str)
-            ),
-        ));
+    // Read in place: a copy of the topic's config per message showed in a send's profile.
+    let topics = &broker.topics;
+    let accepted = topics.with(&req.topic, |config| accepted_kinds(&config.attributes).contains(&kind));
+    match accepted {
+        None => return Err(no_such_topic(&req.topic)),
+        Some(false) => {
+            let declared = topics.with(&req.topic, |c| c.attributes.get("message.type").cloned()).flatten();
+            return Err(Refusal::new(
+                Code::MessagePropertyConflictWithType,
+                format!(
+                    "a {} message cannot be sent to topic [{}], whose message.type is {}",
+                    kind.as_str_name(),
+                    req.topic,
+                    declared.as_deref().unwrap_or("NORMAL")
+                ),
+            ));
+        }
+        Some(true) => {}
     }
     let message_id = req
         .properties

@@ -177,6 +177,12 @@ impl TopicService {
         self.table.read().topic_config_table.get(topic).cloned()
     }
 
+    /// `f` of a topic's config, if it exists, without copying it (a send's check reads a field
+    /// or two; a copy clones the name and the attribute map).
+    pub fn with<R>(&self, topic: &str, f: impl FnOnce(&TopicConfig) -> R) -> Option<R> {
+        self.table.read().topic_config_table.get(topic).map(f)
+    }
+
     /// The name of every topic in the table.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
