@@ -21,6 +21,8 @@
 #          HALF_SECONDS=60 HALF_WARMUP=10
 #          MODES="SYNC_FLUSH ASYNC_FLUSH" TARGETS="petrel proxy-local proxy-cluster"
 #          PETREL_BIN=target/release/petrel (another build of petrel, to compare builds)
+#          HALF_AT="petrel/SYNC_FLUSH=6026 proxy-local/SYNC_FLUSH=3552 …" (only the half-load run,
+#          at these rates: the tail-latency column again, against an earlier run's send rates)
 #          BROKER_HEAP=1g PROXY_HEAP=1g (cluster mode's two JVMs) LOCAL_HEAP=2g (local mode's one)
 #
 # Not part of the suite: with the defaults about 5 minutes per server and flush mode, 30 in all.
@@ -319,12 +321,20 @@ run_cell() { # TARGET FLUSH
   # offset at 0 on all three, so the consumer run below reads the whole backlog on each.
   client "$cell.prime" 0 bench-consume "$topic" "$group" 5 "$consume_threads" || true
 
+  # HALF_AT names a rate for this cell ("target/FLUSH=RATE"): then only the half-load run below,
+  # at that rate (a rerun of the tail-latency column against an earlier run's send rates).
+  local fixed_half="" kv
+  for kv in ${HALF_AT:-}; do
+    if [ "${kv%%=*}" = "$target/$flush" ]; then fixed_half=${kv#*=}; fi
+  done
+  local tps="" sends="" p50="" p99="" p9999="" errors="" ctps="" drained="" cpu0="" cpu1="" t0="" t1=""
+  if [ -z "$fixed_half" ]; then
   # Sends at full speed. The client marks the measured window's edges on stdout; the server's CPU
   # is read at each edge, so CPU per message covers the same sends as TPS and the percentiles.
   java -Xms1g -Xmx1g -Drocketmq.log.root="$work/sdk-logs" -Dpetrel.bench.warmupSeconds="$warmup" \
     -jar "$jar" "$endpoint" bench-produce "$topic" "$threads" "$duration" "$body_bytes" \
     >"$cell.produce.out" 2>"$cell.produce.err" &
-  local bench=$! cpu0="" cpu1="" t0="" t1=""
+  local bench=$!
   all_pids+=("$bench")
   if wait_for "$cell.produce.out" "window start" "$bench" $((duration + 120)); then
     cpu0=$(cpu_ticks "${measured[@]}") t0=$(date +%s.%N)
@@ -334,7 +344,6 @@ run_cell() { # TARGET FLUSH
   fi
   wait "$bench" || true
   forget "$bench"
-  local tps sends p50 p99 p9999 errors
   tps=$(result "$cell.produce.out" tps)
   sends=$(result "$cell.produce.out" sends)
   p50=$(result "$cell.produce.out" p50_us)
@@ -345,18 +354,20 @@ run_cell() { # TARGET FLUSH
   # Consumes the backlog just written. If the consumers ever catch up with it the rate they show is
   # the backlog's size, not their speed; the row says so.
   client "$cell.consume" "$consume_warmup" bench-consume "$topic" "$group" "$consume_secs" "$consume_threads" || true
-  local ctps drained=""
   ctps=$(result "$cell.consume.out" tps)
   if [ "$(ticks_total "$cell.consume.out")" -ge "$(ticks_total "$cell.produce.out")" ] \
     && [ "$(ticks_total "$cell.produce.out")" -gt 0 ]; then
     drained=" (backlog ran out)"
   fi
+  fi
 
   # Tail latency at half load: an open loop at half the send rate measured above, the latency of
   # each send counted from when the schedule meant it to start.
-  local half="" half_p9999="" half_tps=""
-  if [ -n "$tps" ] && awk -v t="$tps" 'BEGIN {exit !(t >= 2)}'; then
+  local half="$fixed_half" half_p9999="" half_tps=""
+  if [ -z "$half" ] && [ -n "$tps" ] && awk -v t="$tps" 'BEGIN {exit !(t >= 2)}'; then
     half=$(awk -v t="$tps" 'BEGIN {printf "%d", t / 2}')
+  fi
+  if [ -n "$half" ]; then
     client "$cell.half" "$half_warmup" bench-produce "$topic" "$threads" $((half_secs + half_warmup)) "$body_bytes" "$half" || true
     half_p9999=$(result "$cell.half.out" p9999_us)
     half_tps=$(result "$cell.half.out" tps)

@@ -11,7 +11,9 @@
 #  - mixed protocols: the remoting Java client's messages received over gRPC and the reverse, and
 #    gRPC clients listed by mqadmin consumerConnection / producerConnection / consumerProgress;
 #  - an admin's questions to a gRPC push consumer: consumerStatus -s (its thread stacks over
-#    Telemetry) and queryMsgById -d (the message consumed directly, VerifyMessageCommand).
+#    Telemetry) and queryMsgById -d (the message consumed directly, VerifyMessageCommand);
+#  - ACL 2.0: on a second broker with authentication and authorization, the Java, Go and Python
+#    SDKs signing as a super user pass, and a wrong secret is refused with UNAUTHORIZED.
 # Ports come from the kernel (bound to 0 and released), never fixed numbers.
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
@@ -31,8 +33,10 @@ endpoint="127.0.0.1:$grpc_port"
 work=$(mktemp -d)
 export ROCKETMQ_HOME="$work"
 petrel_pid=""
+acl_pid=""
 cleanup() {
   [ -n "$petrel_pid" ] && kill -9 "$petrel_pid" 2>/dev/null || true
+  [ -n "$acl_pid" ] && kill -9 "$acl_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -49,7 +53,7 @@ target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --li
   --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set transactionCheckInterval=5000 \
   --set tls.server.mode=permissive --set tls.server.certPath="$work/tls.pem" --set tls.server.keyPath="$work/tls.key" >"$work/petrel.log" 2>&1 &
 petrel_pid=$!
-for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+for _ in $(seq 1 100); do grep -qs "boot success" "$work/petrel.log" && break; sleep 0.1; done
 grep -q "gRPC (RocketMQ 5 SDKs) listening.*TLS or plain text" "$work/petrel.log" || { tail -20 "$work/petrel.log"; echo "no gRPC port"; exit 1; }
 
 passed=0
@@ -222,6 +226,52 @@ if [[ "$(tail -1 "$work/admin.out")" == ok:* ]]; then ok "Java gRPC admin: $(tai
   not_ok "Java gRPC admin: $(tail -1 "$work/admin.out")"
   tail -15 "$work/admin.err"
 fi
+
+echo "== ACL 2.0 over gRPC: a second broker with authentication and authorization on"
+acl_ns="127.0.0.1:$(free_port)"
+acl_broker_port=$(free_port)
+acl_endpoint="127.0.0.1:$(free_port)"
+acl_secret="root-secret-1"
+target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port "$acl_broker_port" \
+  --broker-ip 127.0.0.1 --set "grpcServerPort=${acl_endpoint##*:}" --set fastListenPort=0 --set "haListenPort=$(free_port)" \
+  --set authenticationEnabled=true --set authorizationEnabled=true \
+  --set "initAuthenticationUser={\"username\":\"root\",\"password\":\"$acl_secret\"}" >"$work/petrel-acl.log" 2>&1 &
+acl_pid=$!
+for _ in $(seq 1 100); do grep -qs "boot success" "$work/petrel-acl.log" && break; sleep 0.1; done
+timeout 120 java -Dpetrel.ak=root -Dpetrel.sk="$acl_secret" -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" \
+  petrel.ClientTest setup "$acl_ns" "127.0.0.1:$acl_broker_port" topic:AclJava:NORMAL group:AclJavaG topic:AclGo:NORMAL \
+  group:AclGoG topic:AclPy:NORMAL group:AclPyG group:AclWrongG >"$work/acl-setup.out" 2>"$work/acl-setup.err" ||
+  { tail -5 "$work/acl-setup.err"; not_ok "setting up the ACL broker's topics as the super user"; }
+acl_java() { # secret scenario topic group: the Java SDK signing as root with SECRET
+  timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -Dpetrel.accessKey=root -Dpetrel.secretKey="$1" \
+    -jar tests/clients/grpc-java/target/grpc-java-test.jar "$acl_endpoint" "${@:2}"
+}
+acl_java "$acl_secret" normal AclJava AclJavaG >"$work/acl-java.out" 2>"$work/acl-java.err" &
+acl_java_pid=$!
+acl_java "not-the-secret" normal AclJava AclWrongG >"$work/acl-wrong.out" 2>"$work/acl-wrong.err" &
+acl_wrong_pid=$!
+PETREL_ACCESS_KEY=root PETREL_SECRET_KEY="$acl_secret" timeout 120 "$sdks/go-test" "$acl_endpoint" normal AclGo AclGoG \
+  >"$work/acl-go.out" 2>"$work/acl-go.err" &
+acl_go_pid=$!
+PETREL_ACCESS_KEY=root PETREL_SECRET_KEY="$acl_secret" timeout 120 "$sdks/venv/bin/python" tests/clients/grpc-python/test.py \
+  "$acl_endpoint" normal AclPy AclPyG >"$work/acl-py.out" 2>"$work/acl-py.err" &
+acl_py_pid=$!
+wait "$acl_java_pid" "$acl_go_pid" "$acl_py_pid" || true
+for sdk in java go py; do
+  verdict=$(tail -1 "$work/acl-$sdk.out")
+  if [[ "$verdict" == ok:* ]]; then ok "signed by the $sdk SDK as a super user: ${verdict#ok: }"; else
+    not_ok "signed by the $sdk SDK as a super user: ${verdict:-no verdict}"
+    tail -10 "$work/acl-$sdk.err"
+  fi
+done
+wait "$acl_wrong_pid" || true
+if [[ "$(tail -1 "$work/acl-wrong.out")" != ok:* ]] && grep -Eq "40100|UNAUTHORIZED|Unauthorized" "$work/acl-wrong.out" "$work/acl-wrong.err"; then
+  ok "the Java SDK signing with a wrong secret is refused with UNAUTHORIZED (40100)"
+else
+  not_ok "a wrong secret: expected the scenario to fail with 40100: $(tail -1 "$work/acl-wrong.out")"
+  tail -10 "$work/acl-wrong.err"
+fi
+kill "$acl_pid" 2>/dev/null || true
 
 echo "passed=$passed failed=$failed"
 [ "$failed" -eq 0 ]

@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use crate::ask::Calls;
 use crate::convert::{Delivery, message_of};
 use crate::pb::{self, Language, TelemetryCommand, telemetry_command::Command};
+use crate::renew::Renewals;
 use crate::transaction::TransactionId;
 
 /// Commands waiting to be written to one client's Telemetry stream; past it, a command is
@@ -53,6 +54,8 @@ pub struct GrpcClient {
     pub started_ms: i64,
     /// The admin questions put to it and not yet answered.
     pub calls: Calls,
+    /// The messages the broker keeps invisible for it (its receives with `auto_renew`).
+    pub renewals: Renewals,
     /// Itself, for the questions that outlive a borrow of it.
     me: std::sync::Weak<GrpcClient>,
     /// What it said about itself on its Telemetry stream.
@@ -76,6 +79,12 @@ impl GrpcClient {
     /// The stream the broker writes commands to, once the client opened Telemetry.
     pub fn attach(&self, sender: TelemetrySender) {
         *self.telemetry.lock() = Some(sender);
+    }
+
+    /// Whether the client has a Telemetry stream open: the sign a push consumer is connected.
+    #[must_use]
+    pub fn has_telemetry(&self) -> bool {
+        self.telemetry.lock().is_some()
     }
 
     /// Forgets the client's Telemetry stream (it ended).
@@ -194,12 +203,19 @@ impl Clients {
                 .collect(),
             started_ms: petrel_kit::clock::now_ms(),
             calls: Calls::default(),
+            renewals: Renewals::default(),
             settings: Mutex::new(None),
             telemetry: Mutex::new(None),
             last_seen: Mutex::new(Instant::now()),
         });
         by_id.insert(client_id.to_owned(), client.clone());
         Some(client)
+    }
+
+    /// Every client known now (a copy of the table's handles).
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<GrpcClient>> {
+        self.by_id.lock().values().cloned().collect()
     }
 
     /// The client with `client_id`, if known.

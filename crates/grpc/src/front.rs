@@ -16,6 +16,7 @@ use tonic::{Request, Response, Status};
 
 use crate::clients::{Clients, GrpcClient};
 use crate::pb::{self, Code};
+use crate::renew::RenewPolicy;
 use crate::status::Refusal;
 
 /// The gRPC port when `grpcServerPort` is unset: RocketMQ proxy's.
@@ -33,6 +34,8 @@ pub struct GrpcFront {
     pub(crate) clients: Arc<Clients>,
     /// The port clients reach this front end at, for routes asked without endpoints.
     pub(crate) port: u16,
+    /// How push consumers' messages are kept invisible for them (`auto_renew`).
+    pub(crate) renew: RenewPolicy,
 }
 
 impl GrpcFront {
@@ -43,7 +46,16 @@ impl GrpcFront {
             broker,
             clients: Arc::new(Clients::new(max_clients, CLIENT_IDLE)),
             port,
+            renew: RenewPolicy::default(),
         }
+    }
+
+    /// The same front end renewing as `policy` says (tests shorten its times).
+    #[must_use]
+    pub fn with_renew_policy(mut self, policy: RenewPolicy) -> GrpcFront {
+        assert!(policy.ahead < policy.invisible, "a renewal must come before the message does");
+        self.renew = policy;
+        self
     }
 
     /// The clients known now.

@@ -14,15 +14,11 @@ use tonic::Request;
 
 use crate::access;
 use crate::convert::{Delivery, duration_ms, message_of, resource_name, timestamp};
-use crate::front::GrpcFront;
+use crate::front::{Caller, GrpcFront};
 use crate::pb::{self, Code, FilterType, receive_message_response::Content};
 use crate::receipt::ReceiptHandle;
 use crate::status::{Refusal, ok, status};
 use petrel_kit::clock::now_ms;
-
-/// How long a push consumer's messages stay invisible when it asks the broker to choose
-/// (`auto_renew`): RocketMQ proxy's `defaultInvisibleTimeMills`.
-pub const DEFAULT_INVISIBLE: Duration = Duration::from_secs(60);
 
 /// ReceiveMessage: a status, then the messages, then the time of delivery.
 pub(crate) async fn receive(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Vec<pb::ReceiveMessageResponse> {
@@ -51,7 +47,8 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
     }
     front.authorize(&caller, &consuming(&topic, &group))?;
     let invisible_ms = match req.invisible_duration.as_ref() {
-        _ if req.auto_renew => i64::try_from(DEFAULT_INVISIBLE.as_millis()).unwrap_or(i64::MAX),
+        // The broker keeps the message invisible while the client is connected (crate::renew).
+        _ if req.auto_renew => i64::try_from(front.renew.invisible.as_millis()).unwrap_or(i64::MAX),
         Some(d) => duration_ms(d)
             .filter(|ms| (1..=MAX_INVISIBLE_TIME_MS).contains(ms))
             .ok_or_else(|| {
@@ -78,7 +75,7 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
         .pop
         .pop(PopRequest {
             group: group.clone(),
-            topic,
+            topic: topic.clone(),
             // Any queue of this broker, as RocketMQ's proxy pops: a SimpleConsumer names route
             // queues in turn, and popping only the one named would leave a message in another
             // queue waiting for its turn. An orderly pop still holds each queue on its own.
@@ -108,8 +105,12 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
             dead_letter(front, &group, &m, &handle).await;
             continue;
         }
+        let given = handle.encode();
+        if req.auto_renew && !caller.client.renewals.hold(given.clone(), &group, &topic, handle) {
+            tracing::debug!(client = %caller.client.client_id, "too many messages held; this one keeps its invisible time");
+        }
         let delivery = Delivery {
-            receipt_handle: Some(handle.encode()),
+            receipt_handle: Some(given),
             invisible_ms: Some(invisible_ms),
         };
         out.push(message_of(&m, &delivery));
@@ -184,22 +185,34 @@ fn live_handle(text: &str) -> Result<ReceiptHandle, Refusal> {
     Ok(handle)
 }
 
+/// The handle naming a message's invisible time now: the latest renewal's when the broker
+/// kept it invisible for the client (which then stops), else the given one, if still live.
+fn current_handle(caller: &Caller, given: &str) -> Result<ReceiptHandle, Refusal> {
+    match caller.client.renewals.release(given) {
+        Some(current) => Ok(current),
+        None => live_handle(given),
+    }
+}
+
 /// AckMessage: one result per entry.
 pub(crate) fn ack(front: &GrpcFront, r: Request<pb::AckMessageRequest>) -> pb::AckMessageResponse {
     let caller = front.caller(&r);
     let req = r.into_inner();
     let (group, topic) = (resource_name(req.group.as_ref()), resource_name(req.topic.as_ref()));
-    if let Err(e) = caller.and_then(|c| front.authorize(&c, &consuming(&topic, &group))) {
-        return pb::AckMessageResponse {
-            status: Some(e.status()),
-            entries: Vec::new(),
-        };
-    }
+    let caller = match caller.and_then(|c| front.authorize(&c, &consuming(&topic, &group)).map(|()| c)) {
+        Ok(caller) => caller,
+        Err(e) => {
+            return pb::AckMessageResponse {
+                status: Some(e.status()),
+                entries: Vec::new(),
+            };
+        }
+    };
     let entries: Vec<pb::AckMessageResultEntry> = req
         .entries
         .into_iter()
         .map(|e| {
-            let acked = live_handle(&e.receipt_handle).map(|h| {
+            let acked = current_handle(&caller, &e.receipt_handle).map(|h| {
                 if !front.broker.pop.ack(&group, &topic, h.queue_id, h.queue_offset, h.pop_time_ms) {
                     tracing::debug!(%group, %topic, queue = h.queue_id, offset = h.queue_offset, "ack of a receive no longer in flight");
                 }
@@ -240,7 +253,6 @@ pub(crate) fn change_invisible(front: &GrpcFront, r: Request<pb::ChangeInvisible
             &caller,
             &consuming(&resource_name(req.topic.as_ref()), &resource_name(req.group.as_ref())),
         )?;
-        let handle = live_handle(&req.receipt_handle)?;
         let invisible_ms = req
             .invisible_duration
             .as_ref()
@@ -252,6 +264,8 @@ pub(crate) fn change_invisible(front: &GrpcFront, r: Request<pb::ChangeInvisible
                     format!("invisible duration must be 0 to {MAX_INVISIBLE_TIME_MS} ms"),
                 )
             })?;
+        // The client takes the message's timing back: no more renewals.
+        let handle = current_handle(&caller, &req.receipt_handle)?;
         let (group, topic) = (resource_name(req.group.as_ref()), resource_name(req.topic.as_ref()));
         let pop_time_ms = front
             .broker
@@ -293,7 +307,10 @@ pub(crate) async fn forward_to_dlq(
         let req = r.into_inner();
         let group = resource_name(req.group.as_ref());
         front.authorize(&caller, &consuming(&resource_name(req.topic.as_ref()), &group))?;
-        let handle = ReceiptHandle::decode(&req.receipt_handle)?;
+        let handle = match caller.client.renewals.release(&req.receipt_handle) {
+            Some(current) => current,
+            None => ReceiptHandle::decode(&req.receipt_handle)?,
+        };
         send_to_dlq(front, &group, handle.commit_log_offset).await?;
         let topic = resource_name(req.topic.as_ref());
         front

@@ -204,6 +204,9 @@ impl GrpcServer {
     pub fn start(listener: TcpListener, front: GrpcFront, limits: GrpcLimits, tls: Option<GrpcTls>) -> std::io::Result<GrpcServer> {
         assert!(limits.max_streams_per_connection > 0, "a connection needs a stream to ask anything");
         let local_addr = listener.local_addr()?;
+        // The renewer of push consumers' messages ends with the client table or the broker.
+        let renewing = crate::renew::renewer(Arc::downgrade(&front.clients), Arc::downgrade(&front.broker), front.renew);
+        tokio::spawn(renewing);
         let max_bytes = limits.max_message_bytes.saturating_add(REQUEST_OVERHEAD_BYTES);
         let service = MessagingServiceServer::new(front)
             .max_decoding_message_size(max_bytes)

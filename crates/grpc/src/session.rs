@@ -90,6 +90,8 @@ impl GrpcFront {
     /// Drops a client and everything registered for it.
     pub(crate) fn forget(&self, client: &Arc<GrpcClient>) {
         use petrel_broker::services::ClientHandle as _;
+        // Its messages are no longer kept invisible: they come back when their time ends.
+        client.renewals.clear();
         self.broker.groups.connection_closed(client.id());
         if let Some(known) = self.clients.get(&client.client_id)
             && Arc::ptr_eq(&known, client)

@@ -9,7 +9,7 @@ use hmac::{Hmac, Mac};
 use petrel_broker::{Broker, BrokerConfig, NameServers};
 use petrel_grpc::pb::messaging_service_client::MessagingServiceClient;
 use petrel_grpc::pb::{self, Code, receive_message_response::Content};
-use petrel_grpc::{GrpcFront, GrpcLimits, GrpcServer};
+use petrel_grpc::{GrpcFront, GrpcLimits, GrpcServer, RenewPolicy};
 use petrel_protocol::model::{TopicConfig, perm};
 use sha1::Sha1;
 use tokio::task::JoinSet;
@@ -23,6 +23,10 @@ struct Running {
 }
 
 async fn start(keys: &[(&str, &str)]) -> Running {
+    start_renewing(keys, RenewPolicy::default()).await
+}
+
+async fn start_renewing(keys: &[(&str, &str)], renew: RenewPolicy) -> Running {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut config = BrokerConfig {
         store_path_root_dir: dir.path().to_owned(),
@@ -50,7 +54,13 @@ async fn start(keys: &[(&str, &str)]) -> Running {
         max_streams_per_connection: 16,
         max_message_bytes: broker.config.max_message_size_bytes,
     };
-    let server = GrpcServer::start(listener, GrpcFront::new(broker.clone(), port, 64), limits, None).expect("serving");
+    let server = GrpcServer::start(
+        listener,
+        GrpcFront::new(broker.clone(), port, 64).with_renew_policy(renew),
+        limits,
+        None,
+    )
+    .expect("serving");
     Running {
         broker,
         server,
@@ -112,7 +122,9 @@ fn code(s: Option<&pb::Status>) -> Code {
     Code::try_from(s.expect("a status").code).expect("a known code")
 }
 
-fn receive_req(group: &str, invisible: Duration) -> pb::ReceiveMessageRequest {
+/// A receive of `group` on "T" (tag TagA): with an invisible time, or left to the broker to
+/// renew (`None`: `auto_renew`, as a push consumer receives).
+fn receive_req(group: &str, invisible: Option<Duration>) -> pb::ReceiveMessageRequest {
     pb::ReceiveMessageRequest {
         group: resource(group),
         message_queue: Some(pb::MessageQueue {
@@ -125,19 +137,28 @@ fn receive_req(group: &str, invisible: Duration) -> pb::ReceiveMessageRequest {
             expression: "TagA".into(),
         }),
         batch_size: 8,
-        invisible_duration: Some(prost_types::Duration {
-            seconds: i64::try_from(invisible.as_secs()).expect("small"),
+        invisible_duration: invisible.map(|d| prost_types::Duration {
+            seconds: i64::try_from(d.as_secs()).expect("small"),
             nanos: 0,
         }),
-        auto_renew: false,
+        auto_renew: invisible.is_none(),
         long_polling_timeout: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
         attempt_id: None,
     }
 }
 
 async fn receive(c: &mut MessagingServiceClient<Channel>, group: &str, invisible: Duration) -> (Code, Vec<pb::Message>) {
+    receive_as(c, group, "c1", Some(invisible)).await
+}
+
+async fn receive_as(
+    c: &mut MessagingServiceClient<Channel>,
+    group: &str,
+    id: &str,
+    invisible: Option<Duration>,
+) -> (Code, Vec<pb::Message>) {
     let mut stream = c
-        .receive_message(req(receive_req(group, invisible), "c1", None))
+        .receive_message(req(receive_req(group, invisible), id, None))
         .await
         .expect("answered")
         .into_inner();
@@ -477,4 +498,58 @@ async fn open_push_consumer(
     let answered = inbound.message().await.expect("a frame").expect("settings answered");
     assert_eq!(code(answered.status.as_ref()), Code::Ok, "{answered:?}");
     (to_broker, inbound)
+}
+
+#[tokio::test]
+async fn a_push_consumers_message_stays_invisible_while_it_is_connected_and_comes_back_when_it_is_not() {
+    let policy = RenewPolicy {
+        invisible: Duration::from_secs(2),
+        ahead: Duration::from_secs(1),
+        max: Duration::from_secs(60),
+        period: Duration::from_millis(100),
+    };
+    let r = start_renewing(&[], policy).await;
+    let mut c = client(&r).await;
+    r.broker
+        .groups
+        .upsert_config(petrel_broker::services::groups::GroupConfig::new("GR"))
+        .expect("created");
+    let send = |body: &'static str| pb::SendMessageRequest {
+        messages: vec![message("T", &format!("ID-{body}"), body)],
+    };
+    c.send_message(req(send("held"), "p1", None)).await.expect("sent");
+    let (to_broker, inbound) = open_push_consumer(&mut c, "GR", "renew-c").await;
+    let (status, got) = receive_as(&mut c, "GR", "renew-c", None).await;
+    assert_eq!((status, got.len()), (Code::Ok, 1));
+    let given = got[0].system_properties.clone().expect("set").receipt_handle.expect("a handle");
+
+    // Past the 2 s it was received with, it is still invisible: renewed for its client.
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let (status, _) = receive_as(&mut c, "GR", "other-c", Some(Duration::from_secs(1))).await;
+    assert_eq!(status, Code::MessageNotFound, "a renewed message came back");
+    // The client acks with the handle it was given, whose own time has passed.
+    let ack = pb::AckMessageRequest {
+        group: resource("GR"),
+        topic: resource("T"),
+        entries: vec![pb::AckMessageEntry {
+            message_id: "ID-held".into(),
+            receipt_handle: given,
+            lite_topic: None,
+        }],
+    };
+    let acked = c.ack_message(req(ack, "renew-c", None)).await.expect("answered").into_inner();
+    assert_eq!(code(acked.status.as_ref()), Code::Ok, "{acked:?}");
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let (status, _) = receive_as(&mut c, "GR", "other-c", Some(Duration::from_secs(1))).await;
+    assert_eq!(status, Code::MessageNotFound, "an acked message came back");
+
+    // A client that goes away holds nothing: its message comes back when its time ends.
+    c.send_message(req(send("dropped"), "p1", None)).await.expect("sent");
+    let (status, got) = receive_as(&mut c, "GR", "renew-c", None).await;
+    assert_eq!((status, got.len()), (Code::Ok, 1));
+    drop((to_broker, inbound));
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
+    let (status, back) = receive_as(&mut c, "GR", "other-c", Some(Duration::from_secs(1))).await;
+    assert_eq!((status, back.len()), (Code::Ok, 1), "the gone client's message came back");
+    assert_eq!(&back[0].body[..], b"dropped");
 }

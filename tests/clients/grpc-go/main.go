@@ -10,7 +10,8 @@
 //	fifo    FIFO topic, orderly group: two message groups of 5 messages each arrive, each group
 //	        in the order it was sent, all within 40 s.
 //
-// ENDPOINT is host:port of the gRPC listener, reached without TLS and without credentials. A run
+// ENDPOINT is host:port of the gRPC listener, reached without TLS, signed with PETREL_ACCESS_KEY /
+// PETREL_SECRET_KEY from the environment when set (an authenticating broker). A run
 // prints exactly one verdict line on stdout, "ok: go SCENARIO: ..." (exit 0) or
 // "FAIL: go SCENARIO: ..." (exit 1; 2 for a usage error); progress goes to stderr as "info: ...".
 // A run never takes longer than 60 s. The SDK's own log goes to
@@ -292,11 +293,15 @@ func fifo(endpoint, topic, group string) string {
 
 func config(endpoint, group string) *rmq.Config {
 	// The SDK signs every request with these credentials and dereferences them, so they must be
-	// present even though they are empty.
+	// present even when they are empty (a broker without authentication ignores them). An
+	// authenticating broker is reached with PETREL_ACCESS_KEY / PETREL_SECRET_KEY.
 	return &rmq.Config{
 		Endpoint:      endpoint,
 		ConsumerGroup: group,
-		Credentials:   &credentials.SessionCredentials{},
+		Credentials: &credentials.SessionCredentials{
+			AccessKey:    os.Getenv("PETREL_ACCESS_KEY"),
+			AccessSecret: os.Getenv("PETREL_SECRET_KEY"),
+		},
 	}
 }
 

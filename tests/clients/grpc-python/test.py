@@ -11,7 +11,8 @@ Python SDK (rocketmq-python-client 5.1.2), unchanged.
     fifo    FIFO topic, orderly group: two message groups of 5 messages each arrive, each group
             in the order it was sent, all within 40 s.
 
-ENDPOINT is host:port of the gRPC listener, reached without TLS and without credentials. A run
+ENDPOINT is host:port of the gRPC listener, reached without TLS, signed with PETREL_ACCESS_KEY /
+PETREL_SECRET_KEY from the environment when set (an authenticating broker). A run
 prints exactly one verdict line on stdout, "ok: python SCENARIO: ..." (exit 0) or
 "FAIL: python SCENARIO: ..." (exit 1; 2 for a usage error); progress goes to stderr as
 "info: ...". A run never takes longer than 60 s. The SDK's own log goes under
@@ -110,8 +111,12 @@ def _import_sdk():
 # ---------------------------------------------------------------- clients
 
 def config(sdk, endpoint):
-    # Empty credentials: the SDK still signs (with an empty key), and the server ignores it.
-    return sdk.ClientConfiguration(endpoint, sdk.Credentials())
+    # Signed with PETREL_ACCESS_KEY / PETREL_SECRET_KEY when set (an authenticating broker);
+    # otherwise empty credentials: the SDK still signs (with an empty key), and the server
+    # ignores it.
+    access_key = os.environ.get("PETREL_ACCESS_KEY", "")
+    secret_key = os.environ.get("PETREL_SECRET_KEY", "")
+    return sdk.ClientConfiguration(endpoint, sdk.Credentials(access_key, secret_key))
 
 
 def start_within(what, start):

@@ -182,7 +182,10 @@ public final class ClientTest {
 
     /** A started admin client. */
     static DefaultMQAdminExt admin(String ns, String instance) throws Exception {
-        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        // Signed as -Dpetrel.ak / -Dpetrel.sk say, for a broker with ACL 2.0 on.
+        String ak = System.getProperty("petrel.ak");
+        String sk = System.getProperty("petrel.sk");
+        DefaultMQAdminExt admin = ak != null && sk != null ? new DefaultMQAdminExt(signer(ak, sk)) : new DefaultMQAdminExt();
         admin.setNamesrvAddr(ns);
         admin.setInstanceName(instance);
         admin.start();
