@@ -87,9 +87,13 @@ impl GrpcClient {
         self.telemetry.lock().is_some()
     }
 
-    /// Forgets the client's Telemetry stream (it ended).
-    pub fn detach(&self) {
-        *self.telemetry.lock() = None;
+    /// Forgets the client's Telemetry stream `ended`, unless a newer one replaced it (a client
+    /// can open its next stream before the broker sees the last one end).
+    pub fn detach(&self, ended: &TelemetrySender) {
+        let mut telemetry = self.telemetry.lock();
+        if telemetry.as_ref().is_some_and(|s| s.same_channel(ended)) {
+            *telemetry = None;
+        }
     }
 
     /// Hands `command` to the client's Telemetry stream; false when it has none or it is full.

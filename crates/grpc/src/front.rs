@@ -117,6 +117,22 @@ pub(crate) type Unary<T> = Result<Response<T>, Status>;
 /// A streamed answer.
 pub(crate) type Streamed<T> = Pin<Box<dyn Stream<Item = Result<T, Status>> + Send + 'static>>;
 
+/// A finished list of answers as a stream that marks `guard` written once the server has
+/// taken its last item; dropped sooner (the call cancelled), the guard gives its messages back.
+pub(crate) fn stream_then<T: Send + 'static>(items: Vec<T>, guard: Option<crate::renew::HeldGuard>) -> Streamed<T> {
+    let mut guard = guard;
+    let end = futures::stream::poll_fn(move |_| {
+        if let Some(g) = guard.take() {
+            g.written();
+        }
+        std::task::Poll::Ready(None)
+    });
+    Box::pin(futures::stream::StreamExt::chain(
+        futures::stream::iter(items.into_iter().map(Ok)),
+        end,
+    ))
+}
+
 /// A finished list of answers as a stream.
 pub(crate) fn stream_of<T: Send + 'static>(items: Vec<T>) -> Streamed<T> {
     Box::pin(futures::stream::iter(items.into_iter().map(Ok)))
@@ -145,7 +161,8 @@ impl pb::messaging_service_server::MessagingService for GrpcFront {
     }
 
     async fn receive_message(&self, r: Request<pb::ReceiveMessageRequest>) -> Unary<Self::ReceiveMessageStream> {
-        Ok(Response::new(stream_of(crate::receive::receive(self, r).await)))
+        let (answer, guard) = crate::receive::receive(self, r).await;
+        Ok(Response::new(stream_then(answer, guard)))
     }
 
     async fn ack_message(&self, r: Request<pb::AckMessageRequest>) -> Unary<pb::AckMessageResponse> {

@@ -17,24 +17,36 @@ use crate::convert::{Delivery, duration_ms, message_of, resource_name, timestamp
 use crate::front::{Caller, GrpcFront};
 use crate::pb::{self, Code, FilterType, receive_message_response::Content};
 use crate::receipt::ReceiptHandle;
+use crate::renew::HeldGuard;
 use crate::status::{Refusal, ok, status};
 use petrel_kit::clock::now_ms;
 
-/// ReceiveMessage: a status, then the messages, then the time of delivery.
-pub(crate) async fn receive(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Vec<pb::ReceiveMessageResponse> {
+/// ReceiveMessage: a status, then the messages, then the time of delivery; and, for a receive
+/// with `auto_renew`, the guard of the messages it put on hold, to be marked written once the
+/// answer is.
+pub(crate) async fn receive(
+    front: &GrpcFront,
+    r: Request<pb::ReceiveMessageRequest>,
+) -> (Vec<pb::ReceiveMessageResponse>, Option<HeldGuard>) {
     let content = |c| pb::ReceiveMessageResponse { content: Some(c) };
-    let mut out = match pop(front, r).await {
-        Ok(messages) if messages.is_empty() => vec![content(Content::Status(status(Code::MessageNotFound, "no new message")))],
-        Ok(messages) => std::iter::once(content(Content::Status(ok())))
-            .chain(messages.into_iter().map(|m| content(Content::Message(m))))
-            .collect(),
-        Err(e) => vec![content(Content::Status(e.status()))],
+    let (mut out, guard) = match pop(front, r).await {
+        Ok((messages, _)) if messages.is_empty() => (
+            vec![content(Content::Status(status(Code::MessageNotFound, "no new message")))],
+            None,
+        ),
+        Ok((messages, guard)) => (
+            std::iter::once(content(Content::Status(ok())))
+                .chain(messages.into_iter().map(|m| content(Content::Message(m))))
+                .collect(),
+            guard,
+        ),
+        Err(e) => (vec![content(Content::Status(e.status()))], None),
     };
     out.push(content(Content::DeliveryTimestamp(timestamp(now_ms()))));
-    out
+    (out, guard)
 }
 
-async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result<Vec<pb::Message>, Refusal> {
+async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result<(Vec<pb::Message>, Option<HeldGuard>), Refusal> {
     let caller = front.caller(&r)?;
     let deadline = call_deadline(&r);
     let broker = &front.broker;
@@ -91,6 +103,8 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
     let records = decode_messages(&popped.body).map_err(|e| Refusal::new(Code::InternalServerError, e.to_string()))?;
     let max_attempts = max_attempts(front, &caller.client, &group);
     let mut out = Vec::with_capacity(records.len());
+    // Created before the first hold: a receive dropped from here on gives back what it held.
+    let mut guard = req.auto_renew.then(|| HeldGuard::new(caller.client.clone(), front.broker.clone()));
     for m in records {
         let handle = ReceiptHandle {
             pop_time_ms: popped.pop_time_ms,
@@ -106,7 +120,9 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
             continue;
         }
         let given = handle.encode();
-        if req.auto_renew && !caller.client.renewals.hold(given.clone(), &group, &topic, handle) {
+        if let Some(guard) = guard.as_mut()
+            && !guard.hold(given.clone(), &group, &topic, handle)
+        {
             tracing::debug!(client = %caller.client.client_id, "too many messages held; this one keeps its invisible time");
         }
         let delivery = Delivery {
@@ -115,7 +131,7 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
         };
         out.push(message_of(&m, &delivery));
     }
-    Ok(out)
+    Ok((out, guard))
 }
 
 /// The call's deadline, from its `grpc-timeout` metadata (`<digits><unit>`, units H M S m u n).
@@ -307,16 +323,21 @@ pub(crate) async fn forward_to_dlq(
         let req = r.into_inner();
         let group = resource_name(req.group.as_ref());
         front.authorize(&caller, &consuming(&resource_name(req.topic.as_ref()), &group))?;
-        let handle = match caller.client.renewals.release(&req.receipt_handle) {
+        // Still renewed until it is in the DLQ: a failed forward leaves it as it was.
+        let handle = match caller.client.renewals.current(&req.receipt_handle) {
             Some(current) => current,
             None => ReceiptHandle::decode(&req.receipt_handle)?,
         };
         send_to_dlq(front, &group, handle.commit_log_offset).await?;
+        let handle = caller.client.renewals.release(&req.receipt_handle).unwrap_or(handle);
         let topic = resource_name(req.topic.as_ref());
-        front
+        if !front
             .broker
             .pop
-            .ack(&group, &topic, handle.queue_id, handle.queue_offset, handle.pop_time_ms);
+            .ack(&group, &topic, handle.queue_id, handle.queue_offset, handle.pop_time_ms)
+        {
+            tracing::debug!(%group, %topic, queue = handle.queue_id, offset = handle.queue_offset, "a forwarded message was no longer in flight");
+        }
         Ok::<(), Refusal>(())
     };
     pb::ForwardMessageToDeadLetterQueueResponse {

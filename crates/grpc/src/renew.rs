@@ -6,18 +6,20 @@
 //!
 //! Owns: each client's held messages (by the handle the client holds) and the renewer task.
 //! Must never: hold more than [`MAX_HELD_PER_CLIENT`] messages for one client, renew a message
-//! past [`RenewPolicy::max`], or renew for a client whose Telemetry stream is gone (its messages
-//! then come back when their invisible time ends, as a disconnected client's must).
+//! past [`RenewPolicy::max`], renew for a client whose Telemetry stream is gone (its messages
+//! then come back when their invisible time ends, as a disconnected client's must), or keep
+//! renewing a message its client never got (a receive cancelled before its answer was written
+//! gives its messages back at once: `HeldGuard`).
 
 use std::collections::HashMap;
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use petrel_broker::Broker;
 use petrel_kit::clock::now_ms;
 
-use crate::clients::Clients;
+use crate::clients::{Clients, GrpcClient};
 use crate::receipt::ReceiptHandle;
 
 /// Messages one client may have renewed at once; past it, a message keeps the invisible time
@@ -89,6 +91,11 @@ impl Renewals {
         self.held.lock().remove(given).map(|h| h.current)
     }
 
+    /// [`Renewals::release`], with the message's group and topic.
+    fn take(&self, given: &str) -> Option<Held> {
+        self.held.lock().remove(given)
+    }
+
     /// Messages held now.
     #[must_use]
     pub fn len(&self) -> usize {
@@ -105,21 +112,103 @@ impl Renewals {
         self.held.lock().clear();
     }
 
-    /// The held messages due for renewal (or past renewing, which are dropped).
-    fn due(&self, policy: &RenewPolicy, now: i64) -> Vec<(String, Held)> {
-        let ahead_ms = i64::try_from(policy.ahead.as_millis()).unwrap_or(i64::MAX);
-        let mut held = self.held.lock();
-        held.retain(|_, h| h.received.elapsed() < policy.max);
-        held.iter()
-            .filter(|(_, h)| h.current.visible_at_ms().saturating_sub(now) <= ahead_ms)
-            .map(|(k, h)| (k.clone(), h.clone()))
-            .collect()
+    /// The handle that names a held message now, leaving it held (a forward that may fail).
+    pub(crate) fn current(&self, given: &str) -> Option<ReceiptHandle> {
+        self.held.lock().get(given).map(|h| h.current.clone())
     }
 
-    /// Records a renewal, unless the client let go of the message meanwhile.
-    fn renewed(&self, given: &str, current: ReceiptHandle) {
-        if let Some(h) = self.held.lock().get_mut(given) {
-            h.current = current;
+    /// Renews each held message due for it (back within `policy.ahead` of `now`) when
+    /// `connected`: `renew` gives its new pop time, or `None` when it is no longer in flight
+    /// (then it is let go). A message held past `policy.max`, or any message while the client is
+    /// not connected, is not renewed but stays in the table until its current handle's time
+    /// ends: an ack with the handle the client was given still finds the current one meanwhile,
+    /// and a client whose stream comes back within `ahead` loses nothing.
+    ///
+    /// All under the table's lock, so an ack that releases a message waits for a renewal in
+    /// progress and gets the renewed handle. (Acked with the old one, the POP service would take
+    /// the ack for a stale one and keep the message in flight, to come back as a duplicate.)
+    pub(crate) fn renew_due(
+        &self,
+        policy: &RenewPolicy,
+        now: i64,
+        connected: bool,
+        mut renew: impl FnMut(&str, &str, &ReceiptHandle, i64) -> Option<i64>,
+    ) {
+        let ahead_ms = i64::try_from(policy.ahead.as_millis()).unwrap_or(i64::MAX);
+        let invisible_ms = i64::try_from(policy.invisible.as_millis()).unwrap_or(i64::MAX);
+        let mut held = self.held.lock();
+        held.retain(|_, h| {
+            let visible_at_ms = h.current.visible_at_ms();
+            if visible_at_ms.saturating_sub(now) > ahead_ms {
+                return true;
+            }
+            if !connected || h.received.elapsed() >= policy.max {
+                // Not renewed: kept only while its handle still names it.
+                return visible_at_ms > now;
+            }
+            match renew(&h.group, &h.topic, &h.current, invisible_ms) {
+                Some(pop_time_ms) => {
+                    h.current.pop_time_ms = pop_time_ms;
+                    h.current.invisible_ms = invisible_ms;
+                    true
+                }
+                None => false,
+            }
+        });
+    }
+}
+
+/// The messages one receive put on hold. If the answer is dropped before it was all written
+/// (the call cancelled, the client gone mid-receive), they are given back: no longer renewed,
+/// and visible again at once, as RocketMQ's proxy does when its write fails. Without this a
+/// message the client never got would be renewed for as long as the client stays connected.
+pub(crate) struct HeldGuard {
+    client: Arc<GrpcClient>,
+    broker: Arc<Broker>,
+    given: Vec<String>,
+    written: bool,
+}
+
+impl HeldGuard {
+    pub(crate) fn new(client: Arc<GrpcClient>, broker: Arc<Broker>) -> HeldGuard {
+        HeldGuard {
+            client,
+            broker,
+            given: Vec::new(),
+            written: false,
+        }
+    }
+
+    /// [`Renewals::hold`], remembered so that an unwritten answer gives the message back.
+    pub(crate) fn hold(&mut self, given: String, group: &str, topic: &str, current: ReceiptHandle) -> bool {
+        if !self.client.renewals.hold(given.clone(), group, topic, current) {
+            return false;
+        }
+        self.given.push(given);
+        true
+    }
+
+    /// The answer was written: its messages stay held.
+    pub(crate) fn written(mut self) {
+        self.written = true;
+    }
+}
+
+impl Drop for HeldGuard {
+    fn drop(&mut self) {
+        if self.written {
+            return;
+        }
+        for given in &self.given {
+            let Some(held) = self.client.renewals.take(given) else { continue };
+            let h = &held.current;
+            let back = self
+                .broker
+                .pop
+                .change_invisible_time(&held.group, &held.topic, h.queue_id, h.queue_offset, h.pop_time_ms, 0);
+            if let Err(e) = back {
+                tracing::debug!(client = %self.client.client_id, error = %e, "an unwritten message was no longer in flight");
+            }
         }
     }
 }
@@ -140,35 +229,20 @@ pub(crate) async fn renewer(clients: Weak<Clients>, broker: Weak<Broker>, policy
 }
 
 fn renew_all(clients: &Clients, broker: &Broker, policy: &RenewPolicy) {
-    let invisible_ms = i64::try_from(policy.invisible.as_millis()).unwrap_or(i64::MAX);
     for client in clients.all() {
-        if !client.has_telemetry() {
-            // Gone (or between streams): its messages come back when their time ends.
-            client.renewals.clear();
-            continue;
-        }
-        for (given, held) in client.renewals.due(policy, now_ms()) {
-            let h = &held.current;
-            let changed =
+        // A client without its Telemetry stream is gone (or between streams): its messages are
+        // not renewed, and come back when their time ends unless the stream returns first.
+        let connected = client.has_telemetry();
+        client
+            .renewals
+            .renew_due(policy, now_ms(), connected, |group, topic, h, invisible_ms| {
                 broker
                     .pop
-                    .change_invisible_time(&held.group, &held.topic, h.queue_id, h.queue_offset, h.pop_time_ms, invisible_ms);
-            match changed {
-                Ok(pop_time_ms) => client.renewals.renewed(
-                    &given,
-                    ReceiptHandle {
-                        pop_time_ms,
-                        invisible_ms,
-                        ..held.current.clone()
-                    },
-                ),
-                Err(e) => {
+                    .change_invisible_time(group, topic, h.queue_id, h.queue_offset, h.pop_time_ms, invisible_ms)
                     // Acked meanwhile, or already back: nothing left to renew.
-                    tracing::debug!(client = %client.client_id, error = %e, "a held message could not be renewed");
-                    client.renewals.release(&given);
-                }
-            }
-        }
+                    .inspect_err(|e| tracing::debug!(client = %client.client_id, error = %e, "a held message could not be renewed"))
+                    .ok()
+            });
     }
 }
 
@@ -200,21 +274,38 @@ mod tests {
         // Back in 5 s (due: within the 10 s ahead) and in 30 s (not yet).
         assert!(renewals.hold("soon".into(), "G", "T", handle(now - 55_000, 60_000, 1)));
         assert!(renewals.hold("later".into(), "G", "T", handle(now - 30_000, 60_000, 2)));
-        let due: Vec<String> = renewals.due(&policy, now).into_iter().map(|(k, _)| k).collect();
-        assert_eq!(due, ["soon"]);
-        renewals.renewed("soon", handle(now, 60_000, 1));
-        assert!(renewals.due(&policy, now).is_empty(), "renewed: 60 s to go");
+        let mut asked = Vec::new();
+        renewals.renew_due(&policy, now, true, |group, topic, h, invisible_ms| {
+            asked.push((group.to_owned(), topic.to_owned(), h.queue_offset, invisible_ms));
+            Some(now)
+        });
+        assert_eq!(asked, [("G".to_owned(), "T".to_owned(), 1, 60_000)], "only the one due");
+        renewals.renew_due(&policy, now, true, |_, _, _, _| panic!("renewed: 60 s to go, nothing due"));
         assert_eq!(renewals.release("soon"), Some(handle(now, 60_000, 1)), "the latest handle");
         assert_eq!(renewals.release("soon"), None, "released once");
-        renewals.renewed("soon", handle(now, 1, 1));
-        assert_eq!(renewals.len(), 1, "a renewal after the release brings nothing back");
+        assert_eq!(renewals.len(), 1);
 
+        // One no longer in flight (acked elsewhere, or back) is let go.
+        let much_later = now + 25_000;
+        renewals.renew_due(&policy, much_later, true, |_, _, _, _| None);
+        assert!(renewals.is_empty(), "a message that could not be renewed is let go");
+
+        // Past the longest renewal, or with the client away: not renewed, but kept while the
+        // current handle still names the message (the client's ack still finds it).
         let past_max = RenewPolicy {
             max: Duration::ZERO,
             ..policy
         };
-        assert!(renewals.due(&past_max, now).is_empty());
-        assert!(renewals.is_empty(), "held past the longest renewal: let go");
+        assert!(renewals.hold("old".into(), "G", "T", handle(now - 55_000, 60_000, 5)));
+        renewals.renew_due(&past_max, now, true, |_, _, _, _| panic!("past the longest renewal: not renewed"));
+        renewals.renew_due(&policy, now, false, |_, _, _, _| panic!("the client is away: not renewed"));
+        assert_eq!(
+            renewals.current("old"),
+            Some(handle(now - 55_000, 60_000, 5)),
+            "kept until its time ends"
+        );
+        renewals.renew_due(&policy, now + 5_000, false, |_, _, _, _| panic!("not renewed"));
+        assert!(renewals.is_empty(), "its time ended: let go");
 
         for i in 0..MAX_HELD_PER_CLIENT {
             assert!(renewals.hold(format!("h{i}"), "G", "T", handle(now, 60_000, 3)));
@@ -222,6 +313,34 @@ mod tests {
         assert!(
             !renewals.hold("one-more".into(), "G", "T", handle(now, 60_000, 4)),
             "the bound holds"
+        );
+    }
+
+    #[test]
+    fn an_ack_racing_a_renewal_gets_the_renewed_handle() {
+        let policy = RenewPolicy::default();
+        let renewals = std::sync::Arc::new(Renewals::default());
+        let now = 1_000_000;
+        assert!(renewals.hold("given".into(), "G", "T", handle(now - 55_000, 60_000, 1)));
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let acker = {
+            let renewals = renewals.clone();
+            std::thread::spawn(move || {
+                started_rx.recv().expect("the renewal started");
+                // The ack releases while the renewal is in progress.
+                renewals.release("given")
+            })
+        };
+        renewals.renew_due(&policy, now, true, |_, _, _, _| {
+            started_tx.send(()).expect("the acker waits");
+            std::thread::sleep(Duration::from_millis(50));
+            Some(now)
+        });
+        let released = acker.join().expect("joined");
+        assert_eq!(
+            released,
+            Some(handle(now, 60_000, 1)),
+            "the ack must use the renewed handle, not the one it replaced"
         );
     }
 }

@@ -76,22 +76,23 @@ impl GrpcTls {
         }
     }
 
-    /// Tells TLS from plain text (when both are served) and does the handshake.
+    /// Tells TLS from plain text (when both are served) and does the handshake, the two together
+    /// within [`HANDSHAKE_TIMEOUT`].
     async fn accept(&self, socket: TcpStream) -> std::io::Result<Connection> {
-        let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound");
-        if self.plain_too {
-            let mut first = [0u8; 1];
-            let n = tokio::time::timeout(HANDSHAKE_TIMEOUT, socket.peek(&mut first))
-                .await
-                .map_err(|_| timed_out())??;
-            if n == 0 || first[0] != TLS_HANDSHAKE_RECORD {
-                return Ok(Connection::Plain(socket));
+        let opened = async {
+            if self.plain_too {
+                let mut first = [0u8; 1];
+                let n = socket.peek(&mut first).await?;
+                if n == 0 || first[0] != TLS_HANDSHAKE_RECORD {
+                    return Ok(Connection::Plain(socket));
+                }
             }
-        }
-        let tls = tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(socket))
+            let tls = self.acceptor.accept(socket).await?;
+            Ok(Connection::Tls(Box::new(tls)))
+        };
+        tokio::time::timeout(HANDSHAKE_TIMEOUT, opened)
             .await
-            .map_err(|_| timed_out())??;
-        Ok(Connection::Tls(Box::new(tls)))
+            .map_err(|_| std::io::Error::new(std::io::ErrorKind::TimedOut, "no TLS handshake within the time bound"))?
     }
 }
 
@@ -151,10 +152,11 @@ fn configure(stream: &TcpStream) {
 
 /// Accepts connections until the server stops taking them, handing each to the server once it
 /// is plain or its handshake is done. A handshake runs in its own task so a slow client holds up
-/// nobody else; [`MAX_HANDSHAKES`] bounds them.
+/// nobody else; past [`MAX_HANDSHAKES`] in progress, a new connection is closed at once rather
+/// than waited for (silent sockets must not stop the port accepting).
 async fn accept_loop(listener: TcpListener, tls: Option<GrpcTls>, accepted: mpsc::Sender<Connection>) {
     let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-    loop {
+    while !accepted.is_closed() {
         let socket = match listener.accept().await {
             Ok((socket, _)) => socket,
             Err(e) => {
@@ -171,8 +173,9 @@ async fn accept_loop(listener: TcpListener, tls: Option<GrpcTls>, accepted: mpsc
             }
             continue;
         };
-        let Ok(permit) = handshakes.clone().acquire_owned().await else {
-            return;
+        let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+            tracing::debug!(peer = ?socket.peer_addr().ok(), "{MAX_HANDSHAKES} TLS handshakes in progress; a connection closed");
+            continue;
         };
         let accepted = accepted.clone();
         tokio::spawn(async move {
@@ -193,6 +196,7 @@ pub struct GrpcServer {
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<()>,
     accepting: JoinHandle<()>,
+    renewing: JoinHandle<()>,
     local_addr: std::net::SocketAddr,
 }
 
@@ -205,8 +209,11 @@ impl GrpcServer {
         assert!(limits.max_streams_per_connection > 0, "a connection needs a stream to ask anything");
         let local_addr = listener.local_addr()?;
         // The renewer of push consumers' messages ends with the client table or the broker.
-        let renewing = crate::renew::renewer(Arc::downgrade(&front.clients), Arc::downgrade(&front.broker), front.renew);
-        tokio::spawn(renewing);
+        let renewing = tokio::spawn(crate::renew::renewer(
+            Arc::downgrade(&front.clients),
+            Arc::downgrade(&front.broker),
+            front.renew,
+        ));
         let max_bytes = limits.max_message_bytes.saturating_add(REQUEST_OVERHEAD_BYTES);
         let service = MessagingServiceServer::new(front)
             .max_decoding_message_size(max_bytes)
@@ -237,6 +244,7 @@ impl GrpcServer {
             stop: Some(stop),
             task,
             accepting,
+            renewing,
             local_addr,
         })
     }
@@ -250,6 +258,7 @@ impl GrpcServer {
     /// Stops taking connections and waits for the streams in progress to end.
     pub async fn drain(mut self) {
         self.accepting.abort();
+        self.renewing.abort();
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

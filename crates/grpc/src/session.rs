@@ -81,7 +81,7 @@ pub(crate) fn telemetry(
         // The stream ended. A live client reopens it at once, and some SDKs close it before
         // their NotifyClientTermination: only the stream is dropped here; the client's
         // registrations expire without heartbeats, as a remoting client's do.
-        client.detach();
+        client.detach(&tx);
     });
     Ok(Box::pin(tokio_stream::wrappers::ReceiverStream::new(rx)))
 }

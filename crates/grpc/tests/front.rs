@@ -553,3 +553,49 @@ async fn a_push_consumers_message_stays_invisible_while_it_is_connected_and_come
     assert_eq!((status, back.len()), (Code::Ok, 1), "the gone client's message came back");
     assert_eq!(&back[0].body[..], b"dropped");
 }
+
+#[tokio::test]
+async fn a_message_forwarded_to_its_dead_letter_queue_is_stored_there_and_leaves_its_queue() {
+    let r = start(&[]).await;
+    let mut c = client(&r).await;
+    r.broker
+        .groups
+        .upsert_config(petrel_broker::services::groups::GroupConfig::new("GD"))
+        .expect("created");
+    let sent = pb::SendMessageRequest {
+        messages: vec![message("T", "ID-doomed", "doomed")],
+    };
+    c.send_message(req(sent, "p1", None)).await.expect("sent");
+    let (status, got) = receive_as(&mut c, "GD", "c1", Some(Duration::from_secs(1))).await;
+    assert_eq!((status, got.len()), (Code::Ok, 1));
+    let handle = got[0].system_properties.clone().expect("set").receipt_handle.expect("a handle");
+    let forward = pb::ForwardMessageToDeadLetterQueueRequest {
+        group: resource("GD"),
+        topic: resource("T"),
+        receipt_handle: handle,
+        message_id: "ID-doomed".into(),
+        delivery_attempt: 1,
+        max_delivery_attempts: 1,
+        lite_topic: None,
+    };
+    let forwarded = c
+        .forward_message_to_dead_letter_queue(req(forward, "c1", None))
+        .await
+        .expect("answered")
+        .into_inner();
+    assert_eq!(code(forwarded.status.as_ref()), Code::Ok, "{forwarded:?}");
+    assert!(r.broker.topics.get("%DLQ%GD").is_some(), "the group's DLQ was made");
+    let mut stored = 0;
+    for _ in 0..100 {
+        stored = r.broker.store.queue_offsets("%DLQ%GD", 0).1;
+        if stored > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(stored, 1, "the message is in the DLQ");
+    // Acked in its own queue: past its 1 s it does not come back.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (status, _) = receive_as(&mut c, "GD", "c1", Some(Duration::from_secs(1))).await;
+    assert_eq!(status, Code::MessageNotFound, "a forwarded message came back");
+}
