@@ -33,8 +33,10 @@ for ext in json md svg; do [ -s "$work/out/rocketmq-e2e.$ext" ] && ok "report fi
 # is the broker's answer, counted by code; a timeout or a lost connection would be ours.
 [ "$(json "$report" "sorted(set(d['errors']) - {'SYSTEM_BUSY (2)'})")" = "[]" ] && ok "no client-side errors against RocketMQ (errors by code: $(json "$report" "d['errors']"))" || not_ok "errors: $(json "$report" "d['errors']")"
 # Correctness, not the reference's speed: whatever RocketMQ acknowledged must be consumed, however
-# much it shed with SYSTEM_BUSY on a busy machine.
-[ "$(json "$report" "d['consumed'] == d['messages'] and d['messages'] > 0")" = True ] && ok "every acknowledged message consumed ($(json "$report" "d['messages']"))" || not_ok "acknowledged $(json "$report" "d['messages']"), consumed $(json "$report" "d['consumed']")"
+# much it shed with SYSTEM_BUSY on a busy machine. Fewer consumed would be a loss; more is a
+# message delivered twice, which at-least-once delivery allows (one run here consumed 8,020 of
+# 8,019 acknowledged, with no send error), so it is reported, not failed.
+[ "$(json "$report" "d['consumed'] >= d['messages'] and d['messages'] > 0")" = True ] && ok "every acknowledged message consumed ($(json "$report" "d['messages']") acknowledged, $(json "$report" "d['consumed']") consumed)" || not_ok "acknowledged $(json "$report" "d['messages']"), consumed $(json "$report" "d['consumed']")"
 [ "$(json "$report" "d['broker'] is not None and d['broker']['rss_mb_max'] > 0")" = True ] && ok "broker CPU and RSS sampled" || not_ok "no broker usage"
 
 echo "== petrel bench compare: Apache RocketMQ (A) against petrel serve (B)"
