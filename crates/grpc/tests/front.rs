@@ -118,6 +118,14 @@ fn message(topic: &str, id: &str, body: &str) -> pb::Message {
     }
 }
 
+/// SendMessage of one message to "T" as producer "p1": the broker's answer.
+async fn send_one(c: &mut MessagingServiceClient<Channel>, id: &str, body: &str) -> pb::SendMessageResponse {
+    let request = pb::SendMessageRequest {
+        messages: vec![message("T", id, body)],
+    };
+    c.send_message(req(request, "p1", None)).await.expect("answered").into_inner()
+}
+
 fn code(s: Option<&pb::Status>) -> Code {
     Code::try_from(s.expect("a status").code).expect("a known code")
 }
@@ -181,17 +189,7 @@ async fn a_message_sent_is_received_from_any_queue_acked_once_and_gone() {
     assert_eq!(status, Code::ConsumerGroupNotFound, "a group that never registered");
     let group = petrel_broker::services::groups::GroupConfig::new("G1");
     r.broker.groups.upsert_config(group).expect("created");
-    let sent = c
-        .send_message(req(
-            pb::SendMessageRequest {
-                messages: vec![message("T", "ID-1", "hello")],
-            },
-            "p1",
-            None,
-        ))
-        .await
-        .expect("answered")
-        .into_inner();
+    let sent = send_one(&mut c, "ID-1", "hello").await;
     assert_eq!(code(sent.status.as_ref()), Code::Ok, "{sent:?}");
     assert_eq!(sent.entries[0].message_id, "ID-1");
     // The consumer names queue 1; the message went to queue 0: the broker pops any queue.
@@ -360,17 +358,7 @@ async fn an_admins_questions_reach_a_grpc_push_consumer_over_telemetry() {
     use petrel_broker::services::{ClientQuestion, PushError, any_topic};
     let r = start(&[]).await;
     let mut c = client(&r).await;
-    let sent = c
-        .send_message(req(
-            pb::SendMessageRequest {
-                messages: vec![message("T", "ID-V", "verify-me")],
-            },
-            "p1",
-            None,
-        ))
-        .await
-        .expect("answered")
-        .into_inner();
+    let sent = send_one(&mut c, "ID-V", "verify-me").await;
     assert_eq!(code(sent.status.as_ref()), Code::Ok, "{sent:?}");
     r.broker
         .groups
@@ -514,10 +502,7 @@ async fn a_push_consumers_message_stays_invisible_while_it_is_connected_and_come
         .groups
         .upsert_config(petrel_broker::services::groups::GroupConfig::new("GR"))
         .expect("created");
-    let send = |body: &'static str| pb::SendMessageRequest {
-        messages: vec![message("T", &format!("ID-{body}"), body)],
-    };
-    c.send_message(req(send("held"), "p1", None)).await.expect("sent");
+    send_one(&mut c, "ID-held", "held").await;
     let (to_broker, inbound) = open_push_consumer(&mut c, "GR", "renew-c").await;
     let (status, got) = receive_as(&mut c, "GR", "renew-c", None).await;
     assert_eq!((status, got.len()), (Code::Ok, 1));
@@ -544,7 +529,7 @@ async fn a_push_consumers_message_stays_invisible_while_it_is_connected_and_come
     assert_eq!(status, Code::MessageNotFound, "an acked message came back");
 
     // A client that goes away holds nothing: its message comes back when its time ends.
-    c.send_message(req(send("dropped"), "p1", None)).await.expect("sent");
+    send_one(&mut c, "ID-dropped", "dropped").await;
     let (status, got) = receive_as(&mut c, "GR", "renew-c", None).await;
     assert_eq!((status, got.len()), (Code::Ok, 1));
     drop((to_broker, inbound));
@@ -562,10 +547,7 @@ async fn a_message_forwarded_to_its_dead_letter_queue_is_stored_there_and_leaves
         .groups
         .upsert_config(petrel_broker::services::groups::GroupConfig::new("GD"))
         .expect("created");
-    let sent = pb::SendMessageRequest {
-        messages: vec![message("T", "ID-doomed", "doomed")],
-    };
-    c.send_message(req(sent, "p1", None)).await.expect("sent");
+    send_one(&mut c, "ID-doomed", "doomed").await;
     let (status, got) = receive_as(&mut c, "GD", "c1", Some(Duration::from_secs(1))).await;
     assert_eq!((status, got.len()), (Code::Ok, 1));
     let handle = got[0].system_properties.clone().expect("set").receipt_handle.expect("a handle");
