@@ -142,6 +142,9 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc_enospc()), "{err}");
         assert_eq!(std::fs::read(mount_point.join("before")).unwrap().len(), 1 << 20, "data kept");
         disk.free().unwrap();
+        // A process forked elsewhere in this test binary while the ballast was open holds a
+        // copy of its descriptor until it execs; the space comes back when that copy closes.
+        wait_for_free_bytes(&mount_point, 2 << 20);
         write(&mount_point, "after", 1 << 20).unwrap();
         disk.free().unwrap();
         disk.wipe().unwrap();
@@ -149,6 +152,23 @@ mod tests {
         drop(disk);
         let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
         assert!(!mounts.contains(mount_point.to_str().unwrap()), "unmounted");
+    }
+
+    /// Waits, up to 10 s, until the file system has `bytes` free.
+    fn wait_for_free_bytes(dir: &Path, bytes: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let stat = nix::sys::statvfs::statvfs(dir).unwrap();
+            let free_bytes = stat.blocks_available() * stat.fragment_size();
+            if free_bytes >= bytes {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{free_bytes} bytes free 10 s after the ballast went"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     fn libc_enospc() -> i32 {
