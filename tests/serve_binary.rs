@@ -391,6 +391,90 @@ fn prometheus_endpoint_counts_what_was_sent() {
     );
 }
 
+/// The value of the one sample of `family` (the full sample name) carrying every label of
+/// `labels` (`key="value"` each), whatever its other labels.
+fn sample_with(text: &str, family: &str, labels: &[&str]) -> Option<f64> {
+    let matching: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")))
+        .filter(|l| {
+            let set = l
+                .split_once('{')
+                .and_then(|(_, rest)| rest.rsplit_once('}'))
+                .map_or("", |(set, _)| set);
+            let set: Vec<&str> = set.split(',').collect();
+            labels.iter().all(|want| set.contains(want))
+        })
+        .collect();
+    assert!(matching.len() <= 1, "{family} {labels:?} names several samples: {matching:?}");
+    matching.first().map(|l| l.rsplit_once(' ').unwrap().1.parse().unwrap())
+}
+
+#[test]
+fn rocketmq_metric_families_count_sends_pulls_and_requests_under_rocketmqs_labels() {
+    let (petrel, metrics_port) = start_with_metrics(&[
+        "--set",
+        "metricsLabel=region:eu,broken",
+        "--set",
+        "metricsInDelta=true",
+        "--set",
+        "metricsOtelCardinalityLimit=3",
+    ]);
+    let mut c = petrel.broker();
+    for i in 0..5 {
+        let r = c.call(send_v2("RmqMetrics", 0, "T", i, b"0123456789"));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    }
+    let bodies = common::pull_bodies(&mut c, "RmqMetrics", 0, 0, 5, Duration::from_secs(10));
+    assert_eq!(bodies.len(), 5);
+    let (_, text) = http_get(metrics_port, "/metrics");
+    let topic = [
+        "topic=\"RmqMetrics\"",
+        "message_type=\"normal\"",
+        "is_system=\"false\"",
+        "cluster=\"DefaultCluster\"",
+        "node_type=\"broker\"",
+        "region=\"eu\"",
+        "aggregation=\"delta\"",
+        "otel_scope_name=\"broker-meter\"",
+    ];
+    assert_eq!(sample_with(&text, "rocketmq_messages_in_total", &topic), Some(5.0), "{text}");
+    let bytes = sample_with(&text, "rocketmq_throughput_in_total", &topic).unwrap();
+    assert!(bytes >= 50.0, "{bytes}");
+    let sized = sample_with(&text, "rocketmq_message_size_bucket", &[topic[0], "le=\"1024.0\""]);
+    assert_eq!(sized, Some(5.0), "five records of under 1 KiB");
+    let out = ["topic=\"RmqMetrics\"", "consumer_group=\"BodyReaders\""];
+    assert_eq!(sample_with(&text, "rocketmq_messages_out_total", &out), Some(5.0));
+    let sends = [
+        "request_code=\"send_message_v2\"",
+        "response_code=\"success\"",
+        "result=\"success\"",
+        "protocol_type=\"remoting\"",
+        "is_long_polling=\"false\"",
+    ];
+    assert_eq!(sample_with(&text, "rocketmq_rpc_latency_milliseconds_count", &sends), Some(5.0));
+    for family in ["rocketmq_topic_number", "rocketmq_storage_size_bytes", "rocketmq_broker_permission"] {
+        assert!(sample_with(&text, family, &[]).is_some_and(|v| v > 0.0), "{family} in {text}");
+    }
+    assert_eq!(
+        sample_with(&text, "rocketmq_consumer_group_number", &[]),
+        Some(0.0),
+        "a pull makes no group"
+    );
+    assert!(!text.contains("broken"), "an item without a colon is skipped");
+    // Past metricsOtelCardinalityLimit (3 label sets a family), new label sets fold into one
+    // overflow series and the family stops growing.
+    for t in ["RmqMetricsB", "RmqMetricsC", "RmqMetricsD", "RmqMetricsE"] {
+        let r = c.call(send_v2(t, 0, "T", 0, b"x"));
+        assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    }
+    let (_, text) = http_get(metrics_port, "/metrics");
+    let series = text.lines().filter(|l| l.starts_with("rocketmq_messages_in_total{")).count();
+    assert_eq!(series, 4, "three label sets and the overflow series:\n{text}");
+    let overflow = sample_with(&text, "rocketmq_messages_in_total", &["otel_metric_overflow=\"true\""]);
+    assert_eq!(overflow, Some(2.0), "{text}");
+}
+
 /// Whether something accepts TCP connections at `ip:port` (within a second).
 fn accepts(ip: [u8; 4], port: u16) -> bool {
     let addr = std::net::SocketAddr::from((ip, port));

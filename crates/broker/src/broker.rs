@@ -129,6 +129,7 @@ impl Broker {
                 .map_err(BrokerError::io("starting the store pool"))?,
         );
         let stats = Arc::new(BrokerStats::default());
+        stats.traffic.set_cardinality_limit(config.metrics_otel_cardinality_limit);
         let topics = Arc::new(TopicService::open(&root, topic_settings(&config)).map_err(BrokerError::io("opening the topic table"))?);
         let table = Arc::new(OffsetTable::open(&root).map_err(BrokerError::io("opening the consumer offsets"))?);
         if store.commit_log().recovery_report().unclean {
@@ -194,7 +195,8 @@ impl Broker {
                 offsets.clone(),
                 long_poll.clone(),
             )
-            .map_err(BrokerError::io("opening the POP state"))?,
+            .map_err(BrokerError::io("opening the POP state"))?
+            .with_stats(stats.clone()),
         );
         let admin = Arc::new(AdminService::new(
             config.clone(),

@@ -35,4 +35,6 @@ pub struct BrokerStats {
     pub slave_not_available: AtomicU64,
     /// A SYNC_MASTER send from its append to the replicated watermark passing it, ns.
     pub replica_wait_ns: Log2Histogram,
+    /// What RocketMQ 5's metrics count, under their labels.
+    pub traffic: crate::traffic::Traffic,
 }

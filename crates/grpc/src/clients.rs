@@ -110,6 +110,10 @@ impl GrpcClient {
 }
 
 impl ClientHandle for GrpcClient {
+    fn protocol(&self) -> &'static str {
+        "grpc"
+    }
+
     fn id(&self) -> u64 {
         self.id
     }

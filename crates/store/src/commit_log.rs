@@ -969,6 +969,13 @@ impl CommitLog {
         disk_used_ratio(&self.shared.config.dir)
     }
 
+    /// Bytes in use on the log's file system (its size less what is free), as RocketMQ's
+    /// `rocketmq_storage_size` reports.
+    pub fn disk_used_bytes(&self) -> Result<u64> {
+        let (total, free) = disk_space(&self.shared.config.dir)?;
+        Ok(total.saturating_sub(free))
+    }
+
     /// Deletes the oldest segments that lie wholly below `keep_from` (what consume queues and
     /// the flush still need) and are older than `file_reserved_time` — or, while the disk is
     /// fuller than `disk_max_used_ratio` (and `clean_forcibly` allows it), one such segment
@@ -1076,6 +1083,12 @@ impl Drop for CommitLog {
 }
 
 fn disk_used_ratio(dir: &Path) -> Result<f64> {
+    let (total, available) = disk_space(dir)?;
+    Ok(if total == 0 { 0.0 } else { 1.0 - available as f64 / total as f64 })
+}
+
+/// The file system's size and the bytes available to unprivileged writers, in bytes.
+fn disk_space(dir: &Path) -> Result<(u64, u64)> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| StoreError::io(dir, std::io::Error::other(e)))?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: a valid C string and a buffer statvfs fills on success.
@@ -1084,8 +1097,8 @@ fn disk_used_ratio(dir: &Path) -> Result<f64> {
     }
     // SAFETY: statvfs returned 0, so the struct is filled.
     let st = unsafe { st.assume_init() };
-    let total = st.f_blocks as f64;
-    Ok(if total == 0.0 { 0.0 } else { 1.0 - st.f_bavail as f64 / total })
+    let block_bytes = st.f_frsize;
+    Ok((st.f_blocks.saturating_mul(block_bytes), st.f_bavail.saturating_mul(block_bytes)))
 }
 
 /// Writes the offsets assigned under the lock into a pre-encoded record.

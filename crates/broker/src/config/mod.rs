@@ -27,7 +27,8 @@ fn bad(key: &str, value: &str, expected: impl Into<String>) -> ConfigError {
 }
 
 /// RocketMQ's broker.conf keys (its BrokerConfig, MessageStoreConfig, Netty and auth
-/// settings, from rocketmq-all-5.3.3): those Petrel does not use are ignored with a warning.
+/// settings, from rocketmq-all-5.3.3, and 5.5.0's `enable*Metrics` switches): those Petrel does
+/// not use are ignored with a warning.
 const ROCKETMQ_KEYS: &str = include_str!("rocketmq_broker_keys.txt");
 
 /// Keys of RocketMQ's own sample broker.conf files (4.x spellings and paths RocketMQ 5 derives)
@@ -296,6 +297,28 @@ petrel_kit::config_table! {
             "Address the metrics endpoint listens on. Petrel's default is this host only (RocketMQ's is every interface): set `0.0.0.0` or an interface's address for a Prometheus elsewhere."
         "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557;
             "Port of the metrics endpoint."
+        "metricsLabel" => metrics_label: String = String::new();
+            "Labels added to every `rocketmq_*` series, as `key1:value1,key2:value2` (RocketMQ's key); an item without a `:` is skipped with a warning."
+        "metricsInDelta" => metrics_in_delta: bool = false;
+            "Adds `aggregation=\"delta\"` to every `rocketmq_*` series, as RocketMQ does (its Prometheus values stay cumulative, and so do Petrel's)."
+        "metricsOtelCardinalityLimit" => metrics_otel_cardinality_limit: usize = 50_000, check at_least(1);
+            "Label sets one `rocketmq_*` family keeps; past it, new label sets count in one series labelled `otel_metric_overflow=\"true\"` (RocketMQ's key and default)."
+        "enableStatsMetrics" => enable_stats_metrics: bool = true;
+            "Exports `rocketmq_processor_watermark`, `rocketmq_broker_permission`, `rocketmq_topic_number` and `rocketmq_consumer_group_number`."
+        "enableRequestMetrics" => enable_request_metrics: bool = true;
+            "Exports messages and bytes in and out, message sizes, and topic and group creation times."
+        "enableConnectionMetrics" => enable_connection_metrics: bool = true;
+            "Exports producer and consumer connections by client language, version and protocol."
+        "enableLagAndDlqMetrics" => enable_lag_and_dlq_metrics: bool = true;
+            "Exports consumer lag, in-flight, ready and queueing figures per group and topic, and messages sent to DLQs."
+        "enableTransactionMetrics" => enable_transaction_metrics: bool = true;
+            "Exports transactions committed, rolled back and pending, and how long they took."
+        "enableRemotingMetrics" => enable_remoting_metrics: bool = true;
+            "Exports `rocketmq_rpc_latency` per request code, answer code and result."
+        "enablePopMetrics" => enable_pop_metrics: bool = true;
+            "Exports POP checkpoints, acks, revivals and backlog."
+        "enableMessageStoreMetrics" => enable_message_store_metrics: bool = true;
+            "Exports the store's size, flush and dispatch backlog, oldest message, and the timer's figures."
     }
     }
 }

@@ -18,11 +18,13 @@ mod tests;
 pub(crate) mod unit;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use petrel_protocol::RemotingCommand;
 use petrel_remoting::{Connection, Handler, Reply};
 
 use crate::broker::Broker;
+use crate::traffic::{RpcKey, RpcResult};
 
 pub use handlers::served_codes;
 
@@ -37,15 +39,101 @@ pub(crate) fn units() -> &'static [&'static unit::Unit] {
     handlers::dispatcher().units()
 }
 
+/// Requests a broker may hold until messages arrive: their deferred answers are long polls.
+const LONG_POLLING_CODES: &[i32] = &[
+    petrel_protocol::codes::request_code::PULL_MESSAGE,
+    petrel_protocol::codes::request_code::POP_MESSAGE,
+];
+
+/// Counts a request in `rocketmq_rpc_latency`: from its dispatch to its answer being ready
+/// (RocketMQ measures to the end of the answer's write; the write is the connection's).
+fn record_rpc(broker: &Broker, request_code: i32, response_code: Option<i32>, oneway: bool, long_polling: bool, started: Instant) {
+    let result = match (response_code, oneway) {
+        (_, true) => RpcResult::Oneway,
+        (Some(_), false) => RpcResult::Success,
+        (None, false) => RpcResult::ProcessRequestFailed,
+    };
+    let key = RpcKey {
+        request_code,
+        response_code,
+        result,
+        long_polling,
+    };
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    broker.stats.traffic.rpc(key, elapsed_ms);
+}
+
+/// A topic or group update, timed for `rocketmq_topic_create_execution_time` and
+/// `rocketmq_consumer_group_create_execution_time`.
+#[derive(Clone, Copy)]
+enum Created {
+    Neither,
+    Topic { system: bool },
+    Group,
+}
+
+impl Created {
+    fn of(broker: &Broker, request: &RemotingCommand) -> Created {
+        use petrel_protocol::codes::request_code as rc;
+        match request.code {
+            rc::UPDATE_AND_CREATE_TOPIC => Created::Topic {
+                system: request.ext("topic").is_some_and(|t| broker.topics.is_system_topic(t)),
+            },
+            rc::UPDATE_AND_CREATE_TOPIC_LIST => Created::Topic { system: false },
+            rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP | rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP_LIST => Created::Group,
+            _ => Created::Neither,
+        }
+    }
+
+    fn record(self, broker: &Broker, answer_code: Option<i32>, started: Instant) {
+        let success = answer_code == Some(petrel_protocol::codes::response_code::SUCCESS);
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match self {
+            Created::Neither => {}
+            Created::Topic { system } => broker.stats.traffic.topic_updated(success, system, elapsed_ms),
+            Created::Group => broker.stats.traffic.group_updated(success, elapsed_ms),
+        }
+    }
+}
+
 /// The broker as a connection handler.
 pub struct RocketMqFront(pub Arc<Broker>);
 
 impl Handler for RocketMqFront {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
-        if let Err(refusal) = self.0.access.admit(conn, &request) {
-            return if request.is_oneway() { Reply::None } else { Reply::Now(*refusal) };
+        let started = Instant::now();
+        let (code, oneway) = (request.code, request.is_oneway());
+        let created = Created::of(&self.0, &request);
+        let reply = if let Err(refusal) = self.0.access.admit(conn, &request) {
+            if oneway { Reply::None } else { Reply::Now(*refusal) }
+        } else {
+            handlers::dispatcher().dispatch(request, |unit, request| unit.handle.run(&self.0, conn, request))
+        };
+        if !self.0.config.enable_remoting_metrics {
+            return reply;
         }
-        handlers::dispatcher().dispatch(request, |unit, request| unit.handle.run(&self.0, conn, request))
+        match reply {
+            Reply::Now(answer) => {
+                record_rpc(&self.0, code, Some(answer.code), oneway, false, started);
+                created.record(&self.0, Some(answer.code), started);
+                Reply::Now(answer)
+            }
+            Reply::None => {
+                record_rpc(&self.0, code, None, oneway, false, started);
+                Reply::None
+            }
+            Reply::Later(work) => {
+                let broker = Arc::clone(&self.0);
+                let long_polling = LONG_POLLING_CODES.contains(&code);
+                Reply::Later(Box::pin(async move {
+                    let answer = work.await;
+                    let answer_code = answer.as_ref().map(|a| a.code);
+                    record_rpc(&broker, code, answer_code, oneway, long_polling, started);
+                    created.record(&broker, answer_code, started);
+                    answer
+                }))
+            }
+        }
     }
 
     fn on_close(&self, conn: &Arc<Connection>) {

@@ -622,6 +622,45 @@ impl GroupService {
     pub fn known_count(&self) -> usize {
         self.known.read().len()
     }
+
+    /// Live channels counted as RocketMQ's connection metrics group them: producers by
+    /// (language, version, protocol), consumers by (group, language, version, consume type,
+    /// protocol).
+    #[must_use]
+    pub fn census(&self) -> Census {
+        let mut census = Census::default();
+        for channels in self.producers.read().values() {
+            for c in channels.values() {
+                *census.producers.entry((c.language, c.version, c.handle.protocol())).or_default() += 1;
+            }
+        }
+        for (group, info) in self.consumers.read().iter() {
+            for c in info.channels.values() {
+                let key = (group.clone(), c.language, c.version, info.consume_type, c.handle.protocol());
+                *census.consumers.entry(key).or_default() += 1;
+            }
+        }
+        census
+    }
+
+    /// Groups with live consumers, each with the topics it subscribes to.
+    #[must_use]
+    pub fn subscribed(&self) -> Vec<(String, Vec<String>)> {
+        self.consumers
+            .read()
+            .iter()
+            .map(|(group, info)| (group.clone(), info.subscriptions.keys().cloned().collect()))
+            .collect()
+    }
+}
+
+/// What [`GroupService::census`] counts.
+#[derive(Debug, Default)]
+pub struct Census {
+    /// (language, version code, protocol) -> producer channels.
+    pub producers: HashMap<(LanguageCode, i32, &'static str), usize>,
+    /// (group, language, version code, consume type, protocol) -> consumer channels.
+    pub consumers: HashMap<(String, LanguageCode, i32, ConsumeType, &'static str), usize>,
 }
 
 /// Applies a heartbeat to a group; returns whether membership or subscriptions changed.

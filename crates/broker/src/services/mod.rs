@@ -56,6 +56,10 @@ pub trait ClientHandle: Send + Sync {
     /// for its answer: the body RocketMQ's admin tools read (`ConsumerRunningInfo`,
     /// `ConsumeMessageDirectlyResult`), or why there is none.
     fn ask(&self, question: ClientQuestion) -> Pin<Box<dyn Future<Output = Result<bytes::Bytes, PushError>> + Send + 'static>>;
+    /// The protocol the client speaks, as RocketMQ's metrics name it (`protocol_type`).
+    fn protocol(&self) -> &'static str {
+        "remoting"
+    }
 }
 
 /// How long the broker waits for a client asked on an admin's behalf: under the admin's own

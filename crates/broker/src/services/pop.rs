@@ -37,6 +37,7 @@ use super::offsets::OffsetService;
 use super::topics::{RETRY_GROUP_TOPIC_PREFIX, TopicService};
 use crate::long_poll::LongPoll;
 use crate::persist::{Coalesced, Job, blocking, read_if_exists, write_atomically};
+use crate::traffic::ReviveKind;
 
 /// Messages one group may have popped and not acked per queue; past it the queue's new
 /// messages wait for acks.
@@ -117,6 +118,17 @@ pub struct Popped {
     pub rest: i64,
 }
 
+/// What [`PopService::backlog`] counts.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct PopBacklog {
+    /// (group, topic, queue) entries with pop state.
+    pub queues: usize,
+    /// Messages whose invisible time passed and that no pop took again yet.
+    pub visible_again: usize,
+    /// When the earliest of those became visible, ms since the epoch.
+    pub earliest_visible_ms: Option<i64>,
+}
+
 #[derive(Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ModeFile {
@@ -137,6 +149,8 @@ pub struct PopService {
     path: PathBuf,
     persist: Arc<Coalesced>,
     rotation: AtomicUsize,
+    /// Where pops, acks and revivals are counted for the metrics.
+    stats: Arc<crate::BrokerStats>,
 }
 
 fn mode_key(topic: &str, group: &str) -> String {
@@ -173,7 +187,15 @@ impl PopService {
             path,
             persist: Coalesced::new("messageRequestMode.json"),
             rotation: AtomicUsize::new(0),
+            stats: Arc::default(),
         })
+    }
+
+    /// The same service counting into `stats` (the broker's).
+    #[must_use]
+    pub fn with_stats(mut self, stats: Arc<crate::BrokerStats>) -> PopService {
+        self.stats = stats;
+        self
     }
 
     /// The background writer of the request modes, and its job.
@@ -328,7 +350,18 @@ impl PopService {
         };
         let deadline = tokio::time::Instant::now() + req.poll.unwrap_or_default().min(MAX_POP_POLL);
         loop {
+            let started = std::time::Instant::now();
             let popped = self.pop_once(&req, &queues);
+            let traffic = &self.stats.traffic;
+            traffic
+                .pop_scan
+                .record(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
+            if popped.count > 0 {
+                let retry = req.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX);
+                let (count, bytes) = (popped.count as u64, popped.body.len() as u64);
+                traffic.read(&req.topic, &req.group, Some(retry), count, bytes);
+                traffic.revive_log(&req.group, &req.topic, ReviveKind::Checkpoint, count);
+            }
             if popped.count > 0 || tokio::time::Instant::now() >= deadline {
                 return Ok(popped);
             }
@@ -396,6 +429,7 @@ impl PopService {
             .map(|(offset, _)| *offset)
             .take(max - out.count)
             .collect();
+        self.stats.traffic.revived(&req.group, &req.topic, due.len() as u64);
         for offset in due {
             let got = self.store.get_messages(&req.topic, queue_id, offset, 1, None);
             if got.status != GetStatus::Found || got.message_count != 1 {
@@ -472,6 +506,7 @@ impl PopService {
         if current {
             st.inflight.remove(&offset);
             self.commit(group, topic, queue_id, &mut st);
+            self.stats.traffic.revive_log(group, topic, ReviveKind::Ack, 1);
         }
         current
     }
@@ -518,6 +553,24 @@ impl PopService {
     pub fn inflight(&self) -> usize {
         let queues: Vec<Arc<Mutex<QueuePop>>> = self.queues.lock().values().cloned().collect();
         queues.iter().map(|q| q.lock().inflight.len()).sum()
+    }
+
+    /// POP state held for the metrics: queues with pop state, messages whose invisible time
+    /// passed and that no pop took again yet, and the earliest time one of those became visible.
+    #[must_use]
+    pub fn backlog(&self, now_ms: i64) -> PopBacklog {
+        let queues: Vec<Arc<Mutex<QueuePop>>> = self.queues.lock().values().cloned().collect();
+        let mut backlog = PopBacklog {
+            queues: queues.len(),
+            ..PopBacklog::default()
+        };
+        for q in &queues {
+            for a in q.lock().inflight.values().filter(|a| a.visible_at_ms <= now_ms) {
+                backlog.visible_again += 1;
+                backlog.earliest_visible_ms = Some(backlog.earliest_visible_ms.map_or(a.visible_at_ms, |e| e.min(a.visible_at_ms)));
+            }
+        }
+        backlog
     }
 
     /// Forgets the pop state of a deleted topic.

@@ -152,6 +152,17 @@ struct State {
     due: BTreeSet<(i64, i32, i64)>,
 }
 
+/// What [`TimerService::wheel`] counts.
+#[derive(Debug, Clone, Default)]
+pub struct TimerWheel {
+    /// Messages indexed and not yet delivered.
+    pub indexed: usize,
+    /// The earliest due time among them, ms since the epoch.
+    pub earliest_due_ms: Option<i64>,
+    /// Messages due within each bound asked for (past the previous bound).
+    pub within: Vec<usize>,
+}
+
 /// Timer messages: which sends wait in the timer topic, the index of those waiting by due time,
 /// and the checkpoint of what was delivered.
 pub struct TimerService {
@@ -356,6 +367,29 @@ impl TimerService {
             .zip(&state.queues)
             .map(|(queue_id, q)| q.pending.len() + usize::try_from(max_offset(queue_id) - q.scanned).unwrap_or(0))
             .sum()
+    }
+
+    /// The index for the metrics: messages indexed and not yet delivered, the earliest due time
+    /// among them, and how many are due within each of `bounds_s` from `now_ms` (each bound's
+    /// count excludes the earlier bounds', as RocketMQ's timer snapshot does).
+    #[must_use]
+    pub fn wheel(&self, now_ms: i64, bounds_s: &[u64]) -> TimerWheel {
+        let state = self.state.lock();
+        let mut within = vec![0usize; bounds_s.len()];
+        let mut lower_ms = i64::MIN;
+        for (slot, bound_s) in within.iter_mut().zip(bounds_s) {
+            let upper_ms = now_ms.saturating_add(i64::try_from(*bound_s).unwrap_or(i64::MAX).saturating_mul(1000));
+            *slot = state
+                .due
+                .range((lower_ms, i32::MIN, i64::MIN)..(upper_ms, i32::MIN, i64::MIN))
+                .count();
+            lower_ms = upper_ms;
+        }
+        TimerWheel {
+            indexed: state.due.len(),
+            earliest_due_ms: state.due.first().map(|(due_ms, _, _)| *due_ms),
+            within,
+        }
     }
 
     /// What was delivered of each queue, as the checkpoint file holds it.

@@ -311,6 +311,8 @@ impl ConsumeService {
         };
         if got.status == GetStatus::Found {
             self.stats.got_messages.fetch_add(got.message_count as u64, Ordering::Relaxed);
+            let (count, bytes) = (got.message_count as u64, got.body.len() as u64);
+            self.stats.traffic.read(&req.topic, &req.group, None, count, bytes);
             self.offsets
                 .record_pull(&req.group, &req.topic, req.queue_id, got.next_begin_offset);
         }

@@ -6,10 +6,11 @@ use petrel_protocol::message::MessageExt;
 use petrel_protocol::msgid::create_offset_msg_id;
 use petrel_protocol::properties::keys;
 
-use super::{Prepared, ProduceService};
+use super::{Counted, Prepared, ProduceService};
 use crate::services::BrokerError;
 use crate::services::timer::{ROLLED_QUEUE, TIMER_TOPIC};
 use crate::services::topics::RETRY_GROUP_TOPIC_PREFIX;
+use crate::traffic::MessageKind;
 
 /// CONSUMER_SEND_MSG_BACK, as any front end hands it over.
 #[derive(Clone)]
@@ -66,9 +67,11 @@ impl ProduceService {
         }
         m.properties.insert(keys::WAIT_STORE_MSG_OK.to_owned(), "false".to_owned());
         let max = req.max_reconsume_times.unwrap_or(group.retry_max_times);
+        let mut dead_letter = None;
         let (topic, queue_id, created) = if m.reconsume_times >= max || req.delay_level < 0 {
             m.properties.shift_remove(keys::DELAY_TIME_LEVEL);
             let (dlq, created) = self.topics.ensure_dlq(&req.group)?;
+            dead_letter = Some((req.group.clone(), m.topic.clone()));
             (dlq.topic_name, 0, created)
         } else {
             let level = if req.delay_level == 0 {
@@ -89,7 +92,9 @@ impl ProduceService {
             reconsume_times: m.reconsume_times.saturating_add(1),
             ..self.stored_again(m)
         };
-        self.commit(self.prepared(again, created)?).await.map(|_| ())
+        let mut prepared = self.prepared(again, created)?;
+        prepared.counted.dead_letter = dead_letter;
+        self.commit(prepared).await.map(|_| ())
     }
 
     /// Stores a due delayed or timer message (read from the schedule or timer topic) in its real
@@ -106,7 +111,8 @@ impl ProduceService {
         let Some(queue_id) = m.properties.get(keys::REAL_QUEUE_ID).and_then(|q| q.parse::<i32>().ok()) else {
             return Ok(Delivered::Skipped("no REAL_QID property".into()));
         };
-        if m.properties.contains_key(keys::TIMER_OUT_MS) {
+        let timer = m.properties.contains_key(keys::TIMER_OUT_MS);
+        if timer {
             m.properties
                 .insert(keys::TIMER_ENQUEUE_MS.to_owned(), m.store_timestamp.to_string());
             m.properties.insert(keys::TIMER_DEQUEUE_MS.to_owned(), crate::now_ms().to_string());
@@ -120,7 +126,17 @@ impl ProduceService {
             ..self.stored_again(m)
         };
         now.properties.shift_remove(keys::DELAY_TIME_LEVEL);
-        self.commit(self.prepared(now, false)?).await.map(|_| Delivered::Stored)
+        let real_topic = now.topic.clone();
+        let mut prepared = self.prepared(now, false)?;
+        if !timer {
+            // RocketMQ counts a delay level's delivery as a message in, of the delay kind.
+            prepared.counted.kind = Some(MessageKind::Delay);
+        }
+        self.commit(prepared).await?;
+        if timer {
+            self.stats.traffic.timer_dequeued(&real_topic);
+        }
+        Ok(Delivered::Stored)
     }
 
     /// Stores a timer message again at the end of the timer topic's rolled queue, due at the
@@ -157,6 +173,7 @@ impl ProduceService {
             count: 1,
             uniq_key: None,
             topic_created: false,
+            counted: Counted::default(),
         })
     }
 
@@ -177,7 +194,7 @@ impl ProduceService {
     /// `m` encoded for [`ProduceService::commit`], routed as a send would be (delay levels).
     pub(super) fn prepared(&self, m: MessageExt, topic_created: bool) -> Result<Prepared, BrokerError> {
         let answer_queue_id = m.queue_id;
-        let (records, (topic, queue_id)) = self.encode_routed(m)?;
+        let (records, (topic, queue_id), route) = self.encode_routed(m)?;
         Ok(Prepared {
             topic,
             queue_id,
@@ -186,6 +203,10 @@ impl ProduceService {
             count: 1,
             uniq_key: None,
             topic_created,
+            counted: Counted {
+                route,
+                ..Counted::default()
+            },
         })
     }
 

@@ -32,6 +32,7 @@ use super::topics::{NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX, TopicServ
 use super::transactions::{HALF_TOPIC, TransactionService};
 use crate::stats::BrokerStats;
 use crate::store_pool::StorePool;
+use crate::traffic::MessageKind;
 
 /// Retries before a message goes to the DLQ when the request does not say (`retryMaxTimes`).
 pub const DEFAULT_MAX_RECONSUME_TIMES: i32 = 16;
@@ -105,6 +106,30 @@ struct Encoded {
     uniq_key: Option<String>,
     /// The topic and queue stored in: the schedule topic's for a delayed message.
     stored_at: (String, i32),
+    /// Where the message waits, if it does.
+    route: Route,
+}
+
+/// Where an encoded message waits before its real topic, as the metrics count it.
+#[derive(Debug, Default)]
+enum Route {
+    /// In its topic (or a retry or dead-letter topic).
+    #[default]
+    Plain,
+    /// In the half-message topic, for `real_topic`.
+    Half { real_topic: String },
+    /// In the timer topic, for `real_topic`, `delay_s` after its birth.
+    Timer { real_topic: String, delay_s: u64 },
+}
+
+/// What RocketMQ's metrics count of a send once it is stored.
+#[derive(Debug, Default)]
+struct Counted {
+    /// A client's send, of this kind; `None` for the broker's own writes.
+    kind: Option<MessageKind>,
+    route: Route,
+    /// Moved to a dead-letter queue: (group, the retry topic it was sent to).
+    dead_letter: Option<(String, String)>,
 }
 
 /// What a checked send will append.
@@ -118,6 +143,7 @@ struct Prepared {
     count: usize,
     uniq_key: Option<String>,
     topic_created: bool,
+    counted: Counted,
 }
 
 /// What the service needs to know of the broker it runs in.
@@ -251,7 +277,7 @@ impl ProduceService {
     }
 
     /// Appends checked records and answers when the flush mode and the replicas are satisfied.
-    async fn commit(&self, p: Prepared) -> Result<SendOutcome, BrokerError> {
+    async fn commit(&self, mut p: Prepared) -> Result<SendOutcome, BrokerError> {
         let replicas = self.replica_wait()?;
         // Reserved before the append: a full waiter table refuses the send with nothing written.
         let log = self.store.commit_log();
@@ -266,6 +292,7 @@ impl ProduceService {
         })?;
         let (topic, queue_id, count, uniq_key, topic_created) =
             (p.topic.clone(), p.answer_queue_id, p.count, p.uniq_key.clone(), p.topic_created);
+        let counted = std::mem::take(&mut p.counted);
         let results = self.append(p).await?;
         let end = results.last().map_or(0, AppendResult::end_offset);
         let bytes: u64 = results.iter().map(|r| u64::from(r.size_bytes)).sum();
@@ -277,6 +304,7 @@ impl ProduceService {
         };
         self.stats.put_messages.fetch_add(results.len() as u64, Ordering::Relaxed);
         self.stats.put_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.count_stored(counted, &topic, results.len() as u64, bytes);
         if topic_created {
             // Clients look the new topic's route up next: answer after the name server knows it.
             self.topics.settle().await?;
@@ -294,6 +322,22 @@ impl ProduceService {
             queue_offset: results[0].queue_offset,
             transaction_id: uniq_key,
         })
+    }
+
+    /// Counts a stored send under RocketMQ's metrics' labels.
+    fn count_stored(&self, counted: Counted, topic: &str, count: u64, bytes: u64) {
+        let traffic = &self.stats.traffic;
+        if let Some(kind) = counted.kind {
+            traffic.stored(topic, kind, count, bytes);
+        }
+        match counted.route {
+            Route::Plain => {}
+            Route::Half { real_topic } => traffic.half_stored(&real_topic),
+            Route::Timer { real_topic, delay_s } => traffic.timer_enqueued(&real_topic, delay_s),
+        }
+        if let Some((group, topic)) = counted.dead_letter {
+            traffic.dead_lettered(&group, &topic);
+        }
     }
 
     /// Waits until the record is written (ASYNC_FLUSH) or durable (SYNC_FLUSH).
@@ -438,6 +482,7 @@ impl ProduceService {
             count,
             uniq_key,
             stored_at,
+            route,
         } = if req.batch {
             self.encode_batch(req, &base)?
         } else {
@@ -452,6 +497,11 @@ impl ProduceService {
             uniq_key,
             // A dead-letter topic made now must reach the name servers before the answer too.
             topic_created: topic_created || dlq_created,
+            counted: Counted {
+                kind: Some(MessageKind::of(req.properties.as_deref().unwrap_or(""))),
+                route,
+                dead_letter: (topic != req.topic).then(|| (req.producer_group.clone(), req.topic.clone())),
+            },
         })
     }
 
@@ -509,6 +559,7 @@ impl ProduceService {
             count,
             uniq_key,
             stored_at: (base.topic.clone(), base.queue_id),
+            route: Route::Plain,
         })
     }
 
@@ -534,12 +585,13 @@ impl ProduceService {
             properties,
             ..base
         };
-        let (records, stored_at) = self.encode_routed(m)?;
+        let (records, stored_at, route) = self.encode_routed(m)?;
         Ok(Encoded {
             records,
             count: 1,
             uniq_key,
             stored_at,
+            route,
         })
     }
 
@@ -547,12 +599,16 @@ impl ProduceService {
     /// transaction, to the schedule topic when its `DELAY` level asks for it, or to the timer
     /// topic when its timer properties name a time to come; returns the record and the topic and
     /// queue it goes to.
-    fn encode_routed(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32)), BrokerError> {
+    fn encode_routed(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32), Route), BrokerError> {
         // A message past its retries goes to the dead-letter queue at once, whatever its level.
         let dead_letter = m.topic.starts_with(super::topics::DLQ_GROUP_TOPIC_PREFIX);
+        let mut route = Route::Plain;
         if TransactionService::is_half(&m.properties) && m.topic != HALF_TOPIC {
             // Stored as a plain message so that the half queue is indexed like any other.
             m.sys_flag &= !sys_flag::TRANSACTION_TYPE_MASK;
+            route = Route::Half {
+                real_topic: m.topic.clone(),
+            };
             wait_in(&mut m, HALF_TOPIC, 0);
         } else if !dead_letter {
             let level = self.schedule.level_of(&m.properties);
@@ -563,12 +619,16 @@ impl ProduceService {
                 wait_in(&mut m, SCHEDULE_TOPIC, level - 1);
             } else if let TimerRoute::At { due_ms } = timer {
                 m.properties.insert(keys::TIMER_OUT_MS.to_owned(), due_ms.to_string());
+                route = Route::Timer {
+                    real_topic: m.topic.clone(),
+                    delay_s: u64::try_from(due_ms.saturating_sub(m.born_timestamp) / 1000).unwrap_or(0),
+                };
                 wait_in(&mut m, TIMER_TOPIC, ARRIVALS_QUEUE);
             }
         }
         let mut records = BytesMut::with_capacity(m.body.len() + 256);
         self.encode(&m, &mut records)?;
-        Ok((records, (m.topic, m.queue_id)))
+        Ok((records, (m.topic, m.queue_id), route))
     }
 }
 

@@ -64,6 +64,10 @@ impl ProduceService {
             return Err(BrokerError::Internal("The transaction state table offset wrong".into()));
         }
         let root = TransactionService::root_of(&half.properties, half.queue_offset);
+        let (real_topic, born_ms) = (
+            half.properties.get(keys::REAL_TOPIC).cloned().unwrap_or_default(),
+            half.born_timestamp,
+        );
         if !self.transactions.decide(root, crate::now_ms()) {
             return Ok(Ended::AlreadyDecided);
         }
@@ -72,6 +76,7 @@ impl ProduceService {
             return Err(e);
         }
         self.store_op(root).await?;
+        self.stats.traffic.transaction_ended(&real_topic, commit, born_ms, crate::now_ms());
         Ok(if commit { Ended::Committed } else { Ended::RolledBack })
     }
 

@@ -1827,6 +1827,89 @@ public final class ClientTest {
         System.out.println("ok: mixed-receive: a remoting push consumer read all " + count + " messages sent over gRPC, with their tag");
     }
 
+    /**
+     * The workload behind the metrics comparison (scripts/interop-metrics.sh): normal, delay-level,
+     * timer and transactional sends (one committed, one rolled back), a push consumer that reads
+     * them and sends one to the dead-letter queue, and a pull of the topic; then, with every
+     * client still connected, writes HOLD/ready and sends five messages a second until HOLD/done
+     * appears (at most 60 s), so that the broker is scraped with its clients online and its
+     * counters moving.
+     */
+    static void metrics(String ns, Path hold) throws Exception {
+        String topic = "MetricsTopic";
+        TransactionMQProducer p = new TransactionMQProducer("pg_metrics");
+        p.setNamesrvAddr(ns);
+        p.setSendMsgTimeout(10_000);
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message m, Object arg) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                return body.startsWith("commit") ? LocalTransactionState.COMMIT_MESSAGE : LocalTransactionState.ROLLBACK_MESSAGE;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt m) {
+                return LocalTransactionState.ROLLBACK_MESSAGE;
+            }
+        });
+        p.start();
+        p.send(new Message(topic, "W", "warmup", "creates the topic".getBytes(StandardCharsets.UTF_8)));
+        Set<String> seen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer("cg_metrics");
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("metrics");
+        c.setMaxReconsumeTimes(0);
+        c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        c.subscribe(topic, "*");
+        c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            boolean later = false;
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                seen.add(body);
+                later |= body.equals("dead");
+            }
+            return later ? ConsumeConcurrentlyStatus.RECONSUME_LATER : ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        c.start();
+        for (int i = 0; i < 5; i++) {
+            p.send(new Message(topic, "T", "normal-" + i, ("normal-" + i).getBytes(StandardCharsets.UTF_8)));
+        }
+        Message delayed = new Message(topic, "T", "delay", "delay".getBytes(StandardCharsets.UTF_8));
+        delayed.setDelayTimeLevel(1);
+        p.send(delayed);
+        Message timer = new Message(topic, "T", "timer", "timer".getBytes(StandardCharsets.UTF_8));
+        timer.setDeliverTimeMs(System.currentTimeMillis() + 2_000);
+        p.send(timer);
+        p.send(new Message(topic, "T", "dead", "dead".getBytes(StandardCharsets.UTF_8)));
+        for (String kind : new String[] {"commit", "rollback"}) {
+            Message m = new Message(topic, "T", "tx-" + kind, kind.getBytes(StandardCharsets.UTF_8));
+            check(p.sendMessageInTransaction(m, null).getSendStatus() == SendStatus.SEND_OK, "metrics: transaction " + kind);
+        }
+        waitFor("every message the consumer should read", () -> seen.containsAll(List.of("normal-4", "delay", "timer", "dead", "commit")));
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_metrics_pull");
+        pull.setNamesrvAddr(ns);
+        pull.setInstanceName("metrics-pull");
+        pull.subscribe(topic, "*");
+        pull.start();
+        List<MessageExt> pulled = new ArrayList<>();
+        waitFor("the pull consumer's first messages", () -> {
+            pulled.addAll(pull.poll(200));
+            return !pulled.isEmpty();
+        });
+        Thread.sleep(2_000); // the dead-letter send and the offsets settle
+        Files.writeString(hold.resolve("ready"), "ready");
+        // A steady trickle while held, so that a scraper sees counters move between scrapes.
+        long deadline = System.currentTimeMillis() + 60_000;
+        for (int i = 0; !Files.exists(hold.resolve("done")) && System.currentTimeMillis() < deadline; i++) {
+            p.send(new Message(topic, "Tick", "tick-" + i, ("tick-" + i).getBytes(StandardCharsets.UTF_8)));
+            Thread.sleep(200);
+        }
+        pull.shutdown();
+        c.shutdown();
+        p.shutdown();
+        System.out.println("ok: metrics: the workload ran (" + seen.size() + " bodies consumed, " + pulled.size() + " pulled)");
+    }
+
     static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "setup":
@@ -1888,6 +1971,9 @@ public final class ClientTest {
                 break;
             case "failover":
                 failover(args[1], Paths.get(args[2]));
+                break;
+            case "metrics":
+                metrics(args[1], Paths.get(args[2]));
                 break;
             case "consumed-read":
                 consumedRead(args[1], Paths.get(args[2]));

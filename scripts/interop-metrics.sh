@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# RocketMQ 5's metric names, checked against RocketMQ itself: Apache RocketMQ 5.5.0 and
+# `petrel serve`, each started with metricsExporterType=PROM, run the same workload from the
+# official tools (mqadmin's updateTopic and updateSubGroup, then the Java client's scenario
+# `metrics` in tests/clients/java: normal, delay-level, timer and transactional sends, a push
+# consumer sending one message to the DLQ, a lite pull consumer), and are scraped while the
+# clients are still connected. scripts/metrics-diff.py then fails on
+# any rocketmq_* family, type or label key RocketMQ exported that Petrel did not.
+#
+#   scripts/interop-metrics.sh        env: KEEP=DIR keeps both scrapes there
+set -euo pipefail
+source "$(dirname "$0")/reference-lib.sh"
+cd "$ref_root"
+ref_fetch
+cargo build --quiet --release --bin petrel
+if [ ! -d tests/clients/java/target/lib ]; then
+  mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
+fi
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
+work=$(mktemp -d)
+export ROCKETMQ_HOME="$work"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# workload NAME NAMESRV BROKER_ADDR METRICS_PORT: mqadmin creates a topic and a group, then the
+# Java workload runs and the broker is scraped while its clients are connected; the scrape lands
+# in $work/NAME.prom.
+workload() {
+  local name=$1 ns=$2 broker=$3 port=$4 hold="$work/$1-hold"
+  mkdir -p "$hold"
+  ref_mqadmin "$ns" updateTopic -b "$broker" -t MetricsAdminTopic -r 2 -w 2 >"$work/$name-admin.log"
+  ref_mqadmin "$ns" updateSubGroup -b "$broker" -g MetricsAdminGroup >>"$work/$name-admin.log"
+  if [ "$(grep -c "success" "$work/$name-admin.log")" -lt 2 ]; then
+    cat "$work/$name-admin.log"
+    echo "FAIL: mqadmin could not create the topic and the group on $name"
+    return 1
+  fi
+  timeout --signal=QUIT --kill-after=10 180 java -Xmx256m \
+    -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest metrics "$ns" "$hold" \
+    >"$work/$name-client.log" 2>&1 &
+  local client=$!
+  for _ in $(seq 1 1200); do
+    [ -f "$hold/ready" ] && break
+    kill -0 "$client" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [ ! -f "$hold/ready" ]; then
+    grep -v 'SLF4J\|logback' "$work/$name-client.log" | tail -40
+    echo "FAIL: the workload against $name did not get ready"
+    return 1
+  fi
+  curl -sSf "http://127.0.0.1:$port/metrics" >"$work/$name.prom"
+  local rc=0
+  if [ -n "${5:-}" ]; then "$5" || rc=$?; fi
+  touch "$hold/done"
+  if ! wait "$client"; then
+    grep -v 'SLF4J\|logback' "$work/$name-client.log" | tail -40
+    echo "FAIL: the workload against $name failed"
+    return 1
+  fi
+  echo "ok: the workload ran against $name; $(grep -c '^rocketmq_' "$work/$name.prom") rocketmq_* samples scraped"
+  return "$rc"
+}
+
+# promql QUERY: the query's result vector from the Prometheus scraping Petrel, as
+# `{labels} value` lines.
+promql() {
+  curl -sSfG "http://127.0.0.1:$prom_port/api/v1/query" --data-urlencode "query=$1" | python3 -c '
+import json, sys
+for r in json.load(sys.stdin)["data"]["result"]:
+    print(json.dumps(r["metric"], sort_keys=True), r["value"][1])'
+}
+
+# The queries RocketMQ's Grafana dashboards are built on, against a real Prometheus scraping
+# petrel serve every second, while the workload's clients are connected and sending.
+prometheus_queries() {
+  local rate="sum(rate(rocketmq_messages_in_total[1m])) by (topic)" out=""
+  for _ in $(seq 1 60); do
+    out=$(promql "$rate" || true)
+    grep -q '"topic": "MetricsTopic"} [0-9.]*[1-9]' <<<"$out" && break
+    sleep 0.5
+  done
+  if grep -q '"topic": "MetricsTopic"} [0-9.]*[1-9]' <<<"$out"; then
+    echo "ok: PromQL $rate: $(grep MetricsTopic <<<"$out")"
+  else
+    echo "FAIL: PromQL $rate gave no rate for MetricsTopic: $out"
+    return 1
+  fi
+  local failed=0 q
+  q='rocketmq_messages_in_total{topic="MetricsTopic",message_type="delay"}'
+  out=$(promql "$q")
+  if [ "$(awk '{print $NF}' <<<"$out")" = "1" ]; then echo "ok: PromQL $q = 1, the one delay-level message"; else
+    echo "FAIL: PromQL $q: $out"
+    failed=1
+  fi
+  q='sum(rocketmq_consumer_lag_messages) by (consumer_group)'
+  out=$(promql "$q")
+  if grep -q '"consumer_group": "cg_metrics"}' <<<"$out" && grep -q '"consumer_group": "cg_metrics_pull"}' <<<"$out"; then
+    echo "ok: PromQL $q: both groups ($(tr '
+' ' ' <<<"$out"))"
+  else
+    echo "FAIL: PromQL $q: $out"
+    failed=1
+  fi
+  q='histogram_quantile(0.99, sum(rate(rocketmq_rpc_latency_milliseconds_bucket[1m])) by (le))'
+  out=$(promql "$q")
+  if awk '{v=$NF} END {exit !(NR == 1 && v ~ /^[0-9.e+-]+$/)}' <<<"$out"; then
+    echo "ok: PromQL $q = $(awk '{print $NF}' <<<"$out") ms"
+  else
+    echo "FAIL: PromQL $q: $out"
+    failed=1
+  fi
+  # Every query of the Grafana dashboard shipped in docs/ answers, with data.
+  local dashboard_out
+  if dashboard_out=$(python3 - "$prom_port" docs/grafana/petrel-dashboard.json <<'PY'
+import json, sys, urllib.parse, urllib.request
+port, path = sys.argv[1], sys.argv[2]
+panels = [p for p in json.load(open(path))["panels"] if p["type"] != "row"]
+empty = []
+for p in panels:
+    for t in p["targets"]:
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": t["expr"]})
+        answer = json.load(urllib.request.urlopen(url))
+        if answer["status"] != "success":
+            sys.exit(f"{p['title']}: {t['expr']}: {answer}")
+        if not answer["data"]["result"]:
+            empty.append(f"{p['title']}: {t['expr']}")
+if empty:
+    sys.exit("no data for:\n  " + "\n  ".join(empty))
+print(f"{sum(len(p['targets']) for p in panels)} queries of {len(panels)} panels")
+PY
+  ); then
+    echo "ok: the Grafana dashboard's $dashboard_out answer with data"
+  else
+    echo "FAIL: the Grafana dashboard: $dashboard_out"
+    failed=1
+  fi
+  return "$failed"
+}
+
+echo "== Apache RocketMQ 5.5.0 with metricsExporterType=PROM"
+ref_ns_port=$(free_port) ref_broker_port=$(free_port) ref_metrics_port=$(free_port)
+pids+=("$(ref_namesrv "$work/ref" "$ref_ns_port")")
+pids+=("$(REF_BROKER_CONF_EXTRA="metricsExporterType=PROM
+metricsPromExporterHost=127.0.0.1
+metricsPromExporterPort=$ref_metrics_port" ref_broker "$work/ref" "127.0.0.1:$ref_ns_port" "$ref_broker_port" ASYNC_FLUSH)")
+workload rocketmq "127.0.0.1:$ref_ns_port" "127.0.0.1:$ref_broker_port" "$ref_metrics_port"
+kill -9 "${pids[@]}" 2>/dev/null || true
+
+echo "== petrel serve with metricsExporterType=PROM, scraped by Prometheus too"
+ns_port=$(free_port) broker_port=$(free_port) metrics_port=$(free_port) prom_port=$(free_port)
+if ! command -v prometheus >/dev/null; then
+  echo "installing Prometheus (Debian's package)"
+  apt-get -o DPkg::Lock::Timeout=300 update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+cat >"$work/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: petrel
+    static_configs:
+      - targets: ["127.0.0.1:$metrics_port"]
+YML
+prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prometheus" \
+  --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
+pids+=($!)
+disown
+target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
+  --broker-ip 127.0.0.1 --set metricsExporterType=PROM --set metricsPromExporterHost=127.0.0.1 \
+  --set "metricsPromExporterPort=$metrics_port" >"$work/petrel.log" 2>&1 &
+pids+=($!)
+disown
+for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
+workload petrel "127.0.0.1:$ns_port" "127.0.0.1:$broker_port" "$metrics_port" prometheus_queries
+
+if [ -n "${KEEP:-}" ]; then
+  mkdir -p "$KEEP" && cp "$work/rocketmq.prom" "$work/petrel.prom" "$KEEP/"
+fi
+echo "== every rocketmq_* family, type and label key RocketMQ exported, in Petrel's scrape"
+python3 scripts/metrics-diff.py "$work/rocketmq.prom" "$work/petrel.prom"
+# The comparison can fail: a scrape missing one label key of one family does.
+sed '/^rocketmq_consumer_lag_messages{/s/,consumer_group="[^"]*"//' "$work/petrel.prom" >"$work/petrel-without-a-label.prom"
+if python3 scripts/metrics-diff.py "$work/rocketmq.prom" "$work/petrel-without-a-label.prom" >"$work/negative.log"; then
+  cat "$work/negative.log"
+  echo "FAIL: the comparison passed a scrape without a label"
+  exit 1
+fi
+grep "^DIFFERENT" "$work/negative.log" | sed 's/^/ok: caught: /'
