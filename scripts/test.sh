@@ -51,8 +51,8 @@ scripts/interop-consumed.sh
 echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh
 
-echo "== RocketMQ 5's metric names: every rocketmq_* family, type and label Apache RocketMQ 5.5.0 exports under one workload, exported by petrel serve"
-scripts/interop-metrics.sh
+echo "== what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.5.0's, a real Prometheus and the Grafana dashboard's queries, and the official RocketMQ Dashboard"
+scripts/interop-operators.sh
 
 echo "== loom: the adaptive lock's mode swap, every interleaving"
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom

@@ -282,6 +282,7 @@ fn topic_settings(config: &BrokerConfig) -> TopicSettings {
         default_queue_nums: config.default_topic_queue_nums,
         auto_create: config.auto_create_topic_enable,
         max_topics: config.max_topics,
+        trace_topic: config.trace_topic_enable.then(|| config.msg_trace_topic_name.clone()),
     }
 }
 

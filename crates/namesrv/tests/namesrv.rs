@@ -78,6 +78,22 @@ fn routes_span_brokers_and_follow_unregistration() {
     )
     .unwrap();
     assert_eq!(all.topic_list, ["A", "C", "T"]);
+    let system: TopicList = from_json(
+        &ns.handle(&RemotingCommand::request(rc::GET_SYSTEM_TOPIC_LIST_FROM_NS, 4))
+            .unwrap()
+            .body,
+    )
+    .unwrap();
+    assert_eq!(
+        system.topic_list,
+        ["c1", "broker-a", "broker-b", "c2", "broker-c"],
+        "each cluster's and each broker's name"
+    );
+    assert_eq!(
+        system.broker_addr.as_deref(),
+        Some("10.0.0.1:10911"),
+        "a broker to ask for the rest"
+    );
 
     let unreg = UnregisterBrokerRequestHeader {
         broker_name: "broker-b".into(),

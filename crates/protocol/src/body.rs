@@ -212,6 +212,14 @@ pub struct LockBatchResponseBody {
     pub lock_ok_mq_set: Vec<MessageQueue>,
 }
 
+/// QUERY_TOPIC_CONSUME_BY_WHO's answer: the groups that consume a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupList {
+    /// The group names.
+    pub group_list: Vec<String>,
+}
+
 /// GET_ALL_TOPIC_LIST_FROM_NAMESERVER / GET_TOPICS_BY_CLUSTER answer.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -694,6 +694,14 @@ command_header! {
 }
 
 command_header! {
+    /// QUERY_TOPIC_CONSUME_BY_WHO (300).
+    pub struct QueryTopicConsumeByWhoRequestHeader {
+        /// The topic whose consumer groups are asked for.
+        topic: String = "topic",
+    }
+}
+
+command_header! {
     /// GET_TOPIC_STATS_INFO (202).
     pub struct GetTopicStatsInfoRequestHeader {
         /// The topic whose queues are asked for.

@@ -213,6 +213,10 @@ petrel_kit::config_table! {
             "Queues of `TBW102`, hence the most an auto-created topic gets."
         "maxTopics" => max_topics: usize = 65_536, check at_least(16);
             "Petrel: topics the broker holds; creating one more (by a send, a heartbeat's retry topic or mqadmin) is refused with a remark saying so."
+        "traceTopicEnable" => trace_topic_enable: bool = false;
+            "Makes the message-trace topic (`msgTraceTopicName`) at start, as RocketMQ does; clients with message traces on (`enableMsgTrace`) write their send and consume hops there, and `mqadmin queryMsgTraceById` and the dashboard read them. Off: the topic is made by the first trace sent, when `autoCreateTopicEnable` allows."
+        "msgTraceTopicName" => msg_trace_topic_name: String = "RMQ_SYS_TRACE_TOPIC".into();
+            "The message-trace topic."
         "autoCreateSubscriptionGroup" => auto_create_subscription_group: bool = true;
             "A consumer group is created by its first heartbeat. `false`: only groups that exist already (from earlier heartbeats, persisted) may pull and commit offsets; others get `SUBSCRIPTION_GROUP_NOT_EXIST` (26)."
         "maxGroups" => max_groups: usize = 65_536, check at_least(16);

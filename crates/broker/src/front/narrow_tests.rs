@@ -70,6 +70,7 @@ fn topic_config(topic: &str) -> (GetTopicStatsInfoRequestHeader, RemotingCommand
 async fn topic_handlers_run_on_the_topic_table_alone_and_refuse_past_its_limit() {
     let dir = tempfile::tempdir().expect("tempdir");
     let settings = |max_topics| TopicSettings {
+        trace_topic: None,
         cluster: "C".into(),
         broker: "b".into(),
         default_queue_nums: 4,

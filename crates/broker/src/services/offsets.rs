@@ -73,6 +73,21 @@ impl OffsetTable {
         groups
     }
 
+    /// Groups that have committed offsets of `topic`, sorted.
+    #[must_use]
+    pub fn groups_of(&self, topic: &str) -> Vec<String> {
+        let mut groups: Vec<String> = self
+            .committed
+            .read()
+            .offset_table
+            .keys()
+            .filter_map(|k| k.rsplit_once('@').filter(|(t, _)| *t == topic).map(|(_, g)| g.to_owned()))
+            .collect();
+        groups.sort();
+        groups.dedup();
+        groups
+    }
+
     /// Lowers every committed offset above its queue's max offset to that max; returns how many
     /// were lowered. After an unclean shutdown the store may have lost records that consumers
     /// had already read and committed (under ASYNC_FLUSH, what the OS had not written), and

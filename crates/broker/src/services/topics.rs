@@ -91,6 +91,9 @@ pub struct TopicSettings {
     pub auto_create: bool,
     /// `maxTopics`: the most topics the table may hold.
     pub max_topics: usize,
+    /// `msgTraceTopicName` when `traceTopicEnable` is on: the message-trace topic, made at start
+    /// (one queue) and counted among the system topics.
+    pub trace_topic: Option<String>,
 }
 
 /// The topic table (`config/topics.json`): each topic's queues and permissions, created and
@@ -128,7 +131,14 @@ impl TopicService {
             TopicConfig::new(broker, 1, perm::READ | perm::WRITE | perm::INHERIT),
             TopicConfig::new("OFFSET_MOVED_EVENT", 1, perm::READ | perm::WRITE),
             TopicConfig::new(&format!("{cluster}_REPLY_TOPIC"), 1, perm::READ | perm::WRITE),
-        ];
+        ]
+        .into_iter()
+        .chain(
+            settings
+                .trace_topic
+                .as_deref()
+                .map(|t| TopicConfig::new(t, 1, perm::READ | perm::WRITE)),
+        );
         // TBW102 follows the current autoCreateTopicEnable, whatever the file says.
         for t in system {
             if t.topic_name == AUTO_CREATE_TOPIC_KEY_TOPIC || !table.topic_config_table.contains_key(&t.topic_name) {
@@ -210,7 +220,7 @@ impl TopicService {
     /// Whether `topic` is one the broker owns, given this broker's cluster and broker names.
     #[must_use]
     pub fn is_system_topic(&self, topic: &str) -> bool {
-        is_system_topic(topic, &self.settings.cluster, &self.settings.broker)
+        is_system_topic(topic, &self.settings.cluster, &self.settings.broker) || self.settings.trace_topic.as_deref() == Some(topic)
     }
 
     /// Inserts (or with `replace`, replaces) a topic under the cap; returns its config and
@@ -398,6 +408,7 @@ mod tests {
 
     fn settings(auto_create: bool, max_topics: usize) -> TopicSettings {
         TopicSettings {
+            trace_topic: None,
             cluster: "C".into(),
             broker: "b".into(),
             default_queue_nums: 8,

@@ -1,5 +1,5 @@
-//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224) and
-//! DELETE_TOPIC_IN_NAMESRV (216).
+//! GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), GET_TOPICS_BY_CLUSTER (224),
+//! GET_SYSTEM_TOPIC_LIST_FROM_NS (304) and DELETE_TOPIC_IN_NAMESRV (216).
 
 use super::Unit;
 #[allow(unused_imports, reason = "each file's rules name what they need")]
@@ -40,6 +40,21 @@ pub(super) fn by_cluster(ns: &NameServer, request: &RemotingCommand, _origin: Or
     }
 }
 
+/// RocketMQ's system topics as a name server knows them: each cluster's name and each broker's
+/// name (a broker makes a topic of each), with one broker's address to ask for the rest
+/// (GET_SYSTEM_TOPIC_LIST_FROM_BROKER), as `mqadmin topicList` and the dashboard do.
+pub(super) fn system(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
+    let r = ns.routes.read();
+    let topic_list = r
+        .clusters
+        .iter()
+        .flat_map(|(cluster, names)| std::iter::once(cluster.clone()).chain(names.iter().cloned()))
+        .collect();
+    let broker_addr = r.brokers.values().find_map(|b| b.broker_addrs.values().next().cloned());
+    let body = TopicList { broker_addr, topic_list };
+    answer(request, resp::SUCCESS).with_body(to_json(&body).into_bytes())
+}
+
 pub(super) fn delete(ns: &NameServer, request: &RemotingCommand, _origin: Origin) -> RemotingCommand {
     let h = match DeleteTopicFromNamesrvRequestHeader::from_command(request) {
         Ok(h) => h,
@@ -73,6 +88,11 @@ pub(crate) const UNITS: &[Unit] = &[
         code: rc::GET_TOPICS_BY_CLUSTER,
         rule: Rule::Open(ROUTES_ARE_PUBLIC),
         handle: by_cluster,
+    },
+    Unit {
+        code: rc::GET_SYSTEM_TOPIC_LIST_FROM_NS,
+        rule: Rule::Open(ROUTES_ARE_PUBLIC),
+        handle: system,
     },
     Unit {
         code: rc::DELETE_TOPIC_IN_NAMESRV,

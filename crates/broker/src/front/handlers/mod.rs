@@ -38,6 +38,7 @@ const FILES: &[&[Unit]] = &[
     topic::delete::UNITS,
     topic::config::UNITS,
     topic::stats::UNITS,
+    topic::consumers::UNITS,
     admin::consume_stats::UNITS,
     admin::runtime_info::UNITS,
     admin::broker_config::UNITS,

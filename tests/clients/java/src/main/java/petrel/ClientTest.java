@@ -1832,7 +1832,7 @@ public final class ClientTest {
      * timer and transactional sends (one committed, one rolled back), a push consumer that reads
      * them and sends one to the dead-letter queue, and a pull of the topic; then, with every
      * client still connected, writes HOLD/ready and sends five messages a second until HOLD/done
-     * appears (at most 60 s), so that the broker is scraped with its clients online and its
+     * appears (at most 120 s), so that the broker is scraped with its clients online and its
      * counters moving.
      */
     static void metrics(String ns, Path hold) throws Exception {
@@ -1896,15 +1896,38 @@ public final class ClientTest {
             pulled.addAll(pull.poll(200));
             return !pulled.isEmpty();
         });
-        Thread.sleep(2_000); // the dead-letter send and the offsets settle
+        // Message traces: a producer and a consumer with enableMsgTrace write their hops to
+        // RMQ_SYS_TRACE_TOPIC; the traced message's id is left for mqadmin and the dashboard.
+        DefaultMQProducer traced = new DefaultMQProducer("pg_trace", true, null);
+        traced.setNamesrvAddr(ns);
+        traced.setInstanceName("metrics-trace");
+        traced.start();
+        Set<String> tracedSeen = ConcurrentHashMap.newKeySet();
+        DefaultMQPushConsumer tracer = new DefaultMQPushConsumer("cg_trace", true, null);
+        tracer.setNamesrvAddr(ns);
+        tracer.setInstanceName("metrics-trace");
+        tracer.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        tracer.subscribe("TraceTopic", "*");
+        tracer.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            msgs.forEach(m -> tracedSeen.add(m.getMsgId()));
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        tracer.start();
+        SendResult tracedSend = traced.send(new Message("TraceTopic", "T", "traced", "traced".getBytes(StandardCharsets.UTF_8)));
+        check(tracedSend.getSendStatus() == SendStatus.SEND_OK, "metrics: the traced send");
+        waitFor("the traced message to be consumed", () -> tracedSeen.contains(tracedSend.getMsgId()));
+        Files.writeString(hold.resolve("trace-msgid"), tracedSend.getMsgId());
+        Thread.sleep(2_000); // the dead-letter send, the offsets and the trace batches settle
         Files.writeString(hold.resolve("ready"), "ready");
         // A steady trickle while held, so that a scraper sees counters move between scrapes.
-        long deadline = System.currentTimeMillis() + 60_000;
+        long deadline = System.currentTimeMillis() + 120_000;
         for (int i = 0; !Files.exists(hold.resolve("done")) && System.currentTimeMillis() < deadline; i++) {
             p.send(new Message(topic, "Tick", "tick-" + i, ("tick-" + i).getBytes(StandardCharsets.UTF_8)));
             Thread.sleep(200);
         }
         pull.shutdown();
+        tracer.shutdown();
+        traced.shutdown();
         c.shutdown();
         p.shutdown();
         System.out.println("ok: metrics: the workload ran (" + seen.size() + " bodies consumed, " + pulled.size() + " pulled)");

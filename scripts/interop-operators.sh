@@ -1,13 +1,23 @@
 #!/usr/bin/env bash
-# RocketMQ 5's metric names, checked against RocketMQ itself: Apache RocketMQ 5.5.0 and
-# `petrel serve`, each started with metricsExporterType=PROM, run the same workload from the
-# official tools (mqadmin's updateTopic and updateSubGroup, then the Java client's scenario
-# `metrics` in tests/clients/java: normal, delay-level, timer and transactional sends, a push
-# consumer sending one message to the DLQ, a lite pull consumer), and are scraped while the
-# clients are still connected. scripts/metrics-diff.py then fails on
-# any rocketmq_* family, type or label key RocketMQ exported that Petrel did not.
+# What operators run, against `petrel serve`:
+#  - RocketMQ 5's metric names, checked against RocketMQ itself: Apache RocketMQ 5.5.0 and
+#    `petrel serve`, each started with metricsExporterType=PROM, run the same workload from the
+#    official tools (mqadmin's updateTopic and updateSubGroup, then the Java client's scenario
+#    `metrics` in tests/clients/java: normal, delay-level, timer and transactional sends, a push
+#    consumer sending one message to the DLQ, a lite pull consumer), and are scraped while the
+#    clients are still connected; scripts/metrics-diff.py fails on any rocketmq_* family, type or
+#    label key RocketMQ exported that Petrel did not (and is shown to fail on a scrape missing one);
+#  - message traces (traceTopicEnable): the workload's traced message's send and consume hops, by
+#    `mqadmin queryMsgTraceById` and the dashboard's trace view;
+#  - a real Prometheus (Debian's package) scraping `petrel serve`: the PromQL RocketMQ's dashboards
+#    use, and every query of docs/grafana/petrel-dashboard.json, answer with the workload's data;
+#  - the official RocketMQ Dashboard 2.1.0 (../shared/tools/rocketmq-dashboard-2.1.0.jar, beside
+#    the clone; skipped, and said so, when absent) against `petrel serve`: every page's calls
+#    (scripts/dashboard-walk.py), and each page rendered by headless Chromium (Debian's package)
+#    into DASHBOARD_SHOTS. Its UI calls its API at localhost:8082, so the dashboard needs that port.
 #
-#   scripts/interop-metrics.sh        env: KEEP=DIR keeps both scrapes there
+#   scripts/interop-operators.sh
+#     env: KEEP=DIR keeps both scrapes there; DASHBOARD_SHOTS=target/dashboard-shots
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
@@ -142,16 +152,40 @@ PY
   return "$failed"
 }
 
-echo "== Apache RocketMQ 5.5.0 with metricsExporterType=PROM"
-ref_ns_port=$(free_port) ref_broker_port=$(free_port) ref_metrics_port=$(free_port)
-pids+=("$(ref_namesrv "$work/ref" "$ref_ns_port")")
-pids+=("$(REF_BROKER_CONF_EXTRA="metricsExporterType=PROM
-metricsPromExporterHost=127.0.0.1
-metricsPromExporterPort=$ref_metrics_port" ref_broker "$work/ref" "127.0.0.1:$ref_ns_port" "$ref_broker_port" ASYNC_FLUSH)")
-workload rocketmq "127.0.0.1:$ref_ns_port" "127.0.0.1:$ref_broker_port" "$ref_metrics_port"
-kill -9 "${pids[@]}" 2>/dev/null || true
+# Message traces: the workload's traced message, its send and consume hops read back by mqadmin.
+trace_checks() {
+  local id out=""
+  id=$(cat "$work/petrel-hold/trace-msgid")
+  for _ in $(seq 1 10); do
+    out=$(ref_mqadmin "127.0.0.1:$ns_port" queryMsgTraceById -i "$id" || true)
+    grep -q "^Pub .*pg_trace .*success" <<<"$out" && grep -q "^Sub .*cg_trace .*success" <<<"$out" && break
+    sleep 1
+  done
+  if grep -q "^Pub .*pg_trace .*success" <<<"$out" && grep -q "^Sub .*cg_trace .*success" <<<"$out"; then
+    echo "ok: mqadmin queryMsgTraceById: the traced message's send (pg_trace) and consume (cg_trace) hops"
+  else
+    echo "FAIL: mqadmin queryMsgTraceById -i $id:"
+    echo "$out" | tail -20
+    return 1
+  fi
+}
 
-echo "== petrel serve with metricsExporterType=PROM, scraped by Prometheus too"
+# While the workload's clients are connected to petrel serve: Prometheus, traces, then the
+# dashboard.
+petrel_checks() {
+  local failed=0
+  prometheus_queries || failed=1
+  trace_checks || failed=1
+  if [ -n "$dashboard" ]; then
+    echo "== the RocketMQ Dashboard 2.1.0 against petrel serve"
+    local shots="${DASHBOARD_SHOTS:-target/dashboard-shots}"
+    mkdir -p "$shots"
+    python3 scripts/dashboard-walk.py "$dashboard" "127.0.0.1:$broker_port" "$shots" "$(cat "$work/petrel-hold/trace-msgid")" || failed=1
+  fi
+  return "$failed"
+}
+
+echo "== petrel serve with metricsExporterType=PROM, Prometheus scraping it, and the RocketMQ Dashboard"
 ns_port=$(free_port) broker_port=$(free_port) metrics_port=$(free_port) prom_port=$(free_port)
 if ! command -v prometheus >/dev/null; then
   echo "installing Prometheus (Debian's package)"
@@ -172,11 +206,50 @@ pids+=($!)
 disown
 target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
   --broker-ip 127.0.0.1 --set metricsExporterType=PROM --set metricsPromExporterHost=127.0.0.1 \
-  --set "metricsPromExporterPort=$metrics_port" >"$work/petrel.log" 2>&1 &
+  --set "metricsPromExporterPort=$metrics_port" --set traceTopicEnable=true >"$work/petrel.log" 2>&1 &
 pids+=($!)
 disown
+dashboard_jar="$ref_root/../shared/tools/rocketmq-dashboard-2.1.0.jar"
+dashboard=""
+if [ -f "$dashboard_jar" ]; then
+  if ! python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8082))' 2>/dev/null; then
+    echo "FAIL: port 8082 is taken; the dashboard's UI calls its API there"
+    exit 1
+  fi
+  if ! command -v chromium >/dev/null; then
+    echo "installing Chromium (Debian's package)"
+    apt-get -o DPkg::Lock::Timeout=300 update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+  fi
+  # Started now: it boots while RocketMQ runs its half of the workload.
+  java -Xmx512m -jar "$dashboard_jar" --server.port=8082 --rocketmq.config.namesrvAddrs="127.0.0.1:$ns_port" \
+    --rocketmq.config.dataPath="$work/dashboard-data" >"$work/dashboard.log" 2>&1 &
+  pids+=($!)
+  disown
+  dashboard=http://localhost:8082
+else
+  echo "skipped: the RocketMQ Dashboard walk ($dashboard_jar is not beside this clone)"
+fi
+
+echo "== Apache RocketMQ 5.5.0 with metricsExporterType=PROM"
+ref_ns_port=$(free_port) ref_broker_port=$(free_port) ref_metrics_port=$(free_port)
+ref_pids=("$(ref_namesrv "$work/ref" "$ref_ns_port")")
+ref_pids+=("$(REF_BROKER_CONF_EXTRA="traceTopicEnable=true
+metricsExporterType=PROM
+metricsPromExporterHost=127.0.0.1
+metricsPromExporterPort=$ref_metrics_port" ref_broker "$work/ref" "127.0.0.1:$ref_ns_port" "$ref_broker_port" ASYNC_FLUSH)")
+pids+=("${ref_pids[@]}")
+workload rocketmq "127.0.0.1:$ref_ns_port" "127.0.0.1:$ref_broker_port" "$ref_metrics_port"
+kill -9 "${ref_pids[@]}" 2>/dev/null || true
+
+echo "== the same workload against petrel serve"
 for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel.log" && break; sleep 0.1; done
-workload petrel "127.0.0.1:$ns_port" "127.0.0.1:$broker_port" "$metrics_port" prometheus_queries
+grep -q "boot success" "$work/petrel.log" || { tail -20 "$work/petrel.log"; echo "FAIL: petrel serve did not start"; exit 1; }
+if [ -n "$dashboard" ]; then
+  for _ in $(seq 1 240); do grep -q "Started App" "$work/dashboard.log" && break; sleep 0.5; done
+  grep -q "Started App" "$work/dashboard.log" || { tail -30 "$work/dashboard.log"; echo "FAIL: the dashboard did not start"; exit 1; }
+fi
+workload petrel "127.0.0.1:$ns_port" "127.0.0.1:$broker_port" "$metrics_port" petrel_checks
 
 if [ -n "${KEEP:-}" ]; then
   mkdir -p "$KEEP" && cp "$work/rocketmq.prom" "$work/petrel.prom" "$KEEP/"
