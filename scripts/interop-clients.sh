@@ -28,7 +28,7 @@ cd "$ref_root"
 ref_fetch
 if ! command -v openssl >/dev/null; then
   echo "installing openssl (the TLS checks make their own CA)"
-  apt-get update -qq && apt-get install -y -qq openssl >/dev/null
+  apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq openssl >/dev/null
 fi
 if ! command -v go >/dev/null; then
   echo "installing Go"

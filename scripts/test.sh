@@ -29,6 +29,9 @@ echo "== the gRPC SDK tests of Go, Python, Node.js and Rust: built in the backgr
 mkdir -p target
 nice -n 19 scripts/grpc-sdks-build.sh >target/grpc-sdks-build.log 2>&1 &
 export GRPC_SDKS_BUILD_PID=$!
+# Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
+nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
+export OPERATORS_TOOLS_PID=$!
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
