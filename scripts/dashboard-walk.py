@@ -75,9 +75,35 @@ def browser():
     return _browser
 
 
-def screenshot(page, name, shows=(), click=None):
-    """Opens `page` as a user does, clicks the button labelled `click` if given, waits (20 s at
-    most) until the page shows every text of `shows`, and keeps a screenshot."""
+def click_button(d, wait, label):
+    from selenium.webdriver.common.by import By
+
+    button = wait.until(lambda d: next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == label), None))
+    button.click()
+
+
+def fill_producer_form(d, wait):
+    """The producer page's form, as a user fills it: the topic picked in its select, the group
+    typed, then SEARCH."""
+    from selenium.webdriver.common.by import By
+
+    wait.until(lambda d: "PRODUCER_GROUP" in d.find_element(By.TAG_NAME, "body").text)
+    d.find_element(By.CSS_SELECTOR, ".ant-select").click()
+    search = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".ant-select-selection-search-input"))
+    search.send_keys("MetricsTopic")
+    option = wait.until(
+        lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, ".ant-select-item-option") if o.text == "MetricsTopic"), None)
+    )
+    option.click()
+    group = next(i for i in d.find_elements(By.CSS_SELECTOR, "input.ant-input") if i.is_displayed())
+    group.send_keys("pg_metrics")
+    click_button(d, wait, "SEARCH")
+
+
+def screenshot(page, name, shows=(), click=None, fill=None):
+    """Opens `page` as a user does, fills its form (`fill`) or clicks the button labelled
+    `click` if given, waits (20 s at most) until the page shows every text of `shows`, and keeps
+    a screenshot."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
@@ -86,14 +112,18 @@ def screenshot(page, name, shows=(), click=None):
     try:
         d.get(f"{base}/#/{page}")
         wait = WebDriverWait(d, 20)
+        if fill:
+            fill(d, wait)
         if click:
-            button = wait.until(lambda d: next((b for b in d.find_elements(By.TAG_NAME, "button") if b.text.strip() == click), None))
-            button.click()
+            click_button(d, wait, click)
         wait.until(lambda d: all(t in d.find_element(By.TAG_NAME, "body").text for t in shows))
         d.save_screenshot(out)
         print(f"ok: the {name} page shows {', '.join(shows) or 'itself'} ({out})")
     except Exception as e:  # noqa: BLE001 - a page that never shows its data fails the walk
-        d.save_screenshot(out)
+        try:
+            d.save_screenshot(out)
+        except Exception:  # noqa: BLE001 - the browser itself may be gone
+            pass
         failures.append(f"page {name}")
         print(f"FAIL: the {name} page did not show {shows}: {type(e).__name__} (its screenshot: {out})")
 
@@ -226,7 +256,8 @@ def main_walk():
           and any(n["subscriptionGroup"] == "cg_trace" for n in d["subscriptionNodeList"]))
 
     # Dashboard home and operations.
-    check("dashboard: broker history", "GET", "/dashboard/broker.query", {"date": datetime.date.today().isoformat()})
+    check("dashboard: broker history", "GET", "/dashboard/broker.query", {"date": datetime.date.today().isoformat()},
+          expect=lambda d: isinstance(d, dict))
     check("ops: the name servers", "GET", "/ops/homePage.query", expect=lambda d: len(d["namesvrAddrList"]) == 1)
 
     pages = [
@@ -234,24 +265,27 @@ def main_walk():
         ("cluster", "cluster", ("broker-a", broker)),
         ("topic", "topic", ("DashboardTopic",)),
         ("consumer", "consumer", ("cg_metrics", "cg_metrics_pull", "CONSUME_PASSIVELY")),
-        ("producer", "producer", ()),
-        ("message", "message", ()),
-        ("dlqMessage", "dlq", ()),
-        ("messageTrace", "trace", ()),
+        ("message", "message", ("Topic", "Search")),
+        ("dlqMessage", "dlq", ("Consumer", "batchReSend", "Search")),
+        ("messageTrace", "trace", ("TraceTopic", "Search")),
         ("ops", "ops", ("127.0.0.1:",)),
     ]
     for page, name, shows in pages:
         screenshot(page, name, shows)
+    # A form driven: the producer page finds the workload's producer, a Java 5.5.0 client.
+    screenshot("producer", "producer", ("JAVA", "V5_5_0"), fill=fill_producer_form)
 
 
 
-if sys.argv[1] == "--acl":
-    base, shots = sys.argv[2], sys.argv[3]
-    acl_walk()
-else:
-    base, broker, shots, traced = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-    main_walk()
-if _browser is not None:
-    _browser.quit()
+try:
+    if sys.argv[1] == "--acl":
+        base, shots = sys.argv[2], sys.argv[3]
+        acl_walk()
+    else:
+        base, broker, shots, traced = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+        main_walk()
+finally:
+    if _browser is not None:
+        _browser.quit()
 print(f"{'FAIL' if failures else 'ok'}: the dashboard walk: {len(failures)} failures")
 sys.exit(1 if failures else 0)

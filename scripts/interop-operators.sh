@@ -71,6 +71,7 @@ workload() {
     -cp "tests/clients/java/target/classes:tests/clients/java/target/lib/*" petrel.ClientTest metrics "$ns" "$hold" \
     >"$work/$name-client.log" 2>&1 &
   local client=$!
+  pids+=("$client")
   for _ in $(seq 1 1200); do
     [ -f "$hold/ready" ] && break
     kill -0 "$client" 2>/dev/null || break
@@ -205,11 +206,13 @@ petrel_checks() {
 
 echo "== petrel serve with metricsExporterType=PROM, Prometheus scraping it, and the RocketMQ Dashboard"
 ns_port=$(free_port) broker_port=$(broker_port_pair) metrics_port=$(free_port) prom_port=$(free_port)
+dashboard_jar="$ref_root/../shared/tools/rocketmq-dashboard-2.1.0.jar"
 if [ -n "${OPERATORS_TOOLS_PID:-}" ]; then
   # scripts/test.sh started the installs in the background.
   for _ in $(seq 1 1200); do kill -0 "$OPERATORS_TOOLS_PID" 2>/dev/null || break; sleep 0.5; done
 fi
-scripts/operators-tools.sh
+# The browser is for the dashboard's walk only.
+if [ -f "$dashboard_jar" ]; then scripts/operators-tools.sh; else scripts/operators-tools.sh prometheus; fi
 cat >"$work/prometheus.yml" <<YML
 global:
   scrape_interval: 1s
@@ -227,7 +230,6 @@ target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0
   --set "metricsPromExporterPort=$metrics_port" --set traceTopicEnable=true >"$work/petrel.log" 2>&1 &
 pids+=($!)
 disown
-dashboard_jar="$ref_root/../shared/tools/rocketmq-dashboard-2.1.0.jar"
 dashboard=""
 if [ -f "$dashboard_jar" ]; then
   if ! python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8082))' 2>/dev/null; then
@@ -275,11 +277,11 @@ if [ -n "$dashboard" ]; then
   pids+=($!)
   disown
   for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel-acl.log" && break; sleep 0.1; done
+  grep -q "boot success" "$work/petrel-acl.log" || { tail -20 "$work/petrel-acl.log"; echo "FAIL: petrel serve with ACL did not start"; exit 1; }
   # The first dashboard's port lingers a moment after it dies.
-  for _ in $(seq 1 100); do
-    python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8082))' 2>/dev/null && break
-    sleep 0.1
-  done
+  port_8082_free() { python3 -c 'import socket; s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("127.0.0.1", 8082))' 2>/dev/null; }
+  for _ in $(seq 1 100); do port_8082_free && break; sleep 0.1; done
+  port_8082_free || { echo "FAIL: port 8082 is still taken after the first dashboard ended"; exit 1; }
   java -Xmx512m -jar "$dashboard_jar" --server.port=8082 --rocketmq.config.namesrvAddrs="127.0.0.1:$acl_ns_port" \
     --rocketmq.config.dataPath="$work/dashboard-acl-data" --rocketmq.config.accessKey=rocketmq \
     --rocketmq.config.secretKey=12345678 >"$work/dashboard-acl.log" 2>&1 &

@@ -32,6 +32,8 @@ export GRPC_SDKS_BUILD_PID=$!
 # Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
 nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
 export OPERATORS_TOOLS_PID=$!
+# A suite that stops early stops its background jobs too.
+trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" 2>/dev/null || true' EXIT
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh

@@ -49,8 +49,9 @@ fn bench_e2e_against_petrel_writes_the_three_reports() {
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("e2e-test.json")).unwrap()).unwrap();
     let messages = report["messages"].as_u64().unwrap();
     // Open loop at 2,000 msg/s for 2 s (and at most 2.5 s): the rate is a ceiling. How close a
-    // run comes to it depends on the machine's load, so only the ceiling is checked.
-    assert!((1..=5_000).contains(&messages), "{messages} messages");
+    // run comes to it depends on the machine's load (a loaded CI machine sent 2,262): the floor
+    // is a tenth of it.
+    assert!((400..=5_000).contains(&messages), "{messages} messages");
     // The measured window ends on its own timer, not on the next 1 s display tick.
     let measured_s = report["measured_s"].as_f64().unwrap();
     assert!((2.0..2.5).contains(&measured_s), "measured {measured_s} s");

@@ -130,6 +130,10 @@ impl Broker {
         );
         let stats = Arc::new(BrokerStats::default());
         stats.traffic.set_cardinality_limit(config.metrics_otel_cardinality_limit);
+        // Nothing is counted for metrics nobody exports.
+        stats
+            .traffic
+            .set_enabled(config.metrics_exporter_type == crate::config::MetricsExporter::Prom);
         let topics = Arc::new(TopicService::open(&root, topic_settings(&config)).map_err(BrokerError::io("opening the topic table"))?);
         let table = Arc::new(OffsetTable::open(&root).map_err(BrokerError::io("opening the consumer offsets"))?);
         if store.commit_log().recovery_report().unclean {

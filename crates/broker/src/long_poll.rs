@@ -5,6 +5,11 @@
 //! lose a wake-up between a waiter's last look and its sleep (the waiter registers interest
 //! first, then looks), or hold more than its bound of waiters.
 
+tokio::task_local! {
+    /// Set within a request's scope (the front end's) once the request waits here.
+    pub(crate) static SUSPENDED: std::cell::Cell<bool>;
+}
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -112,6 +117,8 @@ impl LongPoll {
 
     /// Waits until `ready()` is true, `hold` passes or the broker closes; returns `ready()`.
     pub async fn wait(&self, _place: &Place<'_>, topic: &str, queue_id: i32, hold: Duration, ready: impl Fn() -> bool) -> bool {
+        // The request is held: its answer is a long poll's (`rocketmq_rpc_latency`'s label).
+        let _ = SUSPENDED.try_with(|s| s.set(true));
         let notify = self.notifier(topic, queue_id);
         let deadline = tokio::time::Instant::now() + hold;
         loop {

@@ -13,10 +13,7 @@ use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, AtomicUsize, Ordering};
 
 use parking_lot::RwLock;
-use petrel_protocol::properties::{keys, property};
-
-/// The 4.x client's scheduled-delivery property (RocketMQ's metrics count it as a delay).
-const START_DELIVER_TIME: &str = "__STARTDELIVERTIME";
+use petrel_protocol::properties::{NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, keys};
 
 /// RocketMQ 5's default `metricsOtelCardinalityLimit`: label sets per family.
 pub const DEFAULT_CARDINALITY_LIMIT: usize = 50_000;
@@ -95,40 +92,46 @@ impl<K: Eq + Hash, V> Family<K, V> {
         }
     }
 
-    /// Runs `f` on `key`'s series, made on first use, or on the overflow series when the family
-    /// holds `limit` label sets already.
-    pub fn with<R>(&self, key: K, limit: usize, f: impl FnOnce(&V) -> R) -> R {
-        if let Some(v) = self.series.read().get(&key) {
-            return f(v);
+    /// Runs `f` on the series of `key` (looked up as borrowed, made owned only when the series
+    /// is new), or on the overflow series when the family holds `limit` label sets already.
+    pub fn with<Q, R>(&self, key: &Q, limit: usize, f: impl FnOnce(&V) -> R) -> R
+    where
+        K: std::borrow::Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        {
+            let series = self.series.read();
+            if let Some(v) = series.get(key) {
+                return f(v);
+            }
+            // A full family sends new label sets to the overflow series without the write lock.
+            if series.len() >= limit {
+                drop(series);
+                self.overflowed.store(true, Ordering::Relaxed);
+                return f(&self.overflow);
+            }
         }
         let mut series = self.series.write();
-        if !series.contains_key(&key) && series.len() >= limit {
+        if !series.contains_key(key) && series.len() >= limit {
             drop(series);
             self.overflowed.store(true, Ordering::Relaxed);
             return f(&self.overflow);
         }
-        let v = series.entry(key).or_insert_with(self.make);
+        let v = series.entry(key.to_owned()).or_insert_with(self.make);
         f(v)
     }
 
-    /// Visits every series, then the overflow series if it was used.
-    pub fn each(&self, mut f: impl FnMut(Option<&K>, &V)) {
-        for (k, v) in self.series.read().iter() {
-            f(Some(k), v);
-        }
+    /// Each series' key and what `read` takes of its value (the overflow series last, its key
+    /// `None`), copied under the read lock so that a scrape builds its labels without it.
+    pub fn snapshot<S>(&self, read: impl Fn(&V) -> S) -> Vec<(Option<K>, S)>
+    where
+        K: Clone,
+    {
+        let mut out: Vec<(Option<K>, S)> = self.series.read().iter().map(|(k, v)| (Some(k.clone()), read(v))).collect();
         if self.overflowed.load(Ordering::Relaxed) {
-            f(None, &self.overflow);
+            out.push((None, read(&self.overflow)));
         }
-    }
-
-    /// The series, read-locked while the guard lives (a scrape copies from it).
-    pub fn series_guard(&self) -> parking_lot::RwLockReadGuard<'_, HashMap<K, V>> {
-        self.series.read()
-    }
-
-    /// The overflow series, once a label set past the limit was counted in it.
-    pub fn overflow_if_used(&self) -> Option<&V> {
-        self.overflowed.load(Ordering::Relaxed).then_some(&self.overflow)
+        out
     }
 
     /// Label sets held.
@@ -144,8 +147,9 @@ impl<K: Eq + Hash, V> Family<K, V> {
     }
 }
 
-/// A message's kind as RocketMQ's metrics tell it, from its properties: transaction, FIFO (a
-/// sharding key), delay (any delay or timer property), else normal.
+/// A message's kind as RocketMQ's metrics tell it, from its properties: transaction
+/// (`TRAN_MSG=true`), delay (a delay level or a timer property), FIFO (a sharding key), else
+/// normal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MessageKind {
     /// None of the others.
@@ -162,24 +166,40 @@ impl MessageKind {
     /// The kind `properties` (RocketMQ's encoded property string) say.
     #[must_use]
     pub fn of(properties: &str) -> MessageKind {
-        if property(properties, keys::TRANSACTION_PREPARED) == Some("true") {
-            return MessageKind::Transaction;
+        // One pass over the properties: RocketMQ's order is transaction, then delay, then FIFO.
+        let (mut transaction, mut delay, mut fifo) = (false, false, false);
+        for pair in properties.split(PROPERTY_SEPARATOR) {
+            let Some((key, value)) = pair.split_once(NAME_VALUE_SEPARATOR) else {
+                continue;
+            };
+            match key {
+                keys::TRANSACTION_PREPARED => transaction = value.eq_ignore_ascii_case("true"),
+                keys::DELAY_TIME_LEVEL | keys::TIMER_DELIVER_MS | keys::TIMER_DELAY_SEC | keys::TIMER_DELAY_MS => delay = true,
+                keys::SHARDING_KEY => fifo = true,
+                _ => {}
+            }
         }
-        if property(properties, keys::SHARDING_KEY).is_some() {
-            return MessageKind::Fifo;
+        match (transaction, delay, fifo) {
+            (true, _, _) => MessageKind::Transaction,
+            (false, true, _) => MessageKind::Delay,
+            (false, false, true) => MessageKind::Fifo,
+            (false, false, false) => MessageKind::Normal,
         }
-        let delayed = [
-            START_DELIVER_TIME,
-            keys::DELAY_TIME_LEVEL,
-            keys::TIMER_DELIVER_MS,
-            keys::TIMER_DELAY_SEC,
-            keys::TIMER_DELAY_MS,
-        ];
-        if delayed.iter().any(|k| property(properties, k).is_some()) {
-            return MessageKind::Delay;
-        }
-        MessageKind::Normal
     }
+
+    /// The index of this kind in a topic's per-kind counters.
+    #[must_use]
+    pub fn index(self) -> usize {
+        match self {
+            MessageKind::Normal => 0,
+            MessageKind::Fifo => 1,
+            MessageKind::Delay => 2,
+            MessageKind::Transaction => 3,
+        }
+    }
+
+    /// Every kind, in index order.
+    pub const ALL: [MessageKind; 4] = [MessageKind::Normal, MessageKind::Fifo, MessageKind::Delay, MessageKind::Transaction];
 
     /// The `message_type` label's value.
     #[must_use]
@@ -209,6 +229,10 @@ fn new_in() -> InTraffic {
         bytes: AtomicU64::new(0),
         size: FixedHistogram::new(MESSAGE_SIZE_BOUNDS_BYTES),
     }
+}
+
+fn new_in_by_kind() -> [InTraffic; 4] {
+    [new_in(), new_in(), new_in(), new_in()]
 }
 
 /// Messages read by one (topic, group, retry or not).
@@ -242,6 +266,10 @@ impl RpcResult {
         }
     }
 }
+
+/// The request code counted for every code this broker does not serve: one series for them all,
+/// so that clients sending made-up codes cannot grow the family.
+pub const UNKNOWN_REQUEST_CODE: i32 = i32::MIN;
 
 /// One remoting request's labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -300,9 +328,11 @@ pub type GroupTopic = (String, String);
 
 /// The labelled counters, one family per RocketMQ metric that counts events.
 pub struct Traffic {
+    /// Whether anything is counted: only while metrics are exported (`metricsExporterType=PROM`).
+    enabled: AtomicBool,
     limit: AtomicUsize,
-    /// (stored topic, kind).
-    pub messages_in: Family<(String, MessageKind), InTraffic>,
+    /// Stored topic -> its messages by kind ([`MessageKind::index`]).
+    pub messages_in: Family<String, [InTraffic; 4]>,
     /// (topic, group, `Some(is_retry)` for POP reads).
     pub messages_out: Family<(String, String, Option<bool>), OutTraffic>,
     /// (group, topic) -> messages moved to the group's DLQ.
@@ -338,8 +368,9 @@ pub struct Traffic {
 impl Default for Traffic {
     fn default() -> Traffic {
         Traffic {
+            enabled: AtomicBool::new(true),
             limit: AtomicUsize::new(DEFAULT_CARDINALITY_LIMIT),
-            messages_in: Family::new(new_in),
+            messages_in: Family::new(new_in_by_kind),
             messages_out: Family::new(OutTraffic::default),
             sent_to_dlq: Family::new(counter),
             commits: Family::new(counter),
@@ -374,13 +405,25 @@ impl Traffic {
         self.limit.load(Ordering::Relaxed)
     }
 
+    /// Turns counting on or off (off: every call below returns at once).
+    pub fn set_enabled(&self, enabled: bool) {
+        self.enabled.store(enabled, Ordering::Relaxed);
+    }
+
+    /// Whether counting is on.
+    #[must_use]
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
     /// `count` messages of `kind` stored in `topic`, `bytes` as laid out in the commit log.
     /// Retry and dead-letter topics are not counted (as RocketMQ does not).
     pub fn stored(&self, topic: &str, kind: MessageKind, count: u64, bytes: u64) {
-        if count == 0 || is_retry_or_dlq(topic) {
+        if !self.enabled() || count == 0 || is_retry_or_dlq(topic) {
             return;
         }
-        self.messages_in.with((topic.to_owned(), kind), self.limit(), |t| {
+        self.messages_in.with(topic, self.limit(), |by_kind| {
+            let t = &by_kind[kind.index()];
             add(&t.messages, count);
             add(&t.bytes, bytes);
             t.size.record(bytes / count);
@@ -388,90 +431,121 @@ impl Traffic {
     }
 
     /// `count` messages (`bytes` stored bytes) read from `topic` by `group`; `pop_retry` is
-    /// `Some` for POP reads (whether from the retry topic). Pulls of retry and dead-letter
-    /// topics are not counted (as RocketMQ does not).
+    /// `Some` for POP reads (whether handed out again). Pulls of retry and dead-letter topics are
+    /// not counted (as RocketMQ does not).
     pub fn read(&self, topic: &str, group: &str, pop_retry: Option<bool>, count: u64, bytes: u64) {
-        if count == 0 || (pop_retry.is_none() && is_retry_or_dlq(topic)) {
+        if !self.enabled() || count == 0 || (pop_retry.is_none() && is_retry_or_dlq(topic)) {
             return;
         }
-        self.messages_out
-            .with((topic.to_owned(), group.to_owned(), pop_retry), self.limit(), |t| {
-                add(&t.messages, count);
-                add(&t.bytes, bytes);
-            });
+        let key = (topic.to_owned(), group.to_owned(), pop_retry);
+        self.messages_out.with(&key, self.limit(), |t| {
+            add(&t.messages, count);
+            add(&t.bytes, bytes);
+        });
     }
 
-    /// A message of `topic` moved to `group`'s dead-letter queue.
+    /// A message of `topic` (its original topic) moved to `group`'s dead-letter queue.
     pub fn dead_lettered(&self, group: &str, topic: &str) {
-        self.sent_to_dlq
-            .with((group.to_owned(), topic.to_owned()), self.limit(), |c| add(c, 1));
+        if !self.enabled() {
+            return;
+        }
+        let key = (group.to_owned(), topic.to_owned());
+        self.sent_to_dlq.with(&key, self.limit(), |c| add(c, 1));
     }
 
     /// A half message for `topic` stored.
     pub fn half_stored(&self, topic: &str) {
-        self.half_messages.with(topic.to_owned(), self.limit(), |g| {
+        if !self.enabled() {
+            return;
+        }
+        self.half_messages.with(topic, self.limit(), |g| {
             g.fetch_add(1, Ordering::Relaxed);
+        });
+    }
+
+    /// A half message for `topic` given up (checked `transactionCheckMax` times): no longer
+    /// pending, neither committed nor rolled back.
+    pub fn half_discarded(&self, topic: &str) {
+        if !self.enabled() {
+            return;
+        }
+        self.half_messages.with(topic, self.limit(), |g| {
+            g.fetch_sub(1, Ordering::Relaxed);
         });
     }
 
     /// A transaction of `topic` decided: committed (`born_ms` its half message's birth) or not.
     pub fn transaction_ended(&self, topic: &str, committed: bool, born_ms: i64, now_ms: i64) {
+        if !self.enabled() {
+            return;
+        }
         let limit = self.limit();
-        self.half_messages.with(topic.to_owned(), limit, |g| {
+        self.half_messages.with(topic, limit, |g| {
             g.fetch_sub(1, Ordering::Relaxed);
         });
         if committed {
-            self.commits.with(topic.to_owned(), limit, |c| add(c, 1));
+            self.commits.with(topic, limit, |c| add(c, 1));
             let seconds = u64::try_from(now_ms.saturating_sub(born_ms) / 1000).unwrap_or(0);
-            self.finish_latency.with(topic.to_owned(), limit, |h| h.record(seconds));
+            self.finish_latency.with(topic, limit, |h| h.record(seconds));
         } else {
-            self.rollbacks.with(topic.to_owned(), limit, |c| add(c, 1));
+            self.rollbacks.with(topic, limit, |c| add(c, 1));
         }
     }
 
     /// A topic update answered (`success`) after `elapsed_ms`.
     pub fn topic_updated(&self, success: bool, system: bool, elapsed_ms: u64) {
-        self.topic_create.with((success, system), self.limit(), |h| h.record(elapsed_ms));
+        if self.enabled() {
+            self.topic_create.with(&(success, system), self.limit(), |h| h.record(elapsed_ms));
+        }
     }
 
     /// A group update answered (`success`) after `elapsed_ms`.
     pub fn group_updated(&self, success: bool, elapsed_ms: u64) {
-        self.group_create.with(success, self.limit(), |h| h.record(elapsed_ms));
+        if self.enabled() {
+            self.group_create.with(&success, self.limit(), |h| h.record(elapsed_ms));
+        }
     }
 
     /// A remoting request answered (or not) after `elapsed_ms`.
     pub fn rpc(&self, key: RpcKey, elapsed_ms: u64) {
-        self.rpc_latency.with(key, self.limit(), |h| h.record(elapsed_ms));
+        if self.enabled() {
+            self.rpc_latency.with(&key, self.limit(), |h| h.record(elapsed_ms));
+        }
     }
 
     /// A timer message for `topic` taken in, due `delay_s` after its birth.
     pub fn timer_enqueued(&self, topic: &str, delay_s: u64) {
+        if !self.enabled() {
+            return;
+        }
         let limit = self.limit();
-        self.timer_enqueued.with(topic.to_owned(), limit, |c| add(c, 1));
-        self.delay_latency.with(topic.to_owned(), limit, |h| h.record(delay_s));
+        self.timer_enqueued.with(topic, limit, |c| add(c, 1));
+        self.delay_latency.with(topic, limit, |h| h.record(delay_s));
     }
 
     /// A timer message for `topic` delivered.
     pub fn timer_dequeued(&self, topic: &str) {
-        self.timer_dequeued.with(topic.to_owned(), self.limit(), |c| add(c, 1));
+        if self.enabled() {
+            self.timer_dequeued.with(topic, self.limit(), |c| add(c, 1));
+        }
     }
 
     /// `count` POP checkpoints (messages handed out) or acks of `group` on `topic`.
     pub fn revive_log(&self, group: &str, topic: &str, kind: ReviveKind, count: u64) {
-        if count == 0 {
+        if !self.enabled() || count == 0 {
             return;
         }
-        self.revive_in
-            .with((group.to_owned(), topic.to_owned(), kind), self.limit(), |c| add(c, count));
+        let key = (group.to_owned(), topic.to_owned(), kind);
+        self.revive_in.with(&key, self.limit(), |c| add(c, count));
     }
 
     /// `count` POP messages of `group` on `topic` handed out again after their invisible time.
     pub fn revived(&self, group: &str, topic: &str, count: u64) {
-        if count == 0 {
+        if !self.enabled() || count == 0 {
             return;
         }
-        self.revived
-            .with((group.to_owned(), topic.to_owned()), self.limit(), |c| add(c, count));
+        let key = (group.to_owned(), topic.to_owned());
+        self.revived.with(&key, self.limit(), |c| add(c, count));
     }
 }
 
@@ -501,9 +575,9 @@ mod tests {
         for topic in ["a", "b", "c", "d", "a"] {
             t.stored(topic, MessageKind::Normal, 1, 100);
         }
-        let mut seen = Vec::new();
-        t.messages_in
-            .each(|k, v| seen.push((k.map(|k| k.0.clone()), v.messages.load(Ordering::Relaxed))));
+        let mut seen = t
+            .messages_in
+            .snapshot(|v| v[MessageKind::Normal.index()].messages.load(Ordering::Relaxed));
         seen.sort();
         assert_eq!(
             seen,
@@ -511,6 +585,24 @@ mod tests {
             "c and d fold into the overflow series"
         );
         assert_eq!(t.messages_in.len(), 2);
+    }
+
+    #[test]
+    fn nothing_is_counted_while_metrics_are_not_exported() {
+        let t = Traffic::default();
+        t.set_enabled(false);
+        t.stored("a", MessageKind::Normal, 1, 100);
+        t.read("a", "g", None, 1, 100);
+        t.rpc(
+            RpcKey {
+                request_code: 10,
+                response_code: Some(0),
+                result: RpcResult::Success,
+                long_polling: false,
+            },
+            1,
+        );
+        assert!(t.messages_in.is_empty() && t.messages_out.is_empty() && t.rpc_latency.is_empty());
     }
 
     #[test]
@@ -525,18 +617,20 @@ mod tests {
     }
 
     #[test]
-    fn the_kind_follows_rocketmqs_order_transaction_then_fifo_then_delay() {
+    fn the_kind_follows_rocketmqs_order_transaction_then_delay_then_fifo() {
         let props = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| format!("{k}\u{1}{v}\u{2}")).collect::<String>();
         assert_eq!(MessageKind::of(""), MessageKind::Normal);
         assert_eq!(MessageKind::of(&props(&[("DELAY", "3")])), MessageKind::Delay);
         assert_eq!(MessageKind::of(&props(&[("TIMER_DELAY_SEC", "3")])), MessageKind::Delay);
+        assert_eq!(MessageKind::of(&props(&[("__SHARDINGKEY", "k")])), MessageKind::Fifo);
         assert_eq!(
             MessageKind::of(&props(&[("__SHARDINGKEY", "k"), ("DELAY", "3")])),
-            MessageKind::Fifo
+            MessageKind::Delay
         );
         assert_eq!(
-            MessageKind::of(&props(&[("TRAN_MSG", "true"), ("__SHARDINGKEY", "k")])),
+            MessageKind::of(&props(&[("TRAN_MSG", "TRUE"), ("__SHARDINGKEY", "k")])),
             MessageKind::Transaction
         );
+        assert_eq!(MessageKind::of(&props(&[("TRAN_MSG", "false")])), MessageKind::Normal);
     }
 }

@@ -969,11 +969,11 @@ impl CommitLog {
         disk_used_ratio(&self.shared.config.dir)
     }
 
-    /// Bytes in use on the log's file system (its size less what is free), as RocketMQ's
-    /// `rocketmq_storage_size` reports.
+    /// Bytes in use on the log's file system (its size less its free blocks, those reserved for
+    /// root counted free), as RocketMQ's `rocketmq_storage_size` reports.
     pub fn disk_used_bytes(&self) -> Result<u64> {
-        let (total, free) = disk_space(&self.shared.config.dir)?;
-        Ok(total.saturating_sub(free))
+        let space = disk_space(&self.shared.config.dir)?;
+        Ok(space.total.saturating_sub(space.free))
     }
 
     /// Deletes the oldest segments that lie wholly below `keep_from` (what consume queues and
@@ -1083,12 +1083,22 @@ impl Drop for CommitLog {
 }
 
 fn disk_used_ratio(dir: &Path) -> Result<f64> {
-    let (total, available) = disk_space(dir)?;
-    Ok(if total == 0 { 0.0 } else { 1.0 - available as f64 / total as f64 })
+    let space = disk_space(dir)?;
+    Ok(if space.total == 0 {
+        0.0
+    } else {
+        1.0 - space.available as f64 / space.total as f64
+    })
 }
 
-/// The file system's size and the bytes available to unprivileged writers, in bytes.
-fn disk_space(dir: &Path) -> Result<(u64, u64)> {
+/// A file system's size, its free bytes, and the free bytes unprivileged writers may use.
+struct DiskSpace {
+    total: u64,
+    free: u64,
+    available: u64,
+}
+
+fn disk_space(dir: &Path) -> Result<DiskSpace> {
     let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| StoreError::io(dir, std::io::Error::other(e)))?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
     // SAFETY: a valid C string and a buffer statvfs fills on success.
@@ -1098,7 +1108,11 @@ fn disk_space(dir: &Path) -> Result<(u64, u64)> {
     // SAFETY: statvfs returned 0, so the struct is filled.
     let st = unsafe { st.assume_init() };
     let block_bytes = st.f_frsize;
-    Ok((st.f_blocks.saturating_mul(block_bytes), st.f_bavail.saturating_mul(block_bytes)))
+    Ok(DiskSpace {
+        total: st.f_blocks.saturating_mul(block_bytes),
+        free: st.f_bfree.saturating_mul(block_bytes),
+        available: st.f_bavail.saturating_mul(block_bytes),
+    })
 }
 
 /// Writes the offsets assigned under the lock into a pre-encoded record.

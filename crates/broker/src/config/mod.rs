@@ -301,8 +301,8 @@ petrel_kit::config_table! {
             "Address the metrics endpoint listens on. Petrel's default is this host only (RocketMQ's is every interface): set `0.0.0.0` or an interface's address for a Prometheus elsewhere."
         "metricsPromExporterPort" => metrics_prom_exporter_port: u16 = 5557;
             "Port of the metrics endpoint."
-        "metricsLabel" => metrics_label: String = String::new();
-            "Labels added to every `rocketmq_*` series, as `key1:value1,key2:value2` (RocketMQ's key); an item without a `:` is skipped with a warning."
+        "metricsLabel" => metrics_label: String = String::new(), check |v: &String| crate::metrics::parse_metrics_label(v).map(drop);
+            "Labels added to every `rocketmq_*` series, as `key1:value1,key2:value2` (RocketMQ's key; at most 16). Stricter than RocketMQ, which skips a bad item: an item that is not `key:value`, a key that is not a Prometheus label name, or one a series has already (`cluster`, `topic`, …) is refused at start, since Prometheus refuses a whole scrape over one bad label."
         "metricsInDelta" => metrics_in_delta: bool = false;
             "Adds `aggregation=\"delta\"` to every `rocketmq_*` series, as RocketMQ does (its Prometheus values stay cumulative, and so do Petrel's)."
         "metricsOtelCardinalityLimit" => metrics_otel_cardinality_limit: usize = 50_000, check at_least(1);

@@ -17,6 +17,7 @@ pub mod reply;
 mod tests;
 pub(crate) mod unit;
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -24,7 +25,8 @@ use petrel_protocol::RemotingCommand;
 use petrel_remoting::{Connection, Handler, Reply};
 
 use crate::broker::Broker;
-use crate::traffic::{RpcKey, RpcResult};
+use crate::long_poll::SUSPENDED;
+use crate::traffic::{RpcKey, RpcResult, UNKNOWN_REQUEST_CODE};
 
 pub use handlers::served_codes;
 
@@ -39,14 +41,9 @@ pub(crate) fn units() -> &'static [&'static unit::Unit] {
     handlers::dispatcher().units()
 }
 
-/// Requests a broker may hold until messages arrive: their deferred answers are long polls.
-const LONG_POLLING_CODES: &[i32] = &[
-    petrel_protocol::codes::request_code::PULL_MESSAGE,
-    petrel_protocol::codes::request_code::POP_MESSAGE,
-];
-
 /// Counts a request in `rocketmq_rpc_latency`: from its dispatch to its answer being ready
-/// (RocketMQ measures to the end of the answer's write; the write is the connection's).
+/// (RocketMQ measures to the end of the answer's write; the write is the connection's). A pull
+/// or pop that waited for messages is a long poll.
 fn record_rpc(broker: &Broker, request_code: i32, response_code: Option<i32>, oneway: bool, long_polling: bool, started: Instant) {
     let result = match (response_code, oneway) {
         (_, true) => RpcResult::Oneway,
@@ -103,35 +100,53 @@ impl Handler for RocketMqFront {
     fn handle(&self, conn: &Arc<Connection>, request: RemotingCommand) -> Reply {
         let started = Instant::now();
         let (code, oneway) = (request.code, request.is_oneway());
-        let created = Created::of(&self.0, &request);
-        let reply = if let Err(refusal) = self.0.access.admit(conn, &request) {
-            if oneway { Reply::None } else { Reply::Now(*refusal) }
-        } else {
-            handlers::dispatcher().dispatch(request, |unit, request| unit.handle.run(&self.0, conn, request))
+        let traffic = &self.0.stats.traffic;
+        let config = &self.0.config;
+        let admitted = self.0.access.admit(conn, &request);
+        let created = match (&admitted, traffic.enabled() && config.enable_request_metrics) {
+            (Ok(_), true) => Created::of(&self.0, &request),
+            _ => Created::Neither,
         };
-        if !self.0.config.enable_remoting_metrics {
+        let reply = match admitted {
+            Err(refusal) if oneway => {
+                drop(refusal);
+                Reply::None
+            }
+            Err(refusal) => Reply::Now(*refusal),
+            Ok(_) => handlers::dispatcher().dispatch(request, |unit, request| unit.handle.run(&self.0, conn, request)),
+        };
+        let rpc = traffic.enabled() && config.enable_remoting_metrics;
+        if !rpc && matches!(created, Created::Neither) {
             return reply;
         }
+        // Codes this broker does not serve count as one.
+        let counted_code = if unit_for(code).is_some() { code } else { UNKNOWN_REQUEST_CODE };
         match reply {
             Reply::Now(answer) => {
-                record_rpc(&self.0, code, Some(answer.code), oneway, false, started);
+                if rpc {
+                    record_rpc(&self.0, counted_code, Some(answer.code), oneway, false, started);
+                }
                 created.record(&self.0, Some(answer.code), started);
                 Reply::Now(answer)
             }
             Reply::None => {
-                record_rpc(&self.0, code, None, oneway, false, started);
+                if rpc {
+                    record_rpc(&self.0, counted_code, None, oneway, false, started);
+                }
                 Reply::None
             }
             Reply::Later(work) => {
                 let broker = Arc::clone(&self.0);
-                let long_polling = LONG_POLLING_CODES.contains(&code);
-                Reply::Later(Box::pin(async move {
+                Reply::Later(Box::pin(SUSPENDED.scope(Cell::new(false), async move {
                     let answer = work.await;
                     let answer_code = answer.as_ref().map(|a| a.code);
-                    record_rpc(&broker, code, answer_code, oneway, long_polling, started);
+                    if rpc {
+                        let long_polling = SUSPENDED.with(Cell::get);
+                        record_rpc(&broker, counted_code, answer_code, oneway, long_polling, started);
+                    }
                     created.record(&broker, answer_code, started);
                     answer
-                }))
+                })))
             }
         }
     }

@@ -23,6 +23,8 @@ use crate::services::timer::TIMER_TOPIC;
 
 mod rocketmq;
 
+pub use rocketmq::parse_metrics_label;
+
 /// A sample's labels, in order.
 type Labels = Vec<(&'static str, String)>;
 

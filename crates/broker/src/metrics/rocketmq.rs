@@ -18,7 +18,7 @@ use prometheus_client::metrics::MetricType;
 use super::{Family, Labels, Scrape, Value};
 use crate::broker::Broker;
 use crate::services::timer::TIMER_TOPIC;
-use crate::traffic::{FixedHistogram, RpcResult};
+use crate::traffic::{FixedHistogram, MessageKind, RpcResult};
 
 /// The request kinds whose queue RocketMQ reports as `rocketmq_processor_watermark`.
 const PROCESSORS: &[&str] = &[
@@ -58,29 +58,77 @@ fn common(broker: &Broker) -> Labels {
     labels
 }
 
-/// `metricsLabel`'s `key:value` pairs (keys leaked once per distinct key: the label API takes
-/// `&'static str`, and the configuration is read once).
+/// Labels `metricsLabel` may not name: the common ones and the families' own.
+const RESERVED_LABELS: &[&str] = &[
+    "cluster",
+    "node_type",
+    "node_id",
+    "aggregation",
+    "otel_scope_name",
+    "otel_metric_overflow",
+    "le",
+    "topic",
+    "consumer_group",
+    "message_type",
+    "is_system",
+    "is_retry",
+    "protocol_type",
+];
+/// Pairs `metricsLabel` may hold.
+const MAX_CUSTOM_LABELS: usize = 16;
+
+/// `metricsLabel`'s `key:value` pairs, checked: each key a Prometheus label name that no series
+/// uses already, at most [`MAX_CUSTOM_LABELS`] pairs. A scrape with a bad or repeated label name
+/// is refused whole by Prometheus, so a bad setting is refused at start instead.
+///
+/// # Errors
+/// The first item that breaks a rule, named.
+pub fn parse_metrics_label(spec: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs: Vec<(String, String)> = Vec::new();
+    for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let Some((key, value)) = item.split_once(':') else {
+            return Err(format!("metricsLabel item `{item}` is not key:value"));
+        };
+        let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !key.starts_with("__");
+        if !valid {
+            return Err(format!("metricsLabel key `{key}` is not a Prometheus label name"));
+        }
+        if RESERVED_LABELS.contains(&key) || pairs.iter().any(|(k, _)| k == key) {
+            return Err(format!("metricsLabel key `{key}` is already a label of the series"));
+        }
+        pairs.push((key.to_owned(), value.to_owned()));
+    }
+    if pairs.len() > MAX_CUSTOM_LABELS {
+        return Err(format!("metricsLabel holds {} pairs; at most {MAX_CUSTOM_LABELS}", pairs.len()));
+    }
+    Ok(pairs)
+}
+
+/// `metricsLabel`'s pairs with their keys as the label API takes them (`&'static str`: each
+/// distinct key is leaked once; the setting is read once, and holds at most 16 keys).
 fn custom_labels(spec: &str) -> Vec<(&'static str, String)> {
     static KEYS: std::sync::OnceLock<parking_lot::Mutex<Vec<&'static str>>> = std::sync::OnceLock::new();
     let keys = KEYS.get_or_init(Default::default);
-    let mut out = Vec::new();
-    for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
-        let Some((k, v)) = item.split_once(':') else {
-            continue;
-        };
-        let mut known = keys.lock();
-        let key = match known.iter().find(|x| **x == k) {
-            Some(x) => *x,
-            None if known.len() < 64 => {
-                let leaked: &'static str = Box::leak(k.to_owned().into_boxed_str());
-                known.push(leaked);
-                leaked
-            }
-            None => continue,
-        };
-        out.push((key, v.to_owned()));
-    }
-    out
+    // Checked when the configuration was read.
+    let pairs = parse_metrics_label(spec).unwrap_or_default();
+    let mut known = keys.lock();
+    pairs
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let key = match known.iter().find(|x| **x == k) {
+                Some(x) => *x,
+                None if known.len() < 4 * MAX_CUSTOM_LABELS => {
+                    let leaked: &'static str = Box::leak(k.into_boxed_str());
+                    known.push(leaked);
+                    leaked
+                }
+                None => return None,
+            };
+            Some((key, v))
+        })
+        .collect()
 }
 
 /// Builds families with the common labels before each series' own.
@@ -105,15 +153,14 @@ impl Out<'_> {
         self.scrape.metric(name, kind, help, samples);
     }
 
-    /// A histogram family; nothing when empty.
-    fn histograms(&mut self, name: &str, help: &str, samples: Vec<(Labels, &FixedHistogram)>) {
+    /// A histogram family from snapshots; nothing when empty.
+    fn histograms(&mut self, name: &str, help: &str, samples: Vec<(Labels, Hist)>) {
         if samples.is_empty() {
             return;
         }
         let samples = samples
             .into_iter()
-            .map(|(l, h)| {
-                let (buckets, sum, count) = h.snapshot();
+            .map(|(l, (buckets, sum, count))| {
                 let buckets = buckets
                     .into_iter()
                     .map(|(le, n)| (le.map_or(f64::INFINITY, |b| b as f64), n))
@@ -135,6 +182,14 @@ impl Out<'_> {
             samples,
         });
     }
+}
+
+/// A histogram's snapshot: (bucket bound, count in it) with +Inf last, the sum, the count.
+type Hist = (Vec<(Option<u64>, u64)>, u64, u64);
+
+/// The labels of a family's overflow series.
+fn overflow() -> Labels {
+    vec![("otel_metric_overflow", flag(true))]
 }
 
 fn flag(b: bool) -> String {
@@ -223,70 +278,75 @@ fn stats(out: &mut Out<'_>, broker: &Broker) {
 fn requests(out: &mut Out<'_>, broker: &Broker) {
     let t = &broker.stats.traffic;
     let system = |topic: &str| flag(broker.topics.is_system_topic(topic));
-    let (mut messages, mut bytes) = (Vec::new(), Vec::new());
-    let mut sizes: Vec<(Labels, &FixedHistogram)> = Vec::new();
-    let ins = t.messages_in.series_guard();
-    for (key, v) in ins.iter() {
-        let labels = vec![
-            ("topic", key.0.clone()),
-            ("message_type", key.1.label().to_owned()),
-            ("is_system", system(&key.0)),
-        ];
-        messages.push((labels.clone(), count(&v.messages)));
-        bytes.push((labels.clone(), count(&v.bytes)));
-        sizes.push((labels, &v.size));
-    }
-    if let Some(v) = t.messages_in.overflow_if_used() {
-        let labels = vec![("otel_metric_overflow", flag(true))];
-        messages.push((labels.clone(), count(&v.messages)));
-        bytes.push((labels.clone(), count(&v.bytes)));
-        sizes.push((labels, &v.size));
+    let ins = t.messages_in.snapshot(|by_kind| {
+        by_kind
+            .iter()
+            .map(|k| (count(&k.messages), count(&k.bytes), k.size.snapshot()))
+            .collect::<Vec<_>>()
+    });
+    let (mut messages, mut bytes, mut sizes) = (Vec::new(), Vec::new(), Vec::new());
+    for (topic, by_kind) in ins {
+        for (kind, (n, b, size)) in MessageKind::ALL.iter().zip(by_kind) {
+            if n == 0.0 {
+                continue;
+            }
+            let labels = match &topic {
+                Some(topic) => vec![
+                    ("topic", topic.clone()),
+                    ("message_type", kind.label().to_owned()),
+                    ("is_system", system(topic)),
+                ],
+                None => overflow(),
+            };
+            messages.push((labels.clone(), n));
+            bytes.push((labels.clone(), b));
+            sizes.push((labels, size));
+        }
     }
     out.family("rocketmq_messages_in_total", MetricType::Counter, "Messages stored.", messages);
     out.family("rocketmq_throughput_in_total", MetricType::Counter, "Bytes stored.", bytes);
     out.histograms("rocketmq_message_size", "Incoming messages size", sizes);
-    drop(ins);
 
     let (mut messages, mut bytes) = (Vec::new(), Vec::new());
-    t.messages_out.each(|key, v| {
+    for (key, (n, b)) in t.messages_out.snapshot(|v| (count(&v.messages), count(&v.bytes))) {
         let labels = match key {
             Some((topic, group, retry)) => {
-                let mut l = vec![
-                    ("topic", topic.clone()),
-                    ("consumer_group", group.clone()),
-                    (
-                        "is_system",
-                        flag(broker.topics.is_system_topic(topic) || group.starts_with("CID_RMQ_SYS_")),
-                    ),
-                ];
+                let is_system = broker.topics.is_system_topic(&topic) || group.starts_with("CID_RMQ_SYS_");
+                let mut l = vec![("topic", topic), ("consumer_group", group), ("is_system", flag(is_system))];
                 if let Some(retry) = retry {
-                    l.push(("is_retry", flag(*retry)));
+                    l.push(("is_retry", flag(retry)));
                 }
                 l
             }
-            None => vec![("otel_metric_overflow", flag(true))],
+            None => overflow(),
         };
-        messages.push((labels.clone(), count(&v.messages)));
-        bytes.push((labels, count(&v.bytes)));
-    });
+        messages.push((labels.clone(), n));
+        bytes.push((labels, b));
+    }
     out.family("rocketmq_messages_out_total", MetricType::Counter, "Messages read.", messages);
     out.family("rocketmq_throughput_out_total", MetricType::Counter, "Bytes read.", bytes);
 
-    let topics = t.topic_create.series_guard();
-    let samples = topics
-        .iter()
-        .map(|((success, system), h)| (vec![("invocation_status", status(*success)), ("is_system", flag(*system))], h))
+    let samples = t
+        .topic_create
+        .snapshot(FixedHistogram::snapshot)
+        .into_iter()
+        .map(|(key, h)| {
+            let labels = key.map_or_else(overflow, |(success, system)| {
+                vec![("invocation_status", status(success)), ("is_system", flag(system))]
+            });
+            (labels, h)
+        })
         .collect();
     out.histograms(
         "rocketmq_topic_create_execution_time_milliseconds",
         "The distribution of create topic time",
         samples,
     );
-    drop(topics);
-    let groups = t.group_create.series_guard();
-    let samples = groups
-        .iter()
-        .map(|(success, h)| (vec![("invocation_status", status(*success))], h))
+    let samples = t
+        .group_create
+        .snapshot(FixedHistogram::snapshot)
+        .into_iter()
+        .map(|(key, h)| (key.map_or_else(overflow, |success| vec![("invocation_status", status(success))]), h))
         .collect();
     out.histograms(
         "rocketmq_consumer_group_create_execution_time_milliseconds",
@@ -472,21 +532,20 @@ fn lag(out: &mut Out<'_>, broker: &Broker) {
         ready,
     );
 
-    let mut dlq = Vec::new();
-    broker.stats.traffic.sent_to_dlq.each(|key, n| {
-        let labels = match key {
-            Some((group, topic)) => vec![
-                ("consumer_group", group.clone()),
-                ("topic", topic.clone()),
-                (
-                    "is_system",
-                    flag(broker.topics.is_system_topic(topic) || group.to_ascii_lowercase().starts_with("cid_rmq_sys_")),
-                ),
-            ],
-            None => vec![("otel_metric_overflow", flag(true))],
-        };
-        dlq.push((labels, count(n)));
-    });
+    let dlq = broker
+        .stats
+        .traffic
+        .sent_to_dlq
+        .snapshot(count)
+        .into_iter()
+        .map(|(key, n)| {
+            let labels = key.map_or_else(overflow, |(group, topic)| {
+                let is_system = broker.topics.is_system_topic(&topic) || group.to_ascii_lowercase().starts_with("cid_rmq_sys_");
+                vec![("consumer_group", group), ("topic", topic), ("is_system", flag(is_system))]
+            });
+            (labels, n)
+        })
+        .collect();
     out.family(
         "rocketmq_send_to_dlq_messages_total",
         MetricType::Counter,
@@ -495,17 +554,22 @@ fn lag(out: &mut Out<'_>, broker: &Broker) {
     );
 }
 
-/// A per-topic counter family's samples.
+/// A per-topic family's samples.
 fn per_topic<V>(family: &crate::traffic::Family<String, V>, value: impl Fn(&V) -> f64) -> Vec<(Labels, f64)> {
-    let mut samples = Vec::new();
-    family.each(|topic, v| {
-        let labels = match topic {
-            Some(t) => vec![("topic", t.clone())],
-            None => vec![("otel_metric_overflow", flag(true))],
-        };
-        samples.push((labels, value(v)));
-    });
-    samples
+    family
+        .snapshot(value)
+        .into_iter()
+        .map(|(topic, v)| (topic.map_or_else(overflow, |t| vec![("topic", t)]), v))
+        .collect()
+}
+
+/// A per-topic histogram family's samples.
+fn per_topic_histograms(family: &crate::traffic::Family<String, FixedHistogram>) -> Vec<(Labels, Hist)> {
+    family
+        .snapshot(FixedHistogram::snapshot)
+        .into_iter()
+        .map(|(topic, h)| (topic.map_or_else(overflow, |t| vec![("topic", t)]), h))
+        .collect()
 }
 
 fn transactions(out: &mut Out<'_>, broker: &Broker) {
@@ -522,15 +586,12 @@ fn transactions(out: &mut Out<'_>, broker: &Broker) {
         "Transactions rolled back.",
         per_topic(&t.rollbacks, count),
     );
-    let latency = t.finish_latency.series_guard();
-    let samples = latency.iter().map(|(topic, h)| (vec![("topic", topic.clone())], h)).collect();
     // Seconds, under RocketMQ's millisecond name: its dashboards read these numbers.
     out.histograms(
         "rocketmq_finish_message_latency_milliseconds",
         "Transaction finish latency",
-        samples,
+        per_topic_histograms(&t.finish_latency),
     );
-    drop(latency);
     out.family(
         "rocketmq_half_messages",
         MetricType::Gauge,
@@ -544,13 +605,24 @@ fn code_label(name: Option<&str>, code: i32) -> String {
 }
 
 fn rpc(out: &mut Out<'_>, broker: &Broker) {
-    let series = broker.stats.traffic.rpc_latency.series_guard();
-    let samples = series
-        .iter()
-        .map(|(k, h)| {
+    let samples = broker
+        .stats
+        .traffic
+        .rpc_latency
+        .snapshot(FixedHistogram::snapshot)
+        .into_iter()
+        .map(|(key, h)| {
+            let Some(k) = key else {
+                return (overflow(), h);
+            };
+            let request = if k.request_code == crate::traffic::UNKNOWN_REQUEST_CODE {
+                "unknown".to_owned()
+            } else {
+                code_label(request_code_name(k.request_code), k.request_code)
+            };
             let mut labels = vec![
                 ("protocol_type", "remoting".to_owned()),
-                ("request_code", code_label(request_code_name(k.request_code), k.request_code)),
+                ("request_code", request),
                 ("result", k.result.label().to_owned()),
             ];
             if k.result != RpcResult::ProcessRequestFailed {
@@ -562,11 +634,7 @@ fn rpc(out: &mut Out<'_>, broker: &Broker) {
             }
             (labels, h)
         })
-        .collect::<Vec<_>>();
-    let mut samples = samples;
-    if let Some(h) = broker.stats.traffic.rpc_latency.overflow_if_used() {
-        samples.push((vec![("otel_metric_overflow", flag(true))], h));
-    }
+        .collect();
     out.histograms("rocketmq_rpc_latency_milliseconds", "Rpc latency", samples);
 }
 
@@ -575,21 +643,24 @@ fn pop(out: &mut Out<'_>, broker: &Broker) {
     out.histograms(
         "rocketmq_pop_buffer_scan_time_consume_milliseconds",
         "Time consuming of pop buffer scan",
-        vec![(Vec::new(), &t.pop_scan)],
+        vec![(Vec::new(), t.pop_scan.snapshot())],
     );
-    let mut revive_in = Vec::new();
-    t.revive_in.each(|key, n| {
-        let labels = match key {
-            Some((group, topic, kind)) => vec![
-                ("consumer_group", group.clone()),
-                ("topic", topic.clone()),
-                ("revive_message_type", kind.label().to_owned()),
-                ("put_status", "PUT_OK".to_owned()),
-            ],
-            None => vec![("otel_metric_overflow", flag(true))],
-        };
-        revive_in.push((labels, count(n)));
-    });
+    let revive_in = t
+        .revive_in
+        .snapshot(count)
+        .into_iter()
+        .map(|(key, n)| {
+            let labels = key.map_or_else(overflow, |(group, topic, kind)| {
+                vec![
+                    ("consumer_group", group),
+                    ("topic", topic),
+                    ("revive_message_type", kind.label().to_owned()),
+                    ("put_status", "PUT_OK".to_owned()),
+                ]
+            });
+            (labels, n)
+        })
+        .collect();
     out.family(
         "rocketmq_pop_revive_in_message_total",
         MetricType::Counter,
@@ -597,7 +668,7 @@ fn pop(out: &mut Out<'_>, broker: &Broker) {
         revive_in,
     );
     let (mut revive_out, mut retried) = (Vec::new(), Vec::new());
-    t.revived.each(|key, n| {
+    for (key, n) in t.revived.snapshot(count) {
         let (out_labels, retry_labels) = match key {
             Some((group, topic)) => (
                 vec![
@@ -606,20 +677,13 @@ fn pop(out: &mut Out<'_>, broker: &Broker) {
                     ("queue_id", "0".to_owned()),
                     ("revive_message_type", "CK".to_owned()),
                 ],
-                vec![
-                    ("consumer_group", group.clone()),
-                    ("topic", topic.clone()),
-                    ("put_status", "PUT_OK".to_owned()),
-                ],
+                vec![("consumer_group", group), ("topic", topic), ("put_status", "PUT_OK".to_owned())],
             ),
-            None => {
-                let overflow = vec![("otel_metric_overflow", flag(true))];
-                (overflow.clone(), overflow)
-            }
+            None => (overflow(), overflow()),
         };
-        revive_out.push((out_labels, count(n)));
-        retried.push((retry_labels, count(n)));
-    });
+        revive_out.push((out_labels, n));
+        retried.push((retry_labels, n));
+    }
     out.family(
         "rocketmq_pop_revive_out_message_total",
         MetricType::Counter,
@@ -750,11 +814,14 @@ fn timer(out: &mut Out<'_>, broker: &Broker) {
     );
     let enqueued = per_topic(&t.timer_enqueued, count);
     let dequeued = per_topic(&t.timer_dequeued, count);
+    let delivered: std::collections::HashMap<&Labels, f64> = dequeued.iter().map(|(l, n)| (l, *n)).collect();
     let timing = enqueued
         .iter()
         .map(|(labels, n)| {
-            let out_n = dequeued.iter().find(|(l, _)| l == labels).map_or(0.0, |(_, d)| *d);
-            (with_store(labels.clone()), (n - out_n).max(0.0))
+            (
+                with_store(labels.clone()),
+                (n - delivered.get(labels).copied().unwrap_or(0.0)).max(0.0),
+            )
         })
         .collect();
     out.family(
@@ -776,10 +843,9 @@ fn timer(out: &mut Out<'_>, broker: &Broker) {
         "Timer messages delivered.",
         store_labels(dequeued),
     );
-    let latency = t.delay_latency.series_guard();
-    let samples = latency
-        .iter()
-        .map(|(topic, h)| (with_store(vec![("topic", topic.clone())]), h))
+    let samples = per_topic_histograms(&t.delay_latency)
+        .into_iter()
+        .map(|(l, h)| (with_store(l), h))
         .collect();
     out.histograms(
         "rocketmq_delay_message_latency_seconds",
@@ -804,8 +870,15 @@ mod tests {
     }
 
     #[test]
-    fn metrics_label_pairs_are_read_and_items_without_a_colon_skipped() {
-        let labels = custom_labels("region:eu, broken ,zone:a");
+    fn metrics_label_pairs_are_read_and_bad_ones_refused() {
+        let labels = custom_labels("region:eu, zone:a");
         assert_eq!(labels, vec![("region", "eu".to_owned()), ("zone", "a".to_owned())]);
+        for bad in ["broken", "1x:y", "a-b:c", "__x:y", "cluster:c", "topic:t", "a:1,a:2"] {
+            assert!(parse_metrics_label(bad).is_err(), "{bad} is refused");
+        }
+        let sixteen: Vec<String> = (0..16).map(|i| format!("k{i}:v")).collect();
+        assert!(parse_metrics_label(&sixteen.join(",")).is_ok(), "16 pairs");
+        let seventeen: Vec<String> = (0..17).map(|i| format!("k{i}:v")).collect();
+        assert!(parse_metrics_label(&seventeen.join(",")).is_err(), "17 pairs");
     }
 }

@@ -114,6 +114,8 @@ pub struct Popped {
     pub body: Vec<u8>,
     /// How many records `body` holds.
     pub count: usize,
+    /// How many of them were handed out again after their invisible time passed.
+    pub revived: usize,
     /// Messages still waiting in the queues looked at.
     pub rest: i64,
 }
@@ -357,9 +359,19 @@ impl PopService {
                 .pop_scan
                 .record(u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX));
             if popped.count > 0 {
-                let retry = req.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX);
-                let (count, bytes) = (popped.count as u64, popped.body.len() as u64);
-                traffic.read(&req.topic, &req.group, Some(retry), count, bytes);
+                // A message handed out again is a retry, as RocketMQ reads it from the retry topic.
+                let retry_topic = req.topic.starts_with(RETRY_GROUP_TOPIC_PREFIX);
+                let (count, revived) = (popped.count as u64, popped.revived as u64);
+                let bytes_each = popped.body.len() as u64 / count;
+                traffic.read(
+                    &req.topic,
+                    &req.group,
+                    Some(retry_topic),
+                    count - revived,
+                    (count - revived) * bytes_each,
+                );
+                traffic.read(&req.topic, &req.group, Some(true), revived, revived * bytes_each);
+                traffic.revived(&req.group, &req.topic, revived);
                 traffic.revive_log(&req.group, &req.topic, ReviveKind::Checkpoint, count);
             }
             if popped.count > 0 || tokio::time::Instant::now() >= deadline {
@@ -429,7 +441,6 @@ impl PopService {
             .map(|(offset, _)| *offset)
             .take(max - out.count)
             .collect();
-        self.stats.traffic.revived(&req.group, &req.topic, due.len() as u64);
         for offset in due {
             let got = self.store.get_messages(&req.topic, queue_id, offset, 1, None);
             if got.status != GetStatus::Found || got.message_count != 1 {
@@ -446,6 +457,7 @@ impl PopService {
             assert!(patched, "a record the store returned holds its fixed fields");
             out.body.extend_from_slice(&record);
             out.count += 1;
+            out.revived += 1;
         }
     }
 

@@ -71,7 +71,9 @@ impl ProduceService {
         let (topic, queue_id, created) = if m.reconsume_times >= max || req.delay_level < 0 {
             m.properties.shift_remove(keys::DELAY_TIME_LEVEL);
             let (dlq, created) = self.topics.ensure_dlq(&req.group)?;
-            dead_letter = Some((req.group.clone(), m.topic.clone()));
+            // Labelled with the topic the message was first sent to, as RocketMQ labels it.
+            let origin = m.properties.get(keys::RETRY_TOPIC).unwrap_or(&m.topic).clone();
+            dead_letter = Some((req.group.clone(), origin));
             (dlq.topic_name, 0, created)
         } else {
             let level = if req.delay_level == 0 {

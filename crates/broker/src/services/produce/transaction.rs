@@ -151,10 +151,13 @@ impl ProduceService {
     /// This broker takes no writes now, or the append fails.
     pub async fn give_up_half(&self, half: MessageExt) -> Result<(), BrokerError> {
         self.check_writable()?;
+        let real_topic = half.properties.get(keys::REAL_TOPIC).cloned().unwrap_or_default();
         let kept = MessageExt {
             topic: CHECK_MAX_TOPIC.to_owned(),
             ..self.stored_again(half)
         };
-        self.commit(self.prepared_in_place(kept)?).await.map(|_| ())
+        self.commit(self.prepared_in_place(kept)?).await?;
+        self.stats.traffic.half_discarded(&real_topic);
+        Ok(())
     }
 }

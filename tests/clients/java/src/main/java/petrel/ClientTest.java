@@ -1828,7 +1828,7 @@ public final class ClientTest {
     }
 
     /**
-     * The workload behind the metrics comparison (scripts/interop-metrics.sh): normal, delay-level,
+     * The workload behind the metrics comparison (scripts/interop-operators.sh): normal, delay-level,
      * timer and transactional sends (one committed, one rolled back), a push consumer that reads
      * them and sends one to the dead-letter queue, and a pull of the topic; then, with every
      * client still connected, writes HOLD/ready and sends five messages a second until HOLD/done
