@@ -17,6 +17,7 @@ use prometheus_client::metrics::MetricType;
 
 use super::{Family, Labels, Scrape, Value};
 use crate::broker::Broker;
+use crate::error::BrokerError;
 use crate::services::timer::TIMER_TOPIC;
 use crate::traffic::{FixedHistogram, MessageKind, RpcResult};
 
@@ -83,25 +84,34 @@ const MAX_CUSTOM_LABELS: usize = 16;
 ///
 /// # Errors
 /// The first item that breaks a rule, named.
-pub fn parse_metrics_label(spec: &str) -> Result<Vec<(String, String)>, String> {
+pub fn parse_metrics_label(spec: &str) -> Result<Vec<(String, String)>, BrokerError> {
     let mut pairs: Vec<(String, String)> = Vec::new();
     for item in spec.split(',').map(str::trim).filter(|i| !i.is_empty()) {
         let Some((key, value)) = item.split_once(':') else {
-            return Err(format!("metricsLabel item `{item}` is not key:value"));
+            return Err(BrokerError::InvalidParameter(format!(
+                "metricsLabel item `{item}` is not key:value"
+            )));
         };
         let valid = key.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
             && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             && !key.starts_with("__");
         if !valid {
-            return Err(format!("metricsLabel key `{key}` is not a Prometheus label name"));
+            return Err(BrokerError::InvalidParameter(format!(
+                "metricsLabel key `{key}` is not a Prometheus label name"
+            )));
         }
         if RESERVED_LABELS.contains(&key) || pairs.iter().any(|(k, _)| k == key) {
-            return Err(format!("metricsLabel key `{key}` is already a label of the series"));
+            return Err(BrokerError::InvalidParameter(format!(
+                "metricsLabel key `{key}` is already a label of the series"
+            )));
         }
         pairs.push((key.to_owned(), value.to_owned()));
     }
     if pairs.len() > MAX_CUSTOM_LABELS {
-        return Err(format!("metricsLabel holds {} pairs; at most {MAX_CUSTOM_LABELS}", pairs.len()));
+        return Err(BrokerError::InvalidParameter(format!(
+            "metricsLabel holds {} pairs; at most {MAX_CUSTOM_LABELS}",
+            pairs.len()
+        )));
     }
     Ok(pairs)
 }
