@@ -71,14 +71,16 @@ async fn pop(front: &GrpcFront, r: Request<pb::ReceiveMessageRequest>) -> Result
             })?,
         None => return Err(Refusal::new(Code::IllegalInvisibleTime, "invisible duration is missing")),
     };
-    let poll = req
-        .long_polling_timeout
-        .as_ref()
-        .and_then(duration_ms)
-        .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(MAX_POP_POLL))
-        // Answered before the client gives up on the call: some SDKs (Rust's) make the long
-        // polling time the call's whole deadline.
-        .map(|poll| deadline.map_or(poll, |d| poll.min(d.saturating_sub(answer_margin(d)))));
+    let poll = match req.long_polling_timeout.as_ref().and_then(duration_ms) {
+        Some(ms) => Some(Duration::from_millis(u64::try_from(ms).unwrap_or(0)).min(MAX_POP_POLL)),
+        // No long-polling time named (the Go SDK names none): held until the call's deadline, as
+        // RocketMQ's proxy holds it. Answered at once, an empty receive sets such a client
+        // spinning, and the Go SDK then reports some of its fast answers as DEADLINE_EXCEEDED.
+        None => deadline.map(|d| d.min(MAX_POP_POLL)),
+    }
+    // Answered before the client gives up on the call: some SDKs (Rust's) make the long polling
+    // time the call's whole deadline.
+    .map(|poll| deadline.map_or(poll, |d| poll.min(d.saturating_sub(answer_margin(d)))));
     let filter = filter_of(front, &topic, req.filter_expression.as_ref())?;
     let orderly = broker.groups.config(&group).consume_message_orderly || caller.client.settings.lock().as_ref().is_some_and(is_fifo);
     // A receive that may be held counts against its client's share of the held pulls.
