@@ -401,3 +401,35 @@ async fn an_admins_question_reaches_the_named_consumer_with_rocketmq_fields() {
     );
     broker.stop().await;
 }
+
+#[tokio::test]
+async fn who_consumes_a_topic_and_the_system_topics_are_answered_and_refused_without_rights() {
+    let (broker, front, conn) = started(|c| {
+        c.authentication_enabled = true;
+        c.authorization_enabled = true;
+        c.init_authentication_user = Some(Secret::new(r#"{"username":"root","password":"root-secret-123"}"#));
+    });
+    let signed = |mut r: RemotingCommand, user: &str, password: &str| {
+        petrel_auth::sign(&mut r, user, password);
+        r
+    };
+    let root = |r: RemotingCommand| signed(r, "root", "root-secret-123");
+    assert_eq!(call(&front, &conn, root(create_topic("watched"))).await.code, resp::SUCCESS);
+    let beat = br#"{"clientID":"c1","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"cg-online","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"watched"}],"unitMode":false}],"producerDataSet":[]}"#;
+    let answer = call(&front, &conn, root(req(rc::HEART_BEAT, &[]).with_body(beat.to_vec()))).await;
+    assert_eq!(answer.code, resp::SUCCESS, "{:?}", answer.remark);
+    let who = || req(rc::QUERY_TOPIC_CONSUME_BY_WHO, &[("topic", "watched")]);
+    let answer = call(&front, &conn, root(who())).await;
+    assert_eq!(answer.code, resp::SUCCESS, "{:?}", answer.remark);
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    assert_eq!(body, r#"{"groupList":["cg-online"]}"#, "the group subscribed to it");
+    let system = call(&front, &conn, root(req(rc::GET_SYSTEM_TOPIC_LIST_FROM_BROKER, &[]))).await;
+    assert_eq!(system.code, resp::SUCCESS, "{:?}", system.remark);
+    let body = String::from_utf8_lossy(&system.body).into_owned();
+    assert!(body.contains("\"TBW102\"") && !body.contains("\"watched\""), "{body}");
+    for request in [who(), req(rc::GET_SYSTEM_TOPIC_LIST_FROM_BROKER, &[])] {
+        let refused = call(&front, &conn, request).await;
+        assert_eq!(refused.code, resp::NO_PERMISSION, "unsigned: {:?}", refused.remark);
+    }
+    broker.stop().await;
+}
