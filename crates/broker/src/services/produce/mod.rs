@@ -498,7 +498,12 @@ impl ProduceService {
             // A dead-letter topic made now must reach the name servers before the answer too.
             topic_created: topic_created || dlq_created,
             counted: Counted {
-                kind: Some(MessageKind::of(req.properties.as_deref().unwrap_or(""))),
+                // Read only while metrics are exported: a scan of the properties per send.
+                kind: self
+                    .stats
+                    .traffic
+                    .enabled()
+                    .then(|| MessageKind::of(req.properties.as_deref().unwrap_or(""))),
                 route,
                 dead_letter: (topic != req.topic).then(|| (req.producer_group.clone(), req.topic.clone())),
             },
