@@ -6,6 +6,8 @@
 # the captured stored records; the JSON request bodies (json_bodies); the broker's access map
 # (access) and what reaches a controller (controller_rpc), seeded with the captured frames.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 25; at most 120 from the test command)
+#   scripts/fuzz.sh --build                 (install cargo-fuzz and build every target, run none:
+#                                            the test command does this in the background)
 #   env FUZZ_TARGETS="replica recovery": only those targets
 # Each target's executions are appended to fuzz/logs/executions.tsv (target, seconds, runs).
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain; without nightly the
@@ -23,6 +25,12 @@ if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   toolchain=(+nightly)
 else
   export RUSTC_BOOTSTRAP=1
+fi
+
+if [ "${1:-}" = "--build" ]; then
+  # -s none, as the runs below: the same flags, so that they find the targets built.
+  cargo "${toolchain[@]}" fuzz build -s none
+  exit 0
 fi
 
 corpus=fuzz/corpus

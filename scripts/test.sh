@@ -17,7 +17,30 @@ echo "== the captures: our independent decoder reproduces every listing from its
 python3 scripts/vectors/decode.py --check tests/vectors
 
 echo "== tests"
+# The release build the interop scripts below need, at the lowest priority beside the tests,
+# which mostly wait (the chaos runs' held faults and quiet spells, the brokers' restarts): it
+# takes the idle CPU and leaves the tests theirs. interop-namesrv.sh's own build waits for it.
+mkdir -p target
+nice -n 19 cargo build --quiet --release --bin petrel >target/release-build.log 2>&1 &
+release_build_pid=$!
+# And what they fetch and build with Maven (RocketMQ 5.5.0's jars, the Java client test), mostly
+# downloads.
+(
+  source scripts/reference-lib.sh
+  ref_fetch
+  mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
+) >target/interop-prepare.log 2>&1 &
+prepare_pid=$!
+trap 'kill "$release_build_pid" "$prepare_pid" 2>/dev/null || true' EXIT
 cargo test --workspace
+if ! wait "$release_build_pid"; then
+  cat target/release-build.log
+  exit 1
+fi
+if ! wait "$prepare_pid"; then
+  cat target/interop-prepare.log
+  exit 1
+fi
 
 echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
 scripts/interop-namesrv.sh
@@ -32,8 +55,16 @@ export GRPC_SDKS_BUILD_PID=$!
 # Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
 nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
 export OPERATORS_TOOLS_PID=$!
+# Then the fuzz targets and loom's check, built in the idle time of the interop scripts (their
+# JVMs mostly wait), so that the last two stages only run.
+(
+  while kill -0 "$GRPC_SDKS_BUILD_PID" 2>/dev/null; do sleep 2; done
+  nice -n 19 scripts/fuzz.sh --build
+  RUSTFLAGS="--cfg loom" nice -n 19 cargo test -p petrel-lock --test loom --release --target-dir target/loom --no-run
+) >target/late-builds.log 2>&1 &
+late_builds_pid=$!
 # A suite that stops early stops its background jobs too.
-trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" 2>/dev/null || true' EXIT
+trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
@@ -60,6 +91,10 @@ echo "== what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.
 scripts/interop-operators.sh
 
 echo "== loom: the adaptive lock's mode swap, every interleaving"
+if ! wait "$late_builds_pid"; then
+  cat target/late-builds.log
+  exit 1
+fi
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
 echo "== fuzzing (bounded)"

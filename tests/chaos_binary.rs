@@ -109,7 +109,7 @@ fn nix_root() -> bool {
 #[test]
 fn a_single_node_killed_and_paused_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let n = injections(6);
+    let n = injections(3);
     let run = chaos(dir.path(), &["--mode", "single", "--injections", &n, "--faults", "kill,pause"]);
     assert_clean(&run, &n, &["kill", "pause"]);
 }
@@ -118,7 +118,7 @@ fn a_single_node_killed_and_paused_loses_nothing() {
 #[test]
 fn a_master_with_two_slaves_behind_the_proxies_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let n = injections(7);
+    let n = injections(4);
     let run = chaos(
         dir.path(),
         &[
@@ -142,7 +142,7 @@ fn a_master_with_two_slaves_behind_the_proxies_under_kills_pauses_partitions_and
 #[test]
 fn controller_mode_under_kills_pauses_partitions_and_full_disks_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let n = injections(9);
+    let n = injections(5);
     let run = chaos(dir.path(), &["--mode", "controller", "--injections", &n, "--disk-mib", "256"]);
     assert_clean(&run, &n, &kinds_here(&["kill", "pause", "partition", "disk-full"]));
 }

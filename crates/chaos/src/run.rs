@@ -352,7 +352,8 @@ async fn sample(ctx: Arc<Ctx>, done: watch::Receiver<bool>) -> Vec<Sample> {
     out
 }
 
-/// The fault schedule: each fault on a random process, held, healed, then a quiet spell.
+/// The fault schedule: each fault on a random process, held, healed, then a quiet spell; the
+/// first `faults.len()` injections are each kind once.
 /// A process found to have exited by itself is restarted (and reported) before the next fault.
 async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], seed: u64, ctx: &Ctx) -> Result<Schedule> {
     let mut rng = fastrand::Rng::with_seed(seed);
@@ -361,10 +362,13 @@ async fn inject(args: &ChaosArgs, cluster: &mut Cluster, faults: &[FaultKind], s
     let end = args.duration_s.map(|s| Instant::now() + Duration::from_secs(s));
     let mut schedule = Schedule::default();
     let mut records = Vec::with_capacity(args.injections);
+    // Every kind once, in a seeded order, before any is drawn again: a short run covers them all.
+    let mut first_round = faults.to_vec();
+    rng.shuffle(&mut first_round);
     tokio::time::sleep(quiet_lo).await;
     for index in 0..args.injections {
         revive(cluster, ctx, &mut schedule.exits).await?;
-        let kind = faults[rng.usize(..faults.len())];
+        let kind = first_round.get(index).copied().unwrap_or_else(|| faults[rng.usize(..faults.len())]);
         let target = pick_target(&mut rng, cluster, kind, ctx).await;
         let mut hold = between(&mut rng, hold_lo, hold_hi);
         // A pause outlasts the heartbeat timeout, so a paused master is replaced and resumes
