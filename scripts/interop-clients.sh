@@ -6,7 +6,7 @@
 #    messages (setDeliverTimeMs, setDelayTimeSec, setDelayTimeMs), retries
 #    through CONSUMER_SEND_MSG_BACK and the dead-letter queue; transactions with check-back;
 #    queries by key and id; SQL92 selectors; group settings; request-reply; POP consumption;
-#    broadcasting; offset resets;
+#    broadcasting; offset resets; light message queues (enableLmq);
 #  - RocketMQ's quickstart Producer and Consumer from rocketmq-example 5.5.0, unmodified;
 #  - Go (rocketmq-client-go v2.1.2, tests/clients/go): producer (single and batch) and push
 #    consumer with "A || B"; delay levels and retries; an SQL92 selector; request-reply;
@@ -72,7 +72,7 @@ check() { # name, expected text, output
 boots=0
 start_petrel() {
   target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
-    --broker-ip 127.0.0.1 --set enablePropertyFilter=true >>"$work/petrel.log" 2>&1 &
+    --broker-ip 127.0.0.1 --set enablePropertyFilter=true --set enableLmq=true --set enableMultiDispatch=true >>"$work/petrel.log" 2>&1 &
   petrel_pid=$!
   boots=$((boots + 1))
   for _ in $(seq 1 100); do
@@ -140,6 +140,7 @@ java_check pop "Java client: POP consumption: two consumers share one queue, eve
 java_check broadcast "Java client: two broadcasting consumers of one group each get every message once"
 java_check reset "Java client: resetOffsetByTimestamp moves a running consumer back, and it gets exactly the later messages again"
 java_check transaction "Java client: transactional producer: commit, rollback, and unknown resolved by the broker's check"
+java_check lmq "Java client: light message queues (INNER_MULTI_DISPATCH) read back with a pull consumer, each message with its offsets, long polling, offsets of a %LMQ% group, bad names refused"
 
 echo "== RocketMQ's own quickstart Producer and Consumer (rocketmq-example 5.5.0), unmodified"
 example() { timeout --signal=QUIT --kill-after=10 300 java -Xmx256m -Drocketmq.namesrv.addr="$ns" -cp "tests/clients/java/target/lib/*" "org.apache.rocketmq.example.quickstart.$1"; }

@@ -145,7 +145,8 @@ impl Broker {
         let groups = Arc::new(
             GroupService::open(&root, config.max_groups, config.auto_create_subscription_group, &table.groups())
                 .map_err(BrokerError::io("opening the subscription groups"))?
-                .with_created_per_client(config.max_groups_created_per_client),
+                .with_created_per_client(config.max_groups_created_per_client)
+                .with_lmq(config.lmq()),
         );
         let offsets = Arc::new(OffsetService::new(table, groups.clone(), store.clone(), pool.clone()));
         let long_poll = Arc::new(LongPoll::new(config.max_long_poll_waiters));
@@ -287,6 +288,7 @@ fn topic_settings(config: &BrokerConfig) -> TopicSettings {
         auto_create: config.auto_create_topic_enable,
         max_topics: config.max_topics,
         trace_topic: config.trace_topic_enable.then(|| config.msg_trace_topic_name.clone()),
+        lmq: config.lmq(),
     }
 }
 
@@ -342,6 +344,7 @@ fn produce_settings(
         replicas: replication.gate(),
         slave_timeout: std::time::Duration::from_millis(config.slave_timeout_ms),
         reject_transaction_message: config.reject_transaction_message,
+        lmq: config.lmq(),
     }
 }
 

@@ -15,6 +15,7 @@ pub mod error;
 pub mod fastjson;
 pub mod frame;
 pub mod header;
+pub mod lmq;
 pub mod message;
 pub mod model;
 pub mod msgid;

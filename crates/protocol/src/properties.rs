@@ -136,6 +136,12 @@ pub mod keys {
     pub const DLQ_ORIGIN_MESSAGE_ID: &str = "DLQ_ORIGIN_MESSAGE_ID";
     /// A CRC32 that RocketMQ brokers with `appendPropCRC` append to the properties; carried as given.
     pub const CRC32: &str = "__CRC32#";
+    /// Set by a producer: the light message queues (`%LMQ%…`, comma-separated) a message is also
+    /// dispatched to (see [`crate::lmq`]).
+    pub const INNER_MULTI_DISPATCH: &str = "INNER_MULTI_DISPATCH";
+    /// Set by the broker at append: the message's offset in each queue of
+    /// [`INNER_MULTI_DISPATCH`], in the same order, comma-separated.
+    pub const INNER_MULTI_QUEUE_OFFSET: &str = "INNER_MULTI_QUEUE_OFFSET";
 }
 
 /// Encodes properties; a name or value holding a separator byte is refused, since it would

@@ -33,7 +33,7 @@ use bytes::{Bytes, BytesMut};
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_lock::{AdaptiveConfig, DEFAULT_BACKOFF_K, LockKind, PutMessageLock, acquire, new_lock};
 use petrel_protocol::message::{
-    BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, store_timestamp_pos,
+    BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, RecordView, store_timestamp_pos,
 };
 
 use crate::checkpoint::{Checkpoint, QueueKey, mark_clean, mark_running};
@@ -130,6 +130,12 @@ pub struct CommitLogConfig {
     /// flushed, the dispatch checkpoint). Recovery never takes a bad record below it for a
     /// torn tail, whatever zeros it holds: it is damage.
     pub durable_below: u64,
+    /// Light message queues (RocketMQ's `enableLmq`): records that name LMQs in
+    /// `INNER_MULTI_DISPATCH` get an offset in each at append, and recovery and replicas count
+    /// those queues' offsets from the records.
+    pub lmq: bool,
+    /// Light message queues the log creates at most (`maxLmqConsumeQueueNum`).
+    pub max_lmq_queues: usize,
     /// Fault injection for tests: while set, every flush fails as if the disk returned EIO.
     #[doc(hidden)]
     pub inject_flush_failure: Option<Arc<AtomicBool>>,
@@ -164,6 +170,8 @@ impl CommitLogConfig {
             durable_below: 0,
             write_path: WritePath::Auto,
             max_staged_bytes: 64 << 20,
+            lmq: false,
+            max_lmq_queues: 20_000,
             inject_flush_failure: None,
             inject_flush_delay_ms: None,
             inject_allocator_pause: None,
@@ -217,6 +225,8 @@ pub(crate) struct WriteState {
     pub(crate) current: Option<Arc<MappedFile>>,
     pub(crate) write_offset: u64,
     pub(crate) queue_offsets: HashMap<String, BTreeMap<i32, i64>>,
+    /// How many of `queue_offsets`' topics are light message queues.
+    pub(crate) lmq_queues: usize,
     /// On a replica: where the parse of the master's byte stream stands.
     pub(crate) replica: crate::replica::ReplicaCursor,
 }
@@ -226,6 +236,9 @@ impl WriteState {
     pub(crate) fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
         if !self.queue_offsets.contains_key(topic) {
             self.queue_offsets.insert(topic.to_owned(), BTreeMap::new());
+            if petrel_protocol::lmq::is_lmq(topic) {
+                self.lmq_queues += 1;
+            }
         }
         self.queue_offsets
             .get_mut(topic)
@@ -502,23 +515,37 @@ impl Shared {
     }
 
     /// Assigns offsets to pre-encoded records, patches them in, and hands the buffer to the
-    /// writer thread — all under the put-message lock, with no copy and no system call.
+    /// writer thread — all under the put-message lock, with no copy and no system call. A
+    /// record for light message queues (`lmq` not empty: one record) also gets its offset in
+    /// each of them, appended to its properties.
     fn stage_records(
         &self,
         records: &mut BytesMut,
-        spans: &[(usize, usize, usize)],
-        topic: &str,
-        queue_id: i32,
+        mut spans: Vec<(usize, usize, usize)>,
+        to: &Target<'_>,
         blocking: Blocking,
     ) -> Result<Vec<AppendResult>> {
         self.check_writable()?;
-        let total = records.len();
+        assert!(
+            to.lmq.is_empty() || spans.len() == 1,
+            "light message queues are named by single records"
+        );
+        let total = records.len() + to.lmq.len() * petrel_protocol::lmq::MAX_OFFSET_TEXT_BYTES + 32;
         self.wait_for_stage_room(total, blocking)?;
         let results = self.with_write_state(|w| -> Result<Vec<AppendResult>> {
             let started = Instant::now();
+            let lmq_property = (!to.lmq.is_empty()).then(|| self.lmq_property(w, to.lmq)).transpose()?;
+            let total = records.len() + lmq_property.as_ref().map_or(0, String::len);
             self.room_for(w, total as u64, blocking)?;
+            if let Some(property) = lmq_property {
+                append_property(records, to.properties_len_at, property.as_bytes());
+                spans[0].1 = records.len();
+                for name in to.lmq {
+                    *w.next_queue_offset(name, petrel_protocol::lmq::LMQ_QUEUE_ID) += 1;
+                }
+            }
             let base = w.write_offset;
-            let next = w.next_queue_offset(topic, queue_id);
+            let next = w.next_queue_offset(to.topic, to.queue_id);
             let store_timestamp_ms = now_ms();
             let mut out = Vec::with_capacity(spans.len());
             for (i, &(at, size, ts_pos)) in spans.iter().enumerate() {
@@ -570,6 +597,88 @@ impl Shared {
         }
         Ok(results)
     }
+}
+
+impl Shared {
+    /// `INNER_MULTI_QUEUE_OFFSET` for a record named to `names`: each queue's next offset,
+    /// read (not taken) under the put-message lock. Refuses a record that would create more
+    /// light message queues than `max_lmq_queues` allows.
+    fn lmq_property(&self, w: &WriteState, names: &[String]) -> Result<String> {
+        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+        let next = |name: &String| w.queue_offsets.get(name).and_then(|q| q.get(&lmq_id)).copied();
+        let new = names.iter().filter(|n| next(n).is_none()).count();
+        if new > 0 && w.lmq_queues + new > self.config.max_lmq_queues {
+            return Err(StoreError::LmqQueuesExceeded { count: w.lmq_queues, new });
+        }
+        let offsets: Vec<i64> = names.iter().map(|n| next(n).unwrap_or(0)).collect();
+        Ok(petrel_protocol::lmq::offsets_property(&offsets))
+    }
+}
+
+/// Where records go: their topic and queue, and the light message queues a single record
+/// is also dispatched to (with where its properties' length field lies).
+#[derive(Debug, Clone, Copy)]
+pub struct Target<'a> {
+    /// The topic the records are stored in.
+    pub topic: &'a str,
+    /// The queue within it.
+    pub queue_id: i32,
+    /// Light message queues (`%LMQ%…`, each named once) the one record is dispatched to too.
+    pub lmq: &'a [String],
+    /// Byte position of the record's properties length (set by [`CommitLog`] when `lmq` is
+    /// not empty).
+    properties_len_at: usize,
+}
+
+impl<'a> Target<'a> {
+    /// Records for `topic` / `queue_id` only.
+    #[must_use]
+    pub fn queue(topic: &'a str, queue_id: i32) -> Target<'a> {
+        Target {
+            topic,
+            queue_id,
+            lmq: &[],
+            properties_len_at: 0,
+        }
+    }
+
+    /// One record for `topic` / `queue_id` and the light message queues `lmq`.
+    #[must_use]
+    pub fn with_lmq(topic: &'a str, queue_id: i32, lmq: &'a [String]) -> Target<'a> {
+        Target {
+            topic,
+            queue_id,
+            lmq,
+            properties_len_at: 0,
+        }
+    }
+}
+
+/// Appends `property` (one encoded `name\u{1}value\u{2}`) to the properties of the record in
+/// `record`, whose properties are its last bytes and whose length field is at `len_at`.
+fn append_property(record: &mut BytesMut, len_at: usize, property: &[u8]) {
+    let total = i32::from_be_bytes(record[0..4].try_into().expect("4 bytes"));
+    let props = i16::from_be_bytes(record[len_at..len_at + 2].try_into().expect("2 bytes"));
+    let grown_total = i32::try_from(total as usize + property.len()).expect("checked against the segment size");
+    let grown_props = i16::try_from(props as usize + property.len()).expect("the sender's check leaves room for the offsets");
+    record.extend_from_slice(property);
+    record[0..4].copy_from_slice(&grown_total.to_be_bytes());
+    record[len_at..len_at + 2].copy_from_slice(&grown_props.to_be_bytes());
+}
+
+/// The queue positions a record takes: its own queue's and, with light message queues on
+/// (`lmq`), each one's its properties name (see [`petrel_protocol::lmq::dispatch_pairs`]).
+pub(crate) fn positions<'a>(view: &RecordView<'a>, lmq: bool) -> impl Iterator<Item = (&'a str, i32, i64)> + use<'a> {
+    let lmq_pairs = if lmq && petrel_protocol::lmq::topic_allows_lmq(view.topic) {
+        petrel_protocol::lmq::dispatch_pairs(view.properties)
+    } else {
+        Vec::new()
+    };
+    std::iter::once((view.topic, view.queue_id, view.queue_offset)).chain(
+        lmq_pairs
+            .into_iter()
+            .map(|(name, offset)| (name, petrel_protocol::lmq::LMQ_QUEUE_ID, offset)),
+    )
 }
 
 /// Splits a buffer of back-to-back records into `(start, size, store-timestamp position)`,
@@ -644,6 +753,7 @@ impl CommitLog {
         for ((t, q), n) in queue_offsets {
             by_topic.entry(t).or_default().insert(q, n);
         }
+        let lmq_queues = by_topic.keys().filter(|t| petrel_protocol::lmq::is_lmq(t)).count();
         let current = kept
             .iter()
             .find(|s| s.start_offset() <= end && end < s.start_offset() + size)
@@ -655,6 +765,7 @@ impl CommitLog {
                 current,
                 write_offset: end,
                 queue_offsets: by_topic,
+                lmq_queues,
                 replica: crate::replica::ReplicaCursor::at(end),
             }),
             segments: RwLock::new(kept),
@@ -743,21 +854,90 @@ impl CommitLog {
     /// the writer is behind by `max_staged_bytes`, nothing changes and
     /// [`StoreError::WouldBlock`] says to call [`CommitLog::append_owned`] off the async runtime.
     pub fn try_append_owned(&self, records: &mut BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        self.stage(records, topic, queue_id, Blocking::No)
+        self.stage(records, Target::queue(topic, queue_id), Blocking::No)
     }
 
     /// [`CommitLog::try_append_owned`] that may block for the next segment or for room.
     pub fn append_owned(&self, records: &mut BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
-        self.stage(records, topic, queue_id, Blocking::Yes)
+        self.stage(records, Target::queue(topic, queue_id), Blocking::Yes)
     }
 
-    fn stage(&self, records: &mut BytesMut, topic: &str, queue_id: i32, blocking: Blocking) -> Result<Vec<AppendResult>> {
+    /// [`CommitLog::try_append_owned`] to a [`Target`]: with light message queues, the one
+    /// record gets `INNER_MULTI_QUEUE_OFFSET` appended to its properties, so its size grows by
+    /// at most [`petrel_protocol::lmq::offsets_property_max_bytes`].
+    pub fn try_append_to(&self, records: &mut BytesMut, to: Target<'_>) -> Result<Vec<AppendResult>> {
+        self.stage(records, to, Blocking::No)
+    }
+
+    /// [`CommitLog::try_append_to`] that may block for the next segment or for room.
+    pub fn append_to(&self, records: &mut BytesMut, to: Target<'_>) -> Result<Vec<AppendResult>> {
+        self.stage(records, to, Blocking::Yes)
+    }
+
+    fn stage(&self, records: &mut BytesMut, mut to: Target<'_>, blocking: Blocking) -> Result<Vec<AppendResult>> {
         // Split and check every record before taking the lock.
         let spans = split_records(records)?;
         if spans.is_empty() {
             return Ok(Vec::new());
         }
-        self.shared.stage_records(records, &spans, topic, queue_id, blocking)
+        if !to.lmq.is_empty() {
+            to.properties_len_at = self.lmq_checks(records, &spans, to.lmq)?;
+        }
+        self.shared.stage_records(records, spans, &to, blocking)
+    }
+
+    /// Checks a record named to light message queues before the lock: LMQs are on, it is one
+    /// record, its properties have room for the offsets, and each name is an LMQ named once.
+    /// Returns where its properties' length field is.
+    fn lmq_checks(&self, records: &[u8], spans: &[(usize, usize, usize)], names: &[String]) -> Result<usize> {
+        if !self.shared.config.lmq {
+            return Err(StoreError::BadRecord("light message queues are off (enableLmq=false)".into()));
+        }
+        if spans.len() != 1 {
+            return Err(StoreError::BadRecord("a batch cannot name light message queues".into()));
+        }
+        for (i, name) in names.iter().enumerate() {
+            if !petrel_protocol::lmq::is_lmq(name) || names[..i].contains(name) {
+                return Err(StoreError::BadRecord(format!("{name} is not a light message queue named once")));
+            }
+        }
+        let view = RecordView::parse(records).map_err(|e| StoreError::BadRecord(e.to_string()))?;
+        let room = petrel_protocol::properties::MAX_PROPERTIES_BYTES.saturating_sub(view.properties.len());
+        if room < petrel_protocol::lmq::offsets_property_max_bytes(names.len()) {
+            return Err(StoreError::BadRecord(format!(
+                "no room in the properties for the offsets of {} light message queues",
+                names.len()
+            )));
+        }
+        Ok(view.size_bytes - view.properties.len() - 2)
+    }
+
+    /// Forgets light message queue `name` if its next offset is still `next` (nothing was
+    /// appended to it since the caller looked), running `then` under the put-message lock once
+    /// it is forgotten; the queue's next message starts it again at offset 0, as RocketMQ's
+    /// does after its queue is cleaned. Returns whether it was forgotten.
+    pub(crate) fn forget_light_queue(&self, name: &str, next: i64, then: impl FnOnce()) -> bool {
+        assert!(petrel_protocol::lmq::is_lmq(name), "only light message queues are forgotten");
+        self.shared.with_write_state(|w| {
+            let current = w
+                .queue_offsets
+                .get(name)
+                .and_then(|q| q.get(&petrel_protocol::lmq::LMQ_QUEUE_ID))
+                .copied();
+            if current != Some(next) {
+                return false;
+            }
+            w.queue_offsets.remove(name);
+            w.lmq_queues -= 1;
+            then();
+            true
+        })
+    }
+
+    /// How many light message queues the log numbers now.
+    #[must_use]
+    pub fn light_queue_count(&self) -> usize {
+        self.shared.with_write_state(|w| w.lmq_queues)
     }
 
     /// Appends one record (a copy of `record`, which is patched in place too) and waits,

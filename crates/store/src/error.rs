@@ -106,6 +106,18 @@ pub enum StoreError {
         /// How long it has been stuck, in seconds.
         stuck_s: u64,
     },
+    /// An append would create a light message queue past `maxLmqConsumeQueueNum`; nothing was
+    /// written.
+    #[error(
+        "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED] the broker holds {count} light message queues, its maxLmqConsumeQueueNum; \
+         the message names {new} more"
+    )]
+    LmqQueuesExceeded {
+        /// The light message queues this log holds now.
+        count: usize,
+        /// The queues the refused message would have created.
+        new: usize,
+    },
     /// Replicated bytes that do not start where this log ends.
     #[error("replicated bytes at offset {got} do not continue this log, which ends at {expected}")]
     ReplicaGap {

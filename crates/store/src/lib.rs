@@ -25,7 +25,7 @@ mod wakeup;
 mod watermark;
 mod writer;
 
-pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, WritePath};
+pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, Target, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
 pub use error::{Result, StoreError};

@@ -22,7 +22,7 @@ use petrel_protocol::message::RecordView;
 use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
 use crate::checkpoint::QueueKey;
-use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig};
+use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig, Target};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
 use crate::error::{Result, StoreError};
 use crate::index::{IndexConfig, KeyIndex};
@@ -258,6 +258,10 @@ struct BrokenQueue {
     reason: String,
 }
 
+/// A consume-queue directory moved aside to be removed (see
+/// [`MessageStore::remove_expired_light_queues`]); no topic name begins with a dot.
+const REMOVED_QUEUE_PREFIX: &str = ".removed-";
+
 /// How often a broken queue is tried again.
 const BROKEN_QUEUE_RETRY: Duration = Duration::from_secs(1);
 
@@ -389,13 +393,16 @@ impl Inner {
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
             let size_bytes = u32::try_from(msg.size_bytes)
                 .map_err(|_| StoreError::BadRecord(format!("at {offset}: a size of {} bytes", msg.size_bytes)))?;
-            if msg.queue_id == queue_id && msg.topic == topic {
+            let at = crate::commit_log::positions(&msg, self.config.commit_log.lmq)
+                .find(|&(t, q, _)| q == queue_id && t == topic)
+                .map(|(_, _, o)| o);
+            if let Some(queue_offset) = at {
                 let entry = CqEntry {
                     commit_log_offset: offset,
                     size_bytes,
                     tags_code: tags_code(msg.tags()),
                 };
-                if q.append(msg.queue_offset, entry)? == CqAppend::Appended {
+                if q.append(queue_offset, entry)? == CqAppend::Appended {
                     count += 1;
                 }
             }
@@ -455,8 +462,9 @@ impl Inner {
         let from = self.dispatched.load(Ordering::Acquire).max(self.log.min_offset());
         let mut offset = self.log.next_record_offset(from, 0);
         let mut count = 0;
-        // Bounded: at most one entry per queue, and a batch rarely touches more than a few.
-        let mut touched: Vec<(String, i32)> = Vec::new();
+        // Bounded by the queues this pass touched: one entry each.
+        let mut touched: HashMap<String, Vec<i32>> = HashMap::new();
+        let lmq = self.config.commit_log.lmq;
         while let Some(bytes) = self.log.read_record(offset)? {
             // A view, not a decode: the dispatcher needs three fields of every record.
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
@@ -471,10 +479,17 @@ impl Inner {
                 size_bytes: used,
                 tags_code: tags_code(msg.tags()),
             };
-            if self.dispatch_one(msg.topic, msg.queue_id, msg.queue_offset, entry) == Some(CqAppend::Appended) {
-                count += 1;
-                if !touched.iter().any(|(t, q)| *q == msg.queue_id && t == msg.topic) {
-                    touched.push((msg.topic.to_owned(), msg.queue_id));
+            // The record's own queue, then each light message queue it names.
+            for (topic, queue_id, queue_offset) in crate::commit_log::positions(&msg, lmq) {
+                if self.dispatch_one(topic, queue_id, queue_offset, entry) == Some(CqAppend::Appended) {
+                    count += 1;
+                    let queues = match touched.get_mut(topic) {
+                        Some(queues) => queues,
+                        None => touched.entry(topic.to_owned()).or_default(),
+                    };
+                    if !queues.contains(&queue_id) {
+                        queues.push(queue_id);
+                    }
                 }
             }
             offset = self.log.next_record_offset(offset, used);
@@ -486,8 +501,10 @@ impl Inner {
             *self.generation.lock() += 1;
             self.new_entries.notify_all();
             if let Some(listener) = self.listener.read().clone() {
-                for (topic, queue_id) in &touched {
-                    listener(topic, *queue_id);
+                for (topic, queues) in &touched {
+                    for queue_id in queues {
+                        listener(topic, *queue_id);
+                    }
                 }
             }
         }
@@ -726,6 +743,11 @@ impl MessageStore {
                 let Some(name) = topic.file_name().to_str().map(str::to_owned) else {
                     continue;
                 };
+                if name.starts_with(REMOVED_QUEUE_PREFIX) {
+                    // A light queue being removed when the broker stopped: finish the removal.
+                    std::fs::remove_dir_all(topic.path()).map_err(|e| StoreError::io(topic.path(), e))?;
+                    continue;
+                }
                 for qid in std::fs::read_dir(topic.path())
                     .map_err(|e| StoreError::io(topic.path(), e))?
                     .flatten()
@@ -784,6 +806,19 @@ impl MessageStore {
     pub fn try_append_owned(&self, records: &mut bytes::BytesMut, topic: &str, queue_id: i32) -> Result<Vec<AppendResult>> {
         self.check_queue(topic, queue_id)?;
         self.inner.log.try_append_owned(records, topic, queue_id)
+    }
+
+    /// Appends pre-encoded records to a [`Target`] (with light message queues) without blocking
+    /// or copying (see [`CommitLog::try_append_to`]).
+    pub fn try_append_to(&self, records: &mut bytes::BytesMut, to: Target<'_>) -> Result<Vec<AppendResult>> {
+        self.check_queue(to.topic, to.queue_id)?;
+        self.inner.log.try_append_to(records, to)
+    }
+
+    /// [`MessageStore::try_append_to`] that may block (see [`CommitLog::append_to`]).
+    pub fn append_to(&self, records: &mut bytes::BytesMut, to: Target<'_>) -> Result<Vec<AppendResult>> {
+        self.check_queue(to.topic, to.queue_id)?;
+        self.inner.log.append_to(records, to)
     }
 
     /// Refuses a queue whose consume queue cannot be written (see [`MessageStore::queue_failure`]),
@@ -943,6 +978,52 @@ impl MessageStore {
             }
         }
         result
+    }
+
+    /// Removes light message queues that hold nothing readable (every message they had is past
+    /// retention), at most `max` per call: their consume queues, their files and their place in
+    /// the log's numbering, so that idle queues (one per device, say) do not accumulate. A queue
+    /// that gets a message meanwhile is kept. Returns the names removed.
+    ///
+    /// # Errors
+    /// A directory that cannot be moved aside or removed.
+    pub fn remove_expired_light_queues(&self, max: usize) -> Result<Vec<String>> {
+        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+        let candidates: Vec<(String, i64)> = self
+            .inner
+            .queues
+            .read()
+            .iter()
+            .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
+            .take(max)
+            .map(|((t, _), cq)| (t.clone(), cq.max_offset()))
+            .collect();
+        let mut removed = Vec::new();
+        for (name, next) in candidates {
+            let dir = self.inner.cq_root().join(&name);
+            let trash = self.inner.cq_root().join(format!("{REMOVED_QUEUE_PREFIX}{name}"));
+            let mut moved = Ok(());
+            // Under the put-message lock: no append can number the queue until it is gone from
+            // the dispatcher's map and its directory is out of the way of a new one.
+            let forgotten = self.inner.log.forget_light_queue(&name, next, || {
+                self.inner.queues.write().remove(&(name.clone(), lmq_id));
+                moved = std::fs::rename(&dir, &trash).or_else(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Ok(()),
+                    _ => Err(e),
+                });
+            });
+            if !forgotten {
+                continue;
+            }
+            moved.map_err(|e| StoreError::io(&dir, e))?;
+            match std::fs::remove_dir_all(&trash) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(&trash, e)),
+            }
+            removed.push(name);
+        }
+        Ok(removed)
     }
 
     /// Removes `topic`'s consume queues and their files (DELETE_TOPIC_IN_BROKER); returns how

@@ -133,8 +133,10 @@ pub(crate) fn recover(
                 break;
             }
             Ok((v, used)) if used == rec_size as usize => {
-                let next = queue_offsets.entry((v.topic.to_owned(), v.queue_id)).or_insert(0);
-                *next = (*next).max(v.queue_offset + 1);
+                for (topic, queue_id, queue_offset) in crate::commit_log::positions(&v, config.lmq) {
+                    let next = queue_offsets.entry((topic.to_owned(), queue_id)).or_insert(0);
+                    *next = (*next).max(queue_offset + 1);
+                }
                 report.records_scanned += 1;
                 offset += used as u64;
             }

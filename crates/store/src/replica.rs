@@ -28,7 +28,8 @@ pub(crate) struct ReplicaCursor {
     carry: Vec<u8>,
 }
 
-/// A record a chunk completed: its topic, queue and queue offset.
+/// A queue position a chunk completed: a record's topic, queue and queue offset (one per light
+/// message queue the record names too).
 type Completed = (String, i32, i64);
 
 impl ReplicaCursor {
@@ -43,7 +44,7 @@ impl ReplicaCursor {
     /// Parses the records that `bytes`, at `offset` (the log's end), completes. Returns the
     /// cursor after them and the records, leaving `self` as it was: the caller applies both
     /// once the chunk is accepted.
-    fn scan(&self, offset: u64, bytes: &[u8], segment_bytes: u64) -> Result<(ReplicaCursor, Vec<Completed>)> {
+    fn scan(&self, offset: u64, bytes: &[u8], segment_bytes: u64, lmq: bool) -> Result<(ReplicaCursor, Vec<Completed>)> {
         let chunk_end = offset + bytes.len() as u64;
         // The filler's tail lies past the cursor's record: nothing in this chunk to parse.
         if self.carry.is_empty() && self.next_record >= chunk_end {
@@ -86,7 +87,7 @@ impl ReplicaCursor {
             }
             let Some(record) = data.get(rel..rel + size as usize) else { break };
             let view = RecordView::parse(record).map_err(|e| StoreError::BadRecord(format!("replicated record at {at}: {e}")))?;
-            done.push((view.topic.to_owned(), view.queue_id, view.queue_offset));
+            done.extend(crate::commit_log::positions(&view, lmq).map(|(t, q, o)| (t.to_owned(), q, o)));
             at += size as u64;
         }
         let carry = if at < chunk_end {
@@ -187,7 +188,7 @@ impl CommitLog {
                 // master itself): its end is a record boundary, and the parse starts there.
                 w.replica = ReplicaCursor::at(w.write_offset);
             }
-            let (cursor, records) = w.replica.scan(offset, &bytes, segment_bytes)?;
+            let (cursor, records) = w.replica.scan(offset, &bytes, segment_bytes, s.config.lmq)?;
             let current_ends = w.current.as_ref().map(|c| c.start_offset() + segment_bytes);
             if current_ends.is_none_or(|e| offset >= e) {
                 if !offset.is_multiple_of(segment_bytes) {
@@ -203,9 +204,10 @@ impl CommitLog {
             } else if offset % segment_bytes < segment_bytes / 2 && (offset + len) % segment_bytes >= segment_bytes / 2 {
                 s.allocator_wakeup.wake();
             }
-            s.stats
-                .appended_records
-                .fetch_add(records.len() as u64, std::sync::atomic::Ordering::Release);
+            s.stats.appended_records.fetch_add(
+                records.iter().filter(|r| !petrel_protocol::lmq::is_lmq(&r.0)).count() as u64,
+                std::sync::atomic::Ordering::Release,
+            );
             for (topic, queue_id, queue_offset) in &records {
                 *w.next_queue_offset(topic, *queue_id) = queue_offset + 1;
             }
@@ -365,7 +367,7 @@ impl CommitLog {
                 break;
             }
             let view = RecordView::parse(seg.slice(pos, size as usize)).map_err(|_| bad())?;
-            out.push((view.topic.to_owned(), view.queue_id, view.queue_offset));
+            out.extend(crate::commit_log::positions(&view, self.shared.config.lmq).map(|(t, q, o)| (t.to_owned(), q, o)));
             at += size as u64;
         }
         Ok(out)
@@ -419,10 +421,10 @@ mod tests {
         let stream = [a.clone(), b.clone()].concat();
         let cursor = ReplicaCursor::at(0);
         let cut = a.len() + 50;
-        let (c1, first) = cursor.scan(0, &stream[..cut], 1 << 20).unwrap();
+        let (c1, first) = cursor.scan(0, &stream[..cut], 1 << 20, false).unwrap();
         assert_eq!(first, vec![("T".to_owned(), 1, 5)]);
         assert_eq!(c1.carry.len(), 50);
-        let (c2, second) = c1.scan(cut as u64, &stream[cut..], 1 << 20).unwrap();
+        let (c2, second) = c1.scan(cut as u64, &stream[cut..], 1 << 20, false).unwrap();
         assert_eq!(second, vec![("T".to_owned(), 2, 9)]);
         assert!(c2.carry.is_empty());
         assert_eq!(c2.next_record, stream.len() as u64);
@@ -438,14 +440,14 @@ mod tests {
         first.extend_from_slice(&remaining.to_be_bytes());
         first.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
         first.resize(1000, 0);
-        let (c1, done) = ReplicaCursor::at(0).scan(0, &first, seg).unwrap();
+        let (c1, done) = ReplicaCursor::at(0).scan(0, &first, seg, false).unwrap();
         assert_eq!(done.len(), 1);
         assert_eq!(c1.next_record, seg, "the cursor jumps to the next segment");
-        let (c2, none) = c1.scan(1000, &[0u8; 3096], seg).unwrap();
+        let (c2, none) = c1.scan(1000, &[0u8; 3096], seg, false).unwrap();
         assert!(none.is_empty());
         assert_eq!(c2.next_record, seg);
         let b = record("T", 0, 1, 10);
-        let (_, next) = c2.scan(seg, &b, seg).unwrap();
+        let (_, next) = c2.scan(seg, &b, seg, false).unwrap();
         assert_eq!(next, vec![("T".to_owned(), 0, 1)]);
     }
 
@@ -468,7 +470,7 @@ mod tests {
 
     #[test]
     fn bytes_that_are_not_a_log_are_refused() {
-        let e = ReplicaCursor::at(0).scan(0, &[0xAB; 64], 4096).unwrap_err();
+        let e = ReplicaCursor::at(0).scan(0, &[0xAB; 64], 4096, false).unwrap_err();
         assert!(matches!(e, StoreError::BadRecord(_)), "{e}");
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use petrel_protocol::message::MessageExt;
 use petrel_protocol::properties::java_string_hash;
 use petrel_store::{Boundary, FlushMode, GetStatus, MessageFilter, MessageStore, MessageStoreConfig};
-use support::{body, tagged_record};
+use support::{body, tagged_record, wait_dispatched};
 
 fn config(root: &std::path::Path, mode: FlushMode) -> MessageStoreConfig {
     let mut c = MessageStoreConfig::new(root);
@@ -18,16 +18,6 @@ fn config(root: &std::path::Path, mode: FlushMode) -> MessageStoreConfig {
     c.commit_log.flush_mode = mode;
     c.cq_entries_per_segment = 16;
     c
-}
-
-fn wait_dispatched(store: &MessageStore) {
-    for _ in 0..10_000 {
-        if store.dispatched_offset() >= store.commit_log().readable_end() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("dispatcher did not catch up");
 }
 
 /// 40 messages on queues 0..4 of topic T, tags alternating A/B.

@@ -9,6 +9,7 @@ pub mod controller;
 mod cursor;
 mod error;
 pub mod expiry;
+pub mod lmq_cleanup;
 pub mod offset_flush;
 pub mod registration;
 pub mod schedule;
@@ -49,6 +50,12 @@ pub fn start(broker: &Arc<Broker>, tasks: &mut JoinSet<()>) {
     tasks.spawn(schedule::run(broker.clone()));
     tasks.spawn(timer::run(broker.clone()));
     tasks.spawn(transaction_check::run(broker.clone()));
+    if broker.config.lmq() {
+        tasks.spawn(lmq_cleanup::run(
+            broker.clone(),
+            Duration::from_secs(broker.config.lmq_cleanup_interval_s),
+        ));
+    }
     if broker.replication.controlled().is_some() {
         tasks.spawn(controller::run(broker.clone()));
     }

@@ -127,6 +127,14 @@ petrel_kit::config_table! {
             "Each new commit-log segment is written with zeros (in the background, before the writer reaches it) so that its blocks are written extents: a flush then writes data only, with no journal commit for extent conversion (on the reference ext4 disk a 10 KiB write + `fdatasync` took 173 µs instead of 354 µs). It costs a second write of every byte of the log, which only SYNC_FLUSH earns back: unset, it is on under SYNC_FLUSH and off under ASYNC_FLUSH (with the Java benchmark tools under ASYNC_FLUSH it cost a quarter of the throughput). RocketMQ's key (its spelling); RocketMQ's default is `false`."
         "pageCacheBudgetBytes" => page_cache_budget_bytes: Option<u64> = None, check at_least_if_set(16 << 20);
             "Petrel: resident bytes of the store's files (commit-log and consume-queue segments) the broker holds itself under, at least 16 MiB. Unset: a quarter of the memory limit of the cgroup the broker runs in (v2 `memory.max`, v1 `memory.limit_in_bytes`), else a quarter of the machine's memory. Above three quarters of it, durable ranges outside the newest half of the budget (where tailing consumers read) are released from memory; when unflushed data alone keeps the cache over it, sends are answered `SYSTEM_BUSY` (2) with RocketMQ's `[PC_SYNCHRONIZED]` remark until the flusher catches up."
+        "enableLmq" => enable_lmq: bool = false;
+            "Light message queues (LMQ, for MQTT-style per-device queues and lite topics): a message whose `INNER_MULTI_DISPATCH` property names `%LMQ%…` queues (comma-separated) is also filed in each of them, with its offset in each written in `INNER_MULTI_QUEUE_OFFSET` at append; an LMQ has one queue (id 0), needs no topic or group config (pulls, POP, offsets and `GET_MAX_OFFSET` answer for any `%LMQ%` name), and is kept through kill -9, restarts and replication. As RocketMQ, it takes `enableMultiDispatch=true` too; with only one of the two on, neither acts. Batches, retry topics, delayed messages until they are due and half messages until committed are not dispatched."
+        "enableMultiDispatch" => enable_multi_dispatch: bool = false;
+            "Dispatch messages to the light message queues their `INNER_MULTI_DISPATCH` names; see `enableLmq`, which it needs."
+        "maxLmqConsumeQueueNum" => max_lmq_consume_queue_num: usize = 20_000, check at_least(1);
+            "Light message queues the broker creates at most (RocketMQ's key and default, which RocketMQ 5 does not enforce); a message naming a new one past it is answered `SYSTEM_ERROR` (1) with `[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]`, and nothing is stored."
+        "lmqCleanupIntervalSeconds" => lmq_cleanup_interval_s: u64 = 60, check at_least(1);
+            "Petrel: seconds between passes that remove light message queues holding nothing readable any more (every message they had is past retention), with every group's offsets in them, at most 10,000 a pass; a removed queue's next message starts it again at offset 0, as on RocketMQ after its admin `CLEAN_EXPIRED_CONSUMEQUEUE`. Only with `enableLmq` and `enableMultiDispatch`."
         "truncateCorruptLog" => truncate_corrupt_log: bool = false;
             "Petrel: what recovery does with a damaged commit-log record that has valid records after it (a flipped bit or a bad sector, not a torn tail). `false`: refuse to start, naming the segment and offset, so that an operator can restore the file; `true`: cut the log there, losing every record after it. A torn tail (a crash before the sync) is always cut."
         "maxDurabilityWaiters" => max_durability_waiters: usize = 65_536, check at_least(1);
@@ -382,6 +390,12 @@ impl BrokerConfig {
         SocketAddr::new(self.broker_ip1.unwrap_or_else(detect_local_ip), self.listen_port)
     }
 
+    /// Whether light message queues are on: `enableLmq` and `enableMultiDispatch` both.
+    #[must_use]
+    pub fn lmq(&self) -> bool {
+        self.enable_lmq && self.enable_multi_dispatch
+    }
+
     /// The store's configuration (commit log, consume queues, index, page-cache budget) as
     /// these settings give it.
     #[must_use]
@@ -400,6 +414,8 @@ impl BrokerConfig {
         log.max_flush_waiters = self.max_durability_waiters;
         log.zero_fill_segments = self.warm_maped_file_enable.unwrap_or(self.flush_disk_type == FlushMode::Sync);
         log.truncate_corruption = self.truncate_corrupt_log;
+        log.lmq = self.lmq();
+        log.max_lmq_queues = self.max_lmq_consume_queue_num;
         store.page_cache_budget_bytes = Some(self.page_cache_budget_bytes.unwrap_or_else(petrel_store::default_budget_bytes));
         store.commit_log = log;
         store.index = self.message_index_enable.then_some(petrel_store::IndexConfig {

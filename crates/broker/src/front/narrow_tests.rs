@@ -76,6 +76,7 @@ async fn topic_handlers_run_on_the_topic_table_alone_and_refuse_past_its_limit()
         default_queue_nums: 4,
         auto_create: false,
         max_topics,
+        lmq: false,
     };
     // The system topics a new table holds, then a table with room for one more.
     let system = TopicService::open(dir.path(), settings(usize::MAX))

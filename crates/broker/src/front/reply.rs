@@ -50,7 +50,8 @@ pub fn code_of(e: &BrokerError) -> i32 {
             | StoreError::Layout { .. }
             | StoreError::Corrupt { .. }
             | StoreError::DurableDamaged { .. }
-            | StoreError::QueueUnavailable { .. } => resp::SYSTEM_ERROR,
+            | StoreError::QueueUnavailable { .. }
+            | StoreError::LmqQueuesExceeded { .. } => resp::SYSTEM_ERROR,
         },
     }
 }

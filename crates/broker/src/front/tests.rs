@@ -202,18 +202,13 @@ async fn admin_creates_and_reads_topics_and_masks_secrets() {
     broker.stop().await;
 }
 
-#[tokio::test]
-async fn pop_takes_and_acks_and_refuses_a_forged_receipt() {
-    let (broker, front, conn) = started(|c| c.auto_create_topic_enable = false);
-    assert_eq!(call(&front, &conn, create_topic("p")).await.code, resp::SUCCESS);
-    assert_eq!(call(&front, &conn, send("p", 0, b"popped")).await.code, resp::SUCCESS);
-    broker.wait_dispatched();
-    crate::services::testing::heartbeat_consumer(&broker.broker, "pg-pop", "p");
-    let pop = req(
+/// A POP of up to 8 messages from any queue of `topic`, invisible for a minute, not waiting.
+fn pop_any_queue(group: &str, topic: &str) -> RemotingCommand {
+    req(
         rc::POP_MESSAGE,
         &[
-            ("consumerGroup", "pg-pop"),
-            ("topic", "p"),
+            ("consumerGroup", group),
+            ("topic", topic),
             ("queueId", "-1"),
             ("maxMsgNums", "8"),
             ("invisibleTime", "60000"),
@@ -221,8 +216,17 @@ async fn pop_takes_and_acks_and_refuses_a_forged_receipt() {
             ("bornTime", "1700000000000"),
             ("initMode", "0"),
         ],
-    );
-    let popped = call(&front, &conn, pop).await;
+    )
+}
+
+#[tokio::test]
+async fn pop_takes_and_acks_and_refuses_a_forged_receipt() {
+    let (broker, front, conn) = started(|c| c.auto_create_topic_enable = false);
+    assert_eq!(call(&front, &conn, create_topic("p")).await.code, resp::SUCCESS);
+    assert_eq!(call(&front, &conn, send("p", 0, b"popped")).await.code, resp::SUCCESS);
+    broker.wait_dispatched();
+    crate::services::testing::heartbeat_consumer(&broker.broker, "pg-pop", "p");
+    let popped = call(&front, &conn, pop_any_queue("pg-pop", "p")).await;
     assert_eq!(popped.code, resp::SUCCESS, "{:?}", popped.remark);
     let messages = petrel_protocol::decode_messages(&popped.body).expect("records");
     assert_eq!(messages.len(), 1);
@@ -431,5 +435,134 @@ async fn who_consumes_a_topic_and_the_system_topics_are_answered_and_refused_wit
         let refused = call(&front, &conn, request).await;
         assert_eq!(refused.code, resp::NO_PERMISSION, "unsigned: {:?}", refused.remark);
     }
+    broker.stop().await;
+}
+
+/// A send to `orders` queue 0 whose `INNER_MULTI_DISPATCH` is `lmq` (none when empty).
+fn send_dispatched(lmq: &str, body: &[u8]) -> RemotingCommand {
+    let mut r = send("orders", 0, body);
+    let properties = format!("TAGS\u{1}A\u{2}INNER_MULTI_DISPATCH\u{1}{lmq}\u{2}INNER_MULTI_QUEUE_OFFSET\u{1}77\u{2}");
+    r.put_ext("properties", properties.as_str());
+    r
+}
+
+fn pull_queue(group: &str, topic: &str, offset: i64) -> RemotingCommand {
+    let offset = offset.to_string();
+    req(
+        rc::PULL_MESSAGE,
+        &[
+            ("consumerGroup", group),
+            ("topic", topic),
+            ("queueId", "0"),
+            ("queueOffset", offset.as_str()),
+            ("maxMsgNums", "32"),
+            ("sysFlag", "2"),
+            ("commitOffset", "0"),
+            ("suspendTimeoutMillis", "0"),
+            ("subscription", "*"),
+            ("subVersion", "0"),
+        ],
+    )
+}
+
+/// The bodies and `INNER_MULTI_QUEUE_OFFSET`s a pull of a light queue answers.
+async fn pulled(front: &RocketMqFront, conn: &Arc<Connection>, topic: &str) -> Vec<(String, String)> {
+    let got = call(front, conn, pull_queue("%LMQ%reader", topic, 0)).await;
+    assert_eq!(got.code, resp::SUCCESS, "{topic}: {:?}", got.remark);
+    petrel_protocol::decode_messages(&got.body)
+        .expect("records")
+        .into_iter()
+        .map(|m| {
+            let offsets = m.properties.get("INNER_MULTI_QUEUE_OFFSET").cloned().unwrap_or_default();
+            (String::from_utf8_lossy(&m.body).into_owned(), offsets)
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn light_message_queues_take_dispatched_messages_and_answer_for_any_lmq_name() {
+    let (broker, front, conn) = started(|c| {
+        c.enable_lmq = true;
+        c.enable_multi_dispatch = true;
+        c.max_lmq_consume_queue_num = 2;
+    });
+    assert_eq!(call(&front, &conn, create_topic("orders")).await.code, resp::SUCCESS);
+    for (lmq, body) in [("%LMQ%a,%LMQ%b", "one"), ("%LMQ%b", "two")] {
+        let stored = call(&front, &conn, send_dispatched(lmq, body.as_bytes())).await;
+        assert_eq!(stored.code, resp::SUCCESS, "{:?}", stored.remark);
+    }
+    broker.wait_dispatched();
+    // The client's own offsets (77) are replaced by the broker's.
+    let pair = |b: &str, o: &str| (b.to_owned(), o.to_owned());
+    assert_eq!(pulled(&front, &conn, "%LMQ%a").await, vec![pair("one", "0,0")]);
+    assert_eq!(pulled(&front, &conn, "%LMQ%b").await, vec![pair("one", "0,0"), pair("two", "1")]);
+    let max = call(&front, &conn, req(rc::GET_MAX_OFFSET, &[("topic", "%LMQ%b"), ("queueId", "0")])).await;
+    assert_eq!((max.code, max.ext("offset")), (resp::SUCCESS, Some("2")));
+    // A %LMQ% group commits without a heartbeat and without being stored.
+    let commit = req(
+        rc::UPDATE_CONSUMER_OFFSET,
+        &[
+            ("consumerGroup", "%LMQ%g"),
+            ("topic", "%LMQ%b"),
+            ("queueId", "0"),
+            ("commitOffset", "1"),
+        ],
+    );
+    assert_eq!(call(&front, &conn, commit).await.code, resp::SUCCESS);
+    let query = req(
+        rc::QUERY_CONSUMER_OFFSET,
+        &[("consumerGroup", "%LMQ%g"), ("topic", "%LMQ%b"), ("queueId", "0")],
+    );
+    let found = call(&front, &conn, query).await;
+    assert_eq!((found.code, found.ext("offset")), (resp::SUCCESS, Some("1")));
+    // POP reads a light queue too, from the %LMQ% group's committed offset (1).
+    let popped = call(&front, &conn, pop_any_queue("%LMQ%g", "%LMQ%b")).await;
+    assert_eq!(popped.code, resp::SUCCESS, "{:?}", popped.remark);
+    let popped = petrel_protocol::decode_messages(&popped.body).expect("records");
+    assert_eq!(popped.iter().map(|m| &m.body[..]).collect::<Vec<_>>(), [b"two"], "{popped:?}");
+    // Past maxLmqConsumeQueueNum (2): a third queue is refused and nothing is stored.
+    let third = call(&front, &conn, send_dispatched("%LMQ%a,%LMQ%c", b"three")).await;
+    assert_eq!(third.code, resp::SYSTEM_ERROR, "{:?}", third.remark);
+    assert!(
+        third
+            .remark
+            .as_deref()
+            .is_some_and(|r| r.contains("[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]")),
+        "{:?}",
+        third.remark
+    );
+    broker.wait_dispatched();
+    assert_eq!(pulled(&front, &conn, "%LMQ%a").await.len(), 1);
+    // Names that are not light queues, repeated ones, and a send to a light queue itself.
+    for bad in ["orders", "%LMQ%a,%LMQ%a", "%LMQ%a,"] {
+        let refused = call(&front, &conn, send_dispatched(bad, b"bad")).await;
+        assert_eq!(refused.code, resp::MESSAGE_ILLEGAL, "{bad}: {:?}", refused.remark);
+    }
+    let direct = call(&front, &conn, send("%LMQ%a", 0, b"direct")).await;
+    assert_eq!(direct.code, resp::NO_PERMISSION, "{:?}", direct.remark);
+    broker.stop().await;
+}
+
+#[tokio::test]
+async fn without_lmq_the_dispatch_property_is_kept_and_files_nothing() {
+    let (broker, front, conn) = started(|c| c.enable_lmq = true);
+    assert_eq!(call(&front, &conn, create_topic("orders")).await.code, resp::SUCCESS);
+    let stored = call(&front, &conn, send_dispatched("%LMQ%a", b"one")).await;
+    assert_eq!(stored.code, resp::SUCCESS, "{:?}", stored.remark);
+    broker.wait_dispatched();
+    // enableLmq alone does nothing, as on RocketMQ (it needs enableMultiDispatch).
+    let lmq = call(&front, &conn, pull_queue("cg", "%LMQ%a", 0)).await;
+    assert_eq!(lmq.code, resp::TOPIC_NOT_EXIST, "{:?}", lmq.remark);
+    let parent = call(&front, &conn, pull_queue("cg", "orders", 0)).await;
+    let messages = petrel_protocol::decode_messages(&parent.body).expect("records");
+    assert_eq!(
+        messages[0].properties.get("INNER_MULTI_DISPATCH").map(String::as_str),
+        Some("%LMQ%a")
+    );
+    assert_eq!(
+        messages[0].properties.get("INNER_MULTI_QUEUE_OFFSET"),
+        None,
+        "a client's offsets are never stored"
+    );
     broker.stop().await;
 }

@@ -194,6 +194,9 @@ pub struct GroupService {
     auto_create: bool,
     /// Groups each client's heartbeats created (`maxGroupsCreatedPerClient`).
     created: crate::quota::Allowance,
+    /// Light message queues are on: every `%LMQ%` group exists with RocketMQ's defaults, and
+    /// none is stored (there may be one per device).
+    lmq: bool,
 }
 
 /// Tells each channel that `group`'s membership changed.
@@ -250,7 +253,19 @@ impl GroupService {
             max_groups,
             auto_create,
             created: crate::quota::Allowance::new("consumer groups", usize::MAX),
+            lmq: false,
         })
+    }
+
+    /// Makes every `%LMQ%` group exist, unstored (`enableLmq`).
+    #[must_use]
+    pub fn with_lmq(mut self, lmq: bool) -> GroupService {
+        self.lmq = lmq;
+        self
+    }
+
+    fn is_light(&self, group: &str) -> bool {
+        self.lmq && petrel_protocol::lmq::is_lmq(group)
     }
 
     /// Bounds the groups one client's heartbeats may create.
@@ -321,6 +336,9 @@ impl GroupService {
     /// A group's settings, if the group exists (GET_SUBSCRIPTIONGROUP_CONFIG).
     #[must_use]
     pub fn find_config(&self, group: &str) -> Option<GroupConfig> {
+        if self.is_light(group) {
+            return Some(GroupConfig::new(group));
+        }
         self.known.read().get(group).cloned()
     }
 
@@ -381,7 +399,7 @@ impl GroupService {
     /// Whether the consumer group exists (a client registered it, now or before a restart).
     #[must_use]
     pub fn is_known(&self, group: &str) -> bool {
-        self.known.read().contains_key(group)
+        self.is_light(group) || self.known.read().contains_key(group)
     }
 
     /// Checks that `group` exists, for requests that need it to (offset commits).

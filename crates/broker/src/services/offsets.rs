@@ -319,6 +319,16 @@ impl OffsetService {
         self.table.dirty.store(true, Ordering::Release);
     }
 
+    /// Drops every group's offsets, pulls and pending resets of each of `topics` in one pass
+    /// (light message queues removed by their cleanup; topic names hold no `@`).
+    pub fn remove_topics(&self, topics: &std::collections::HashSet<String>) {
+        let gone = |k: &String| k.split_once('@').is_some_and(|(t, _)| topics.contains(t));
+        self.table.committed.write().offset_table.retain(|k, _| !gone(k));
+        self.pulled.write().retain(|k, _| !gone(k));
+        self.resets.lock().retain(|k, _| !gone(k));
+        self.table.dirty.store(true, Ordering::Release);
+    }
+
     /// The queue's (min, max) offsets; (0, 0) for a queue that has nothing.
     #[must_use]
     pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (i64, i64) {

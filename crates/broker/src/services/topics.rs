@@ -94,6 +94,9 @@ pub struct TopicSettings {
     /// `msgTraceTopicName` when `traceTopicEnable` is on: the message-trace topic, made at start
     /// (one queue) and counted among the system topics.
     pub trace_topic: Option<String>,
+    /// `enableLmq` and `enableMultiDispatch`: every `%LMQ%` name is a topic of one queue, read
+    /// and written, never stored in the table.
+    pub lmq: bool,
 }
 
 /// The topic table (`config/topics.json`): each topic's queues and permissions, created and
@@ -184,12 +187,24 @@ impl TopicService {
     /// A topic's config, if it exists.
     #[must_use]
     pub fn get(&self, topic: &str) -> Option<TopicConfig> {
+        if let Some(lmq) = self.light_queue(topic) {
+            return Some(lmq);
+        }
         self.table.read().topic_config_table.get(topic).cloned()
+    }
+
+    /// The config a light message queue answers with: one queue, read and written (RocketMQ's
+    /// LMQ topic manager makes the same, and keeps it nowhere either).
+    fn light_queue(&self, topic: &str) -> Option<TopicConfig> {
+        (self.settings.lmq && petrel_protocol::lmq::is_lmq(topic)).then(|| TopicConfig::new(topic, 1, perm::READ | perm::WRITE))
     }
 
     /// `f` of a topic's config, if it exists, without copying it (a send's check reads a field
     /// or two; a copy clones the name and the attribute map).
     pub fn with<R>(&self, topic: &str, f: impl FnOnce(&TopicConfig) -> R) -> Option<R> {
+        if let Some(lmq) = self.light_queue(topic) {
+            return Some(f(&lmq));
+        }
         self.table.read().topic_config_table.get(topic).map(f)
     }
 
@@ -414,6 +429,7 @@ mod tests {
             default_queue_nums: 8,
             auto_create,
             max_topics,
+            lmq: false,
         }
     }
 

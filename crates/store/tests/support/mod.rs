@@ -35,3 +35,14 @@ pub fn body(n: u64, len: usize) -> Vec<u8> {
         .map(|i| (n.wrapping_mul(31).wrapping_add(i as u64 * 7) % 251) as u8)
         .collect()
 }
+
+/// Waits until the dispatcher has filed everything readable.
+pub fn wait_dispatched(store: &petrel_store::MessageStore) {
+    for _ in 0..10_000 {
+        if store.dispatched_offset() >= store.commit_log().readable_end() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    panic!("dispatcher did not catch up");
+}

@@ -176,6 +176,7 @@ impl ProduceService {
             uniq_key: None,
             topic_created: false,
             counted: Counted::default(),
+            lmq: Vec::new(),
         })
     }
 
@@ -196,7 +197,12 @@ impl ProduceService {
     /// `m` encoded for [`ProduceService::commit`], routed as a send would be (delay levels).
     pub(super) fn prepared(&self, m: MessageExt, topic_created: bool) -> Result<Prepared, BrokerError> {
         let answer_queue_id = m.queue_id;
-        let (records, (topic, queue_id), route) = self.encode_routed(m)?;
+        let super::Routed {
+            records,
+            stored_at: (topic, queue_id),
+            route,
+            lmq,
+        } = self.encode_routed(m)?;
         Ok(Prepared {
             topic,
             queue_id,
@@ -209,6 +215,7 @@ impl ProduceService {
                 route,
                 ..Counted::default()
             },
+            lmq,
         })
     }
 

@@ -23,7 +23,7 @@ use petrel_protocol::model::perm;
 use petrel_protocol::msgid::{UniqKeyGenerator, create_offset_msg_id};
 use petrel_protocol::properties::{Properties, decode_properties, keys};
 use petrel_replication::{AckGate, AckMode, Refusal, ReplicaWait};
-use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, WaitError};
+use petrel_store::{AppendResult, FlushMode, MessageStore, StoreError, Target, WaitError};
 
 use super::BrokerError;
 use super::schedule::{SCHEDULE_TOPIC, ScheduleService};
@@ -108,6 +108,18 @@ struct Encoded {
     stored_at: (String, i32),
     /// Where the message waits, if it does.
     route: Route,
+    /// The light message queues the record is filed in too (see [`ProduceSettings::lmq`]).
+    lmq: Vec<String>,
+}
+
+/// One message encoded where it waits or belongs (see [`ProduceService::encode_routed`]).
+struct Routed {
+    records: BytesMut,
+    /// The topic and queue it is stored in.
+    stored_at: (String, i32),
+    route: Route,
+    /// The light message queues it is filed in too.
+    lmq: Vec<String>,
 }
 
 /// Where an encoded message waits before its real topic, as the metrics count it.
@@ -144,6 +156,8 @@ struct Prepared {
     uniq_key: Option<String>,
     topic_created: bool,
     counted: Counted,
+    /// Light message queues the one record is filed in too.
+    lmq: Vec<String>,
 }
 
 /// What the service needs to know of the broker it runs in.
@@ -171,6 +185,9 @@ pub struct ProduceSettings {
     pub slave_timeout: Duration,
     /// `rejectTransactionMessage`: refuse half messages.
     pub reject_transaction_message: bool,
+    /// `enableLmq` and `enableMultiDispatch`: a message whose `INNER_MULTI_DISPATCH` names
+    /// light message queues is filed in each when it reaches its topic.
+    pub lmq: bool,
 }
 
 /// The services that decide where a message waits before its queue.
@@ -415,15 +432,18 @@ impl ProduceService {
             mut records,
             topic,
             queue_id,
+            lmq,
             ..
         } = p;
-        match self.store.try_append_owned(&mut records, &topic, queue_id) {
+        match self.store.try_append_to(&mut records, Target::with_lmq(&topic, queue_id, &lmq)) {
             Err(StoreError::WouldBlock(_)) => {}
             other => return other.map_err(BrokerError::from),
         }
         self.stats.appends_offloaded.fetch_add(1, Ordering::Relaxed);
         let store = self.store.clone();
-        let appended = self.pool.run(move || store.append_owned(&mut records, &topic, queue_id))?;
+        let appended = self
+            .pool
+            .run(move || store.append_to(&mut records, Target::with_lmq(&topic, queue_id, &lmq)))?;
         appended.await?.map_err(BrokerError::from)
     }
 
@@ -437,6 +457,12 @@ impl ProduceService {
     /// Checks the request and encodes its records.
     fn prepare(&self, req: &SendRequest) -> Result<Prepared, BrokerError> {
         validate_topic_name(&req.topic)?;
+        if self.settings.lmq && petrel_protocol::lmq::is_lmq(&req.topic) {
+            return Err(BrokerError::NoPermission(format!(
+                "Sending message to topic[{}] is forbidden: a light message queue takes messages sent to a topic that name it in INNER_MULTI_DISPATCH",
+                req.topic
+            )));
+        }
         if NOT_ALLOWED_SEND_TOPICS.contains(&req.topic.as_str()) {
             return Err(BrokerError::NoPermission(format!(
                 "Sending message to topic[{}] is forbidden.",
@@ -483,6 +509,7 @@ impl ProduceService {
             uniq_key,
             stored_at,
             route,
+            lmq,
         } = if req.batch {
             self.encode_batch(req, &base)?
         } else {
@@ -497,6 +524,7 @@ impl ProduceService {
             uniq_key,
             // A dead-letter topic made now must reach the name servers before the answer too.
             topic_created: topic_created || dlq_created,
+            lmq,
             counted: Counted {
                 // Read only while metrics are exported: a scan of the properties per send.
                 kind: self
@@ -565,12 +593,16 @@ impl ProduceService {
             uniq_key,
             stored_at: (base.topic.clone(), base.queue_id),
             route: Route::Plain,
+            // As RocketMQ: a batch's messages are not filed in light message queues.
+            lmq: Vec::new(),
         })
     }
 
     /// One message's record, and the topic and queue it is stored in.
     fn encode_single(&self, req: &SendRequest, base: MessageExt) -> Result<Encoded, BrokerError> {
         let mut properties: Properties = req.properties.as_deref().map(decode_properties).unwrap_or_default();
+        // Only the broker writes a message's light-queue offsets.
+        properties.shift_remove(keys::INNER_MULTI_QUEUE_OFFSET);
         if self.settings.reject_transaction_message && TransactionService::is_half(&properties) {
             return Err(BrokerError::NoPermission(format!(
                 "the broker[{}] sending transaction message is forbidden",
@@ -590,21 +622,27 @@ impl ProduceService {
             properties,
             ..base
         };
-        let (records, stored_at, route) = self.encode_routed(m)?;
+        let Routed {
+            records,
+            stored_at,
+            route,
+            lmq,
+        } = self.encode_routed(m)?;
         Ok(Encoded {
             records,
             count: 1,
             uniq_key,
             stored_at,
             route,
+            lmq,
         })
     }
 
     /// Encodes one message, moved to the half-message topic when it is the first phase of a
     /// transaction, to the schedule topic when its `DELAY` level asks for it, or to the timer
     /// topic when its timer properties name a time to come; returns the record and the topic and
-    /// queue it goes to.
-    fn encode_routed(&self, mut m: MessageExt) -> Result<(BytesMut, (String, i32), Route), BrokerError> {
+    /// queue it goes to, and the light message queues it is filed in too.
+    fn encode_routed(&self, mut m: MessageExt) -> Result<Routed, BrokerError> {
         // A message past its retries goes to the dead-letter queue at once, whatever its level.
         let dead_letter = m.topic.starts_with(super::topics::DLQ_GROUP_TOPIC_PREFIX);
         let mut route = Route::Plain;
@@ -631,9 +669,51 @@ impl ProduceService {
                 wait_in(&mut m, TIMER_TOPIC, ARRIVALS_QUEUE);
             }
         }
+        let lmq = self.light_queues(&m)?;
         let mut records = BytesMut::with_capacity(m.body.len() + 256);
         self.encode(&m, &mut records)?;
-        Ok((records, (m.topic, m.queue_id), route))
+        Ok(Routed {
+            records,
+            stored_at: (m.topic, m.queue_id),
+            route,
+            lmq,
+        })
+    }
+
+    /// The light message queues a message stored in `m.topic` is filed in too: those its
+    /// `INNER_MULTI_DISPATCH` names, when LMQs are on and the topic is not a retry or system
+    /// topic (a delayed or half message is filed when it reaches its real topic).
+    ///
+    /// # Errors
+    /// `MESSAGE_ILLEGAL` for a name that is not a valid `%LMQ%` topic name or is repeated, or
+    /// properties without room for the offsets.
+    fn light_queues(&self, m: &MessageExt) -> Result<Vec<String>, BrokerError> {
+        use petrel_protocol::lmq;
+        if !self.settings.lmq || !lmq::topic_allows_lmq(&m.topic) {
+            return Ok(Vec::new());
+        }
+        let Some(list) = m.properties.get(keys::INNER_MULTI_DISPATCH).filter(|v| !v.trim().is_empty()) else {
+            return Ok(Vec::new());
+        };
+        let names: Vec<String> = list.split(lmq::LMQ_DISPATCH_SEPARATOR).map(str::to_owned).collect();
+        for (i, name) in names.iter().enumerate() {
+            let illegal = |why: String| BrokerError::MessageIllegal(format!("INNER_MULTI_DISPATCH names {name:?}: {why}"));
+            if !lmq::is_lmq(name) {
+                return Err(illegal(format!("not a light message queue (they begin with {})", lmq::LMQ_PREFIX)));
+            }
+            validate_topic_name(name).map_err(|e| illegal(e.to_string()))?;
+            if names[..i].contains(name) {
+                return Err(illegal("named twice".into()));
+            }
+        }
+        let properties_bytes: usize = m.properties.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+        if properties_bytes + lmq::offsets_property_max_bytes(names.len()) > petrel_protocol::properties::MAX_PROPERTIES_BYTES {
+            return Err(BrokerError::MessageIllegal(format!(
+                "the properties ({properties_bytes} bytes) leave no room for the offsets of {} light message queues",
+                names.len()
+            )));
+        }
+        Ok(names)
     }
 }
 

@@ -22,6 +22,10 @@ import java.util.function.Supplier;
 import org.apache.rocketmq.acl.common.AclClientRPCHook;
 import org.apache.rocketmq.acl.common.SessionCredentials;
 import org.apache.rocketmq.client.consumer.DefaultLitePullConsumer;
+import org.apache.rocketmq.client.consumer.DefaultMQPullConsumer;
+import org.apache.rocketmq.client.consumer.PullResult;
+import org.apache.rocketmq.client.consumer.PullStatus;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
@@ -65,6 +69,8 @@ import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
  *       policies made through the admin API; sends and consumption with {@code AclClientRPCHook}
  *       where a policy allows, NO_PERMISSION (16) naming why where it denies or nothing covers, for a
  *       wrong secret, an unknown user and an unsigned client.
+ *   <li>{@code lmq NS} (a broker with enableLmq and enableMultiDispatch): light message queues
+ *       filled through INNER_MULTI_DISPATCH and read with a pull consumer, as RocketMQ's examples do.
  *   <li>{@code tls NS} (a broker with TLS): {@code setUseTLS(true)} producer and consumer.
  *   <li>{@code restart NS DIR}: produce and consume, then wait (file {@code DIR/ready}) while the
  *       broker is restarted (file {@code DIR/restarted}); the same producer sends again, and a new
@@ -1933,6 +1939,131 @@ public final class ClientTest {
         System.out.println("ok: metrics: the workload ran (" + seen.size() + " bodies consumed, " + pulled.size() + " pulled)");
     }
 
+    /**
+     * Light message queues (the broker runs with enableLmq and enableMultiDispatch): messages sent
+     * to a topic with {@code INNER_MULTI_DISPATCH} naming {@code %LMQ%} queues are read from each of
+     * them with a pull consumer addressing {@code MessageQueue(lmq, broker, 0)} directly, as
+     * RocketMQ's LMQ examples do; each carries its offset in each queue in
+     * {@code INNER_MULTI_QUEUE_OFFSET}, a client's own value for it is replaced, a long-polling pull
+     * wakes on a new message, offsets commit for an ordinary and a {@code %LMQ%} group, and names
+     * that are not light queues are refused with MESSAGE_ILLEGAL (13).
+     */
+    static void lmq(String ns) throws Exception {
+        String stamp = stamp();
+        String topic = "PetrelLmq" + stamp;
+        String[] lmqs = {"%LMQ%dev-" + stamp + "-1", "%LMQ%dev-" + stamp + "-2", "%LMQ%dev-" + stamp + "-3"};
+        DefaultMQProducer p = producer(ns, "pg_lmq_" + stamp);
+        Map<String, List<String>> expected = new HashMap<>();
+        for (String q : lmqs) {
+            expected.put(q, new ArrayList<>());
+        }
+        for (int i = 0; i < 30; i++) {
+            List<String> names = new ArrayList<>();
+            names.add(lmqs[0]);
+            if (i % 2 == 0) {
+                names.add(lmqs[1]);
+            }
+            if (i % 3 == 0) {
+                names.add(lmqs[2]);
+            }
+            Message m = new Message(topic, "L", "lmq-" + i, ("lmq-" + i).getBytes(StandardCharsets.UTF_8));
+            m.putUserProperty("INNER_MULTI_DISPATCH", String.join(",", names));
+            if (i == 7) {
+                // Only the broker writes these offsets.
+                MessageAccessor.putProperty(m, "INNER_MULTI_QUEUE_OFFSET", "999");
+            }
+            SendResult r = p.send(m);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "lmq: send " + i + ": " + r);
+            for (String q : names) {
+                expected.get(q).add("lmq-" + i);
+            }
+        }
+        for (String bad : new String[] {"orders", lmqs[0] + "," + lmqs[0], "%LMQ%a/b"}) {
+            Message m = new Message(topic, "L", "bad", "bad".getBytes(StandardCharsets.UTF_8));
+            m.putUserProperty("INNER_MULTI_DISPATCH", bad);
+            try {
+                p.send(m);
+                fail("lmq: INNER_MULTI_DISPATCH " + bad + " was accepted");
+            } catch (MQBrokerException e) {
+                check(e.getResponseCode() == 13, "lmq: INNER_MULTI_DISPATCH " + bad + ": " + e);
+            } catch (MQClientException e) {
+                // The Java client refuses a File.separator in the list itself.
+                check(bad.contains("/"), "lmq: INNER_MULTI_DISPATCH " + bad + ": " + e);
+            }
+        }
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer("CID_LMQ_" + stamp);
+        c.setNamesrvAddr(ns);
+        c.setInstanceName("lmq-" + stamp);
+        c.start();
+        // The name server has no route for a light queue: the parent topic's names the broker, and
+        // loading it into the client's tables lets it address the broker by name (as RocketMQ's
+        // LMQ examples do).
+        String broker = c.fetchSubscribeMessageQueues(topic).iterator().next().getBrokerName();
+        c.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory().updateTopicRouteInfoFromNameServer(topic);
+        for (int k = 0; k < lmqs.length; k++) {
+            MessageQueue mq = new MessageQueue(lmqs[k], broker, 0);
+            List<String> want = expected.get(lmqs[k]);
+            check(c.maxOffset(mq) == want.size(), "lmq: " + lmqs[k] + " max offset " + c.maxOffset(mq) + ", sent " + want.size());
+            List<String> got = new ArrayList<>();
+            long offset = 0;
+            for (int round = 0; round < 10 && got.size() < want.size(); round++) {
+                PullResult r = c.pull(mq, "*", offset, 8);
+                if (r.getPullStatus() != PullStatus.FOUND) {
+                    break;
+                }
+                for (MessageExt m : r.getMsgFoundList()) {
+                    String[] names = m.getProperty("INNER_MULTI_DISPATCH").split(",");
+                    String[] offsets = m.getProperty("INNER_MULTI_QUEUE_OFFSET").split(",");
+                    int slot = java.util.Arrays.asList(names).indexOf(lmqs[k]);
+                    check(slot >= 0 && offsets.length == names.length && Long.parseLong(offsets[slot]) == got.size(),
+                        "lmq: " + lmqs[k] + " message " + got.size() + " has offsets " + m.getProperty("INNER_MULTI_QUEUE_OFFSET") + " for " + m.getProperty("INNER_MULTI_DISPATCH"));
+                    got.add(new String(m.getBody(), StandardCharsets.UTF_8));
+                }
+                offset = r.getNextBeginOffset();
+            }
+            check(got.equals(want), "lmq: " + lmqs[k] + " read " + got + ", sent " + want);
+        }
+        // A long-polling pull at the end of a light queue wakes on the next message for it.
+        MessageQueue first = new MessageQueue(lmqs[0], broker, 0);
+        long end = c.maxOffset(first);
+        PullResult[] woke = new PullResult[1];
+        Thread poller = new Thread(() -> {
+            try {
+                woke[0] = c.pullBlockIfNotFound(first, "*", end, 8);
+            } catch (Exception e) {
+                fail("lmq: long-polling pull: " + e);
+            }
+        });
+        long started = System.currentTimeMillis();
+        poller.start();
+        Thread.sleep(1_000);
+        Message late = new Message(topic, "L", "late", "lmq-late".getBytes(StandardCharsets.UTF_8));
+        late.putUserProperty("INNER_MULTI_DISPATCH", lmqs[0]);
+        p.send(late);
+        poller.join(20_000);
+        long waited = System.currentTimeMillis() - started;
+        check(woke[0] != null && woke[0].getPullStatus() == PullStatus.FOUND
+                && new String(woke[0].getMsgFoundList().get(0).getBody(), StandardCharsets.UTF_8).equals("lmq-late"),
+            "lmq: the long-polling pull got " + woke[0]);
+        check(waited < 10_000, "lmq: the long-polling pull answered after " + waited + " ms");
+        // Offsets commit for the ordinary group and for a %LMQ% group nobody created.
+        DefaultMQPullConsumer lc = new DefaultMQPullConsumer("%LMQ%GID_" + stamp);
+        lc.setNamesrvAddr(ns);
+        lc.setInstanceName("lmq-group-" + stamp);
+        lc.start();
+        lc.getDefaultMQPullConsumerImpl().getRebalanceImpl().getmQClientFactory().updateTopicRouteInfoFromNameServer(topic);
+        for (DefaultMQPullConsumer consumer : List.of(c, lc)) {
+            consumer.getOffsetStore().updateConsumeOffsetToBroker(first, 7, false);
+            long committed = consumer.getOffsetStore().readOffset(first, ReadOffsetType.READ_FROM_STORE);
+            check(committed == 7, "lmq: " + consumer.getConsumerGroup() + " committed 7, reads back " + committed);
+        }
+        lc.shutdown();
+        c.shutdown();
+        p.shutdown();
+        System.out.println("lmq: " + lmqs.length + " light queues read back (" + expected.get(lmqs[0]).size() + ", "
+            + expected.get(lmqs[1]).size() + ", " + expected.get(lmqs[2]).size() + " messages), long polling woke after " + waited + " ms");
+    }
+
     static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "setup":
@@ -1983,6 +2114,9 @@ public final class ClientTest {
             case "transaction":
                 transaction(args[1]);
                 break;
+            case "lmq":
+                lmq(args[1]);
+                break;
             case "acl":
                 acl(args[1]);
                 break;
@@ -2012,7 +2146,7 @@ public final class ClientTest {
 
     public static void main(String[] args) throws Exception {
         if (args.length < 2) {
-            System.err.println("usage: ClientTest basic NAMESRV | acl NAMESRV | tls NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR | consumed-read NAMESRV DIR | consumed-verify NAMESRV DIR [strict]");
+            System.err.println("usage: ClientTest basic NAMESRV | acl NAMESRV | tls NAMESRV | orderly NAMESRV | delayed NAMESRV | timer NAMESRV | query NAMESRV | sql NAMESRV | groupconfig NAMESRV | request NAMESRV | pop NAMESRV | orderlydead NAMESRV | broadcast NAMESRV | reset NAMESRV | transaction NAMESRV | lmq NAMESRV | restart NAMESRV DIR | failover NAMESRV DIR | consumed-read NAMESRV DIR | consumed-verify NAMESRV DIR [strict]");
             System.exit(2);
         }
         try {

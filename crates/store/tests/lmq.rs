@@ -1,0 +1,210 @@
+//! Light message queues in the store: a record naming `%LMQ%` queues gets its offset in each
+//! written into its properties at append, the dispatcher files it in each of them, and a
+//! crash, a restart and a replica fed the master's bytes all arrive at the same queues and
+//! the same next offsets, from the records alone.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
+
+mod support;
+
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use petrel_protocol::message::MessageExt;
+use petrel_protocol::properties::keys;
+use petrel_store::{FlushMode, GetStatus, MessageStore, MessageStoreConfig, StoreError, Target};
+use support::wait_dispatched;
+
+fn config(root: &std::path::Path, max_lmq_queues: usize) -> MessageStoreConfig {
+    let mut c = MessageStoreConfig::new(root);
+    c.commit_log.segment_size_bytes = 64 << 10;
+    c.commit_log.flush_mode = FlushMode::Sync;
+    c.commit_log.lmq = true;
+    c.commit_log.max_lmq_queues = max_lmq_queues;
+    c.cq_entries_per_segment = 64;
+    c
+}
+
+/// A record for `orders` whose `INNER_MULTI_DISPATCH` names `lmq`.
+fn record(n: u64, lmq: &[String]) -> BytesMut {
+    let mut properties = petrel_protocol::Properties::default();
+    properties.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX.into(), format!("U{n}"));
+    if !lmq.is_empty() {
+        properties.insert(keys::INNER_MULTI_DISPATCH.into(), lmq.join(","));
+    }
+    let bytes = MessageExt {
+        properties,
+        topic: "orders".into(),
+        queue_id: 1,
+        born_host: "127.0.0.1:50000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        body: Bytes::from(support::body(n, 64 + usize::try_from(n % 7).unwrap())),
+        ..MessageExt::default()
+    }
+    .to_bytes()
+    .unwrap();
+    BytesMut::from(&bytes[..])
+}
+
+fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn append(store: &MessageStore, n: u64, lmq: &[String]) -> Result<u64, StoreError> {
+    let mut r = record(n, lmq);
+    let appended = store.append_to(&mut r, Target::with_lmq("orders", 1, lmq))?;
+    let end = appended[0].end_offset();
+    store.commit_log().wait_durable(end)?;
+    Ok(end)
+}
+
+/// The unique keys and `INNER_MULTI_QUEUE_OFFSET`s of a queue's messages, in queue order.
+fn read(store: &MessageStore, queue: &str, queue_id: i32) -> Vec<(String, String)> {
+    let r = store.get_messages(queue, queue_id, 0, 1000, None);
+    if r.status != GetStatus::Found {
+        return Vec::new();
+    }
+    petrel_protocol::decode_messages(&r.body)
+        .unwrap()
+        .into_iter()
+        .map(|m| {
+            let p = |k: &str| m.properties.get(k).cloned().unwrap_or_default();
+            (p(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX), p(keys::INNER_MULTI_QUEUE_OFFSET))
+        })
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect()
+}
+
+/// Three sends: to a and b, to a, to none; the state every reader must arrive at.
+fn fill(store: &MessageStore) {
+    append(store, 0, &names(&["%LMQ%a", "%LMQ%b"])).unwrap();
+    append(store, 1, &names(&["%LMQ%a"])).unwrap();
+    append(store, 2, &[]).unwrap();
+    wait_dispatched(store);
+}
+
+fn check_filled(store: &MessageStore) {
+    assert_eq!(read(store, "%LMQ%a", 0), pairs(&[("U0", "0,0"), ("U1", "1")]));
+    assert_eq!(read(store, "%LMQ%b", 0), pairs(&[("U0", "0,0")]));
+    assert_eq!(read(store, "orders", 1).len(), 3, "the parent queue keeps every message");
+    assert_eq!(store.queue_offsets("%LMQ%a", 0), (0, 2));
+}
+
+#[test]
+fn a_record_is_filed_in_each_light_queue_it_names_with_its_offsets_in_its_properties() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    fill(&store);
+    check_filled(&store);
+    // A clean restart, then a crash: both reopen at the same next offsets.
+    store.close().unwrap();
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    check_filled(&store);
+    append(&store, 3, &names(&["%LMQ%b", "%LMQ%a"])).unwrap();
+    store.halt_as_if_crashed();
+    drop(store);
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(read(&store, "%LMQ%b", 0), pairs(&[("U0", "0,0"), ("U3", "1,2")]));
+    append(&store, 4, &names(&["%LMQ%a"])).unwrap();
+    wait_dispatched(&store);
+    let a: Vec<String> = read(&store, "%LMQ%a", 0).into_iter().map(|(_, o)| o).collect();
+    assert_eq!(a, ["0,0", "1", "1,2", "3"]);
+}
+
+#[test]
+fn the_light_queue_bound_refuses_a_new_queue_past_it_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 2)).unwrap();
+    append(&store, 0, &names(&["%LMQ%a", "%LMQ%b"])).unwrap();
+    let end = store.commit_log().max_offset();
+    match append(&store, 1, &names(&["%LMQ%a", "%LMQ%c"])) {
+        Err(StoreError::LmqQueuesExceeded { count: 2, new: 1 }) => {}
+        other => panic!("a third queue past a bound of 2: {other:?}"),
+    }
+    assert_eq!(store.commit_log().max_offset(), end, "nothing written");
+    // Queues it holds already still take messages.
+    append(&store, 2, &names(&["%LMQ%b", "%LMQ%a"])).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(read(&store, "%LMQ%a", 0).len(), 2);
+}
+
+#[test]
+fn records_that_cannot_name_light_queues_are_refused_before_the_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    let refused = |lmq: &[String], records: &mut BytesMut| {
+        let e = store.append_to(records, Target::with_lmq("orders", 1, lmq)).unwrap_err();
+        assert!(matches!(e, StoreError::BadRecord(_)), "{e}");
+    };
+    refused(&names(&["%LMQ%a", "%LMQ%a"]), &mut record(0, &names(&["%LMQ%a", "%LMQ%a"])));
+    refused(&names(&["orders2"]), &mut record(0, &names(&["orders2"])));
+    let mut two = record(0, &names(&["%LMQ%a"]));
+    two.extend_from_slice(&record(1, &names(&["%LMQ%a"])));
+    refused(&names(&["%LMQ%a"]), &mut two);
+    assert_eq!(store.commit_log().max_offset(), 0);
+    // And a log without light queues refuses any.
+    let dir = tempfile::tempdir().unwrap();
+    let mut off = config(dir.path(), 100);
+    off.commit_log.lmq = false;
+    let store = MessageStore::open(off).unwrap();
+    let lmq = names(&["%LMQ%a"]);
+    let e = store
+        .append_to(&mut record(0, &lmq), Target::with_lmq("orders", 1, &lmq))
+        .unwrap_err();
+    assert!(matches!(e, StoreError::BadRecord(_)), "{e}");
+}
+
+#[test]
+fn a_replica_fed_the_masters_bytes_builds_the_same_light_queues_and_continues_them() {
+    let master_dir = tempfile::tempdir().unwrap();
+    let master = MessageStore::open(config(master_dir.path(), 100)).unwrap();
+    fill(&master);
+    let replica_dir = tempfile::tempdir().unwrap();
+    let replica = MessageStore::open(config(replica_dir.path(), 100)).unwrap();
+    let stream = master.commit_log().read_raw(0, 1 << 20).unwrap();
+    let end = replica.commit_log().append_replicated(0, stream).unwrap();
+    // Under SYNC_FLUSH readers see what is durable.
+    replica.commit_log().wait_durable(end).unwrap();
+    wait_dispatched(&replica);
+    check_filled(&replica);
+    // Promoted, it numbers the next message where the master would have.
+    let end = append(&replica, 3, &names(&["%LMQ%a", "%LMQ%c"])).unwrap();
+    assert!(end > 0);
+    wait_dispatched(&replica);
+    assert_eq!(read(&replica, "%LMQ%a", 0)[2], ("U3".to_owned(), "2,0".to_owned()));
+}
+
+#[test]
+fn a_light_queue_whose_messages_all_expired_is_removed_and_starts_again_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), 100);
+    // Retention deletes every segment but the newest at once.
+    c.commit_log.file_reserved_time = Duration::ZERO;
+    let store = MessageStore::open(c.clone()).unwrap();
+    append(&store, 0, &names(&["%LMQ%old", "%LMQ%kept"])).unwrap();
+    // Fill past the first segment so that retention can delete it.
+    let mut n = 1;
+    while store.commit_log().max_offset() < (64 << 10) + 1 {
+        append(&store, n, &[]).unwrap();
+        n += 1;
+    }
+    append(&store, n, &names(&["%LMQ%kept"])).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(store.commit_log().light_queue_count(), 2);
+    assert!(store.run_retention().unwrap() > 0, "the first segment expired");
+    assert_eq!(store.remove_expired_light_queues(10).unwrap(), ["%LMQ%old"]);
+    assert_eq!(store.commit_log().light_queue_count(), 1);
+    assert!(!dir.path().join("consumequeue/%LMQ%old").exists());
+    assert_eq!(store.queue_offsets("%LMQ%kept", 0), (1, 2), "a queue with a readable message stays");
+    // The next message to the removed queue starts it again at 0, through a restart too.
+    append(&store, n + 1, &names(&["%LMQ%old"])).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(read(&store, "%LMQ%old", 0)[0].1, "0");
+    store.close().unwrap();
+    let store = MessageStore::open(c).unwrap();
+    assert_eq!(store.queue_offsets("%LMQ%old", 0), (0, 1));
+    assert_eq!(store.commit_log().light_queue_count(), 2);
+}
