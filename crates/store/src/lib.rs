@@ -34,7 +34,7 @@ pub use message_store::{
     Boundary, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore, MessageStoreConfig,
     QueryResult,
 };
-pub use page_cache::{KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};
+pub use page_cache::{DEFAULT_BUDGET_CAP_BYTES, KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};
 pub use petrel_kit::fs::create_dir_durably;
 pub use recovery::TORN_TAIL_ZERO_RUN_BYTES;
 pub use stats::{CommitLogStats, HistogramSnapshot, Log2Histogram};

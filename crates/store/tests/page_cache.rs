@@ -141,3 +141,10 @@ fn without_a_budget_what_is_written_stays_resident() {
     );
     store.close().unwrap();
 }
+
+#[test]
+fn the_default_budget_is_a_quarter_of_the_memory_and_at_most_the_cap() {
+    let budget = petrel_store::default_budget_bytes();
+    assert!(budget <= petrel_store::DEFAULT_BUDGET_CAP_BYTES, "{budget}");
+    assert!(budget > 0);
+}
