@@ -122,7 +122,7 @@ pub struct Resource {
 }
 
 /// RocketMQ's retry-topic prefix; a retry topic stands for its group.
-pub const RETRY_PREFIX: &str = "%RETRY%";
+pub const RETRY_PREFIX: &str = petrel_protocol::topics::RETRY_GROUP_TOPIC_PREFIX;
 
 impl Resource {
     /// A topic; a retry topic's name stands for its group, as in RocketMQ.

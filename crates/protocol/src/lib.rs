@@ -20,6 +20,7 @@ pub mod message;
 pub mod model;
 pub mod msgid;
 pub mod properties;
+pub mod topics;
 
 pub use codes::{LanguageCode, request_code, request_code_name, response_code, response_code_name};
 pub use command::{ExtFields, FLAG_ONEWAY, FLAG_RESPONSE, PETREL_VERSION, RemotingCommand, SerializeType};

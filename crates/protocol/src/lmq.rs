@@ -32,11 +32,12 @@ pub fn is_lmq(name: &str) -> bool {
 /// whose messages are dispatched when they reach their real topic).
 #[must_use]
 pub fn topic_allows_lmq(topic: &str) -> bool {
-    !(topic.starts_with("%RETRY%")
-        || topic.starts_with("rmq_sys_")
-        || topic == "SCHEDULE_TOPIC_XXXX"
-        || topic == "RMQ_SYS_TRANS_HALF_TOPIC"
-        || topic == "RMQ_SYS_TRANS_OP_HALF_TOPIC")
+    use crate::topics::{RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC, SYSTEM_TOPIC_PREFIX, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC};
+    !(topic.starts_with(RETRY_GROUP_TOPIC_PREFIX)
+        || topic.starts_with(SYSTEM_TOPIC_PREFIX)
+        || topic == SCHEDULE_TOPIC
+        || topic == TRANS_HALF_TOPIC
+        || topic == TRANS_OP_HALF_TOPIC)
 }
 
 /// The names of `INNER_MULTI_DISPATCH` in an encoded property string; `None` when it is absent

@@ -32,6 +32,17 @@ pub(crate) struct ReplicaCursor {
 /// message queue the record names too).
 type Completed = (String, i32, i64);
 
+/// What [`ReplicaCursor::scan`] found in a chunk.
+#[derive(Debug)]
+struct Scanned {
+    /// The cursor after the chunk's complete records.
+    cursor: ReplicaCursor,
+    /// Records the chunk completed.
+    records: u64,
+    /// Their queue positions: one per record, and one per light message queue it names.
+    positions: Vec<Completed>,
+}
+
 impl ReplicaCursor {
     /// A cursor at a record boundary (the recovered end of the log).
     pub(crate) fn at(end: u64) -> ReplicaCursor {
@@ -44,11 +55,15 @@ impl ReplicaCursor {
     /// Parses the records that `bytes`, at `offset` (the log's end), completes. Returns the
     /// cursor after them and the records, leaving `self` as it was: the caller applies both
     /// once the chunk is accepted.
-    fn scan(&self, offset: u64, bytes: &[u8], segment_bytes: u64, lmq: bool) -> Result<(ReplicaCursor, Vec<Completed>)> {
+    fn scan(&self, offset: u64, bytes: &[u8], segment_bytes: u64, lmq: bool) -> Result<Scanned> {
         let chunk_end = offset + bytes.len() as u64;
         // The filler's tail lies past the cursor's record: nothing in this chunk to parse.
         if self.carry.is_empty() && self.next_record >= chunk_end {
-            return Ok((self.clone(), Vec::new()));
+            return Ok(Scanned {
+                cursor: self.clone(),
+                records: 0,
+                positions: Vec::new(),
+            });
         }
         let joined;
         let (data, base) = if self.carry.is_empty() {
@@ -65,6 +80,7 @@ impl ReplicaCursor {
         };
         let mut at = self.next_record;
         let mut done = Vec::new();
+        let mut records = 0;
         // Bounded: every turn moves `at` forward by a record or to the next segment.
         while at < chunk_end {
             #[expect(
@@ -88,6 +104,7 @@ impl ReplicaCursor {
             let Some(record) = data.get(rel..rel + size as usize) else { break };
             let view = RecordView::parse(record).map_err(|e| StoreError::BadRecord(format!("replicated record at {at}: {e}")))?;
             done.extend(crate::commit_log::positions(&view, lmq).map(|(t, q, o)| (t.to_owned(), q, o)));
+            records += 1;
             at += size as u64;
         }
         let carry = if at < chunk_end {
@@ -100,7 +117,11 @@ impl ReplicaCursor {
         } else {
             Vec::new()
         };
-        Ok((ReplicaCursor { next_record: at, carry }, done))
+        Ok(Scanned {
+            cursor: ReplicaCursor { next_record: at, carry },
+            records,
+            positions: done,
+        })
     }
 }
 
@@ -188,7 +209,7 @@ impl CommitLog {
                 // master itself): its end is a record boundary, and the parse starts there.
                 w.replica = ReplicaCursor::at(w.write_offset);
             }
-            let (cursor, records) = w.replica.scan(offset, &bytes, segment_bytes, s.config.lmq)?;
+            let scanned = w.replica.scan(offset, &bytes, segment_bytes, s.config.lmq)?;
             let current_ends = w.current.as_ref().map(|c| c.start_offset() + segment_bytes);
             if current_ends.is_none_or(|e| offset >= e) {
                 if !offset.is_multiple_of(segment_bytes) {
@@ -204,14 +225,13 @@ impl CommitLog {
             } else if offset % segment_bytes < segment_bytes / 2 && (offset + len) % segment_bytes >= segment_bytes / 2 {
                 s.allocator_wakeup.wake();
             }
-            s.stats.appended_records.fetch_add(
-                records.iter().filter(|r| !petrel_protocol::lmq::is_lmq(&r.0)).count() as u64,
-                std::sync::atomic::Ordering::Release,
-            );
-            for (topic, queue_id, queue_offset) in &records {
+            s.stats
+                .appended_records
+                .fetch_add(scanned.records, std::sync::atomic::Ordering::Release);
+            for (topic, queue_id, queue_offset) in &scanned.positions {
                 *w.next_queue_offset(topic, *queue_id) = queue_offset + 1;
             }
-            w.replica = cursor;
+            w.replica = scanned.cursor;
             w.write_offset += len;
             s.stage_one(Staged {
                 offset,
@@ -421,13 +441,13 @@ mod tests {
         let stream = [a.clone(), b.clone()].concat();
         let cursor = ReplicaCursor::at(0);
         let cut = a.len() + 50;
-        let (c1, first) = cursor.scan(0, &stream[..cut], 1 << 20, false).unwrap();
-        assert_eq!(first, vec![("T".to_owned(), 1, 5)]);
-        assert_eq!(c1.carry.len(), 50);
-        let (c2, second) = c1.scan(cut as u64, &stream[cut..], 1 << 20, false).unwrap();
-        assert_eq!(second, vec![("T".to_owned(), 2, 9)]);
-        assert!(c2.carry.is_empty());
-        assert_eq!(c2.next_record, stream.len() as u64);
+        let first = cursor.scan(0, &stream[..cut], 1 << 20, false).unwrap();
+        assert_eq!((first.records, first.positions), (1, vec![("T".to_owned(), 1, 5)]));
+        assert_eq!(first.cursor.carry.len(), 50);
+        let second = first.cursor.scan(cut as u64, &stream[cut..], 1 << 20, false).unwrap();
+        assert_eq!((second.records, second.positions), (1, vec![("T".to_owned(), 2, 9)]));
+        assert!(second.cursor.carry.is_empty());
+        assert_eq!(second.cursor.next_record, stream.len() as u64);
     }
 
     #[test]
@@ -440,15 +460,15 @@ mod tests {
         first.extend_from_slice(&remaining.to_be_bytes());
         first.extend_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
         first.resize(1000, 0);
-        let (c1, done) = ReplicaCursor::at(0).scan(0, &first, seg, false).unwrap();
-        assert_eq!(done.len(), 1);
-        assert_eq!(c1.next_record, seg, "the cursor jumps to the next segment");
-        let (c2, none) = c1.scan(1000, &[0u8; 3096], seg, false).unwrap();
-        assert!(none.is_empty());
-        assert_eq!(c2.next_record, seg);
+        let done = ReplicaCursor::at(0).scan(0, &first, seg, false).unwrap();
+        assert_eq!((done.records, done.positions.len()), (1, 1));
+        assert_eq!(done.cursor.next_record, seg, "the cursor jumps to the next segment");
+        let none = done.cursor.scan(1000, &[0u8; 3096], seg, false).unwrap();
+        assert_eq!((none.records, none.positions.len()), (0, 0));
+        assert_eq!(none.cursor.next_record, seg);
         let b = record("T", 0, 1, 10);
-        let (_, next) = c2.scan(seg, &b, seg, false).unwrap();
-        assert_eq!(next, vec![("T".to_owned(), 0, 1)]);
+        let next = none.cursor.scan(seg, &b, seg, false).unwrap();
+        assert_eq!(next.positions, vec![("T".to_owned(), 0, 1)]);
     }
 
     #[test]

@@ -381,6 +381,29 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn removed_topics_lose_every_group_s_offsets_and_others_keep_theirs() {
+        let t = TestBroker::start(|_| {});
+        let offsets = &t.broker.offsets;
+        for (group, topic) in [("G", "Gone"), ("H", "Gone"), ("G", "Kept"), ("H", "Gone2")] {
+            heartbeat_consumer(&t.broker, group, topic);
+            offsets.commit(group, topic, 0, 3).unwrap();
+            offsets.record_pull(group, topic, 0, 4);
+        }
+        offsets.remove_topics(&["Gone".to_owned()].into_iter().collect());
+        assert_eq!((offsets.query("G", "Gone", 0), offsets.query("H", "Gone", 0)), (None, None));
+        assert_eq!((offsets.pulled("G", "Gone", 0), offsets.pulled("H", "Gone", 0)), (None, None));
+        assert_eq!((offsets.query("G", "Kept", 0), offsets.pulled("G", "Kept", 0)), (Some(3), Some(4)));
+        // Keys are `topic@group`: a topic whose name begins with the removed one's stays.
+        assert_eq!(offsets.query("H", "Gone2", 0), Some(3));
+        offsets.table().persist().unwrap();
+        let reopened = OffsetTable::open(t.dir.path()).unwrap();
+        let mut kept: Vec<String> = reopened.committed.read().offset_table.keys().cloned().collect();
+        kept.sort();
+        assert_eq!(kept, ["Gone2@H", "Kept@G"], "the removal is persisted");
+        t.stop().await;
+    }
+
+    #[tokio::test]
     async fn after_an_unclean_shutdown_offsets_past_the_recovered_queue_are_lowered() {
         let t = TestBroker::start(|_| {});
         heartbeat_consumer(&t.broker, "G", "Lost");

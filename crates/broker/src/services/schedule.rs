@@ -23,7 +23,7 @@ use crate::error::BrokerError;
 use crate::persist::{read_if_exists, write_atomically};
 
 /// The topic delayed messages wait in, one queue per level.
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+pub const SCHEDULE_TOPIC: &str = petrel_protocol::topics::SCHEDULE_TOPIC;
 
 /// The most levels `messageDelayLevel` may list (RocketMQ's default has 18).
 pub const MAX_DELAY_LEVELS: usize = 64;

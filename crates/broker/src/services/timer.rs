@@ -30,7 +30,7 @@ use super::BrokerError;
 use crate::persist::{read_if_exists, write_atomically};
 
 /// The topic timer messages wait in (RocketMQ's name).
-pub const TIMER_TOPIC: &str = "rmq_sys_wheel_timer";
+pub const TIMER_TOPIC: &str = petrel_protocol::topics::TIMER_TOPIC;
 /// Its queue of messages as sent.
 pub const ARRIVALS_QUEUE: i32 = 0;
 /// Its queue of rolled messages.

@@ -19,9 +19,9 @@ use crate::persist::{Coalesced, Job, blocking, read_if_exists, write_atomically}
 /// The template topic producers name when a topic is new.
 pub const AUTO_CREATE_TOPIC_KEY_TOPIC: &str = "TBW102";
 /// Prefix of a consumer group's retry topic, `%RETRY%<group>`.
-pub const RETRY_GROUP_TOPIC_PREFIX: &str = "%RETRY%";
+pub const RETRY_GROUP_TOPIC_PREFIX: &str = petrel_protocol::topics::RETRY_GROUP_TOPIC_PREFIX;
 /// Prefix of a consumer group's dead-letter topic, `%DLQ%<group>`.
-pub const DLQ_GROUP_TOPIC_PREFIX: &str = "%DLQ%";
+pub const DLQ_GROUP_TOPIC_PREFIX: &str = petrel_protocol::topics::DLQ_GROUP_TOPIC_PREFIX;
 /// Topic names are at most this long (`TopicValidator.TOPIC_MAX_LENGTH`)...
 pub const TOPIC_MAX_LENGTH: usize = 127;
 /// ...except retry and DLQ topics.

@@ -26,9 +26,9 @@ use serde::{Deserialize, Serialize};
 use crate::persist::{read_if_exists, write_atomically};
 
 /// Where half messages wait, unread by consumers, until their transaction is decided.
-pub const HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+pub const HALF_TOPIC: &str = petrel_protocol::topics::TRANS_HALF_TOPIC;
 /// Where the op records go, one per decided half message (commit or rollback).
-pub const OP_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+pub const OP_TOPIC: &str = petrel_protocol::topics::TRANS_OP_HALF_TOPIC;
 /// Where a half message goes after `transactionCheckMax` checks without an answer.
 pub const CHECK_MAX_TOPIC: &str = "TRANS_CHECK_MAX_TIME_TOPIC";
 /// The tag of an op record (RocketMQ's "remove" tag).
