@@ -39,6 +39,25 @@ ref_namesrv() {
   ref_wait_boot "$work/namesrv.log" $! 60 "name server"
 }
 
+# ref_broker_conf STORE_DIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: prints the broker.conf of a
+# master `broker-a` storing under STORE_DIR, with $REF_BROKER_CONF_EXTRA's lines last.
+ref_broker_conf() {
+  local store=$1 namesrv=$2 port=$3 flush=$4
+  cat <<CONF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerIP1=127.0.0.1
+listenPort=$port
+namesrvAddr=$namesrv
+storePathRootDir=$store
+storePathCommitLog=$store/commitlog
+autoCreateTopicEnable=true
+flushDiskType=$flush
+${REF_BROKER_CONF_EXTRA:-}
+CONF
+}
+
 # ref_broker WORKDIR NAMESRV_ADDR LISTEN_PORT FLUSH_DISK_TYPE: starts a broker in the background,
 # waits for it to boot, and prints its pid. Env: REF_BROKER_HEAP (default 512m); REF_CGROUP, a
 # cgroup v1/v2 folder the broker joins before the JVM starts; REF_BROKER_CONF_EXTRA, broker.conf
@@ -46,19 +65,7 @@ ref_namesrv() {
 ref_broker() {
   local work=$1 namesrv=$2 port=$3 flush=$4
   mkdir -p "$work/home/conf" "$work/store"
-  cat >"$work/broker.conf" <<CONF
-brokerClusterName=DefaultCluster
-brokerName=broker-a
-brokerId=0
-brokerIP1=127.0.0.1
-listenPort=$port
-namesrvAddr=$namesrv
-storePathRootDir=$work/store
-storePathCommitLog=$work/store/commitlog
-autoCreateTopicEnable=true
-flushDiskType=$flush
-${REF_BROKER_CONF_EXTRA:-}
-CONF
+  ref_broker_conf "$work/store" "$namesrv" "$port" "$flush" >"$work/broker.conf"
   local heap=${REF_BROKER_HEAP:-512m}
   # The subshell joins the cgroup, then becomes the JVM: the broker is charged from its first page.
   (

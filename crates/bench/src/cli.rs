@@ -34,6 +34,9 @@ pub enum BenchCommand {
     /// Idle RocketMQ clients (heartbeating) on one broker: memory per connection, and a
     /// producer's latency with and without them.
     Connections(crate::connections::ConnectionsArgs),
+    /// Many queues on one broker (light message queues, 4 to a million): send and consume
+    /// rates, RSS, mappings, fds, recovery after kill -9 with nothing acknowledged lost, and start-up.
+    Queues(crate::queues::QueuesArgs),
     /// A process holding idle connections for `connections` (started by it).
     #[command(hide = true)]
     ConnectionsWorker(crate::connections::WorkerArgs),
@@ -238,6 +241,7 @@ pub async fn execute(command: BenchCommand) -> Result<(), BenchError> {
         BenchCommand::LockStudy(a) => crate::lock_study::lock_study(a).await,
         BenchCommand::Replication(a) => crate::replication::replication(a).await,
         BenchCommand::Connections(a) => crate::connections::connections(a).await,
+        BenchCommand::Queues(a) => crate::queues::queues(a).await,
         BenchCommand::ConnectionsWorker(a) => crate::connections::worker(a).await,
     }
 }

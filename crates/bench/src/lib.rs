@@ -14,6 +14,7 @@ pub mod connections;
 pub mod hist;
 pub mod lock_study;
 pub mod procstat;
+pub mod queues;
 pub mod replication;
 pub mod report;
 pub mod run;

@@ -47,7 +47,9 @@ pub struct LockStudyArgs {
     /// Where lock-study.md, lock-study.svg, lock-study-abs-trace.svg and lock-study.json go.
     #[arg(short = 'o', long, default_value = "docs")]
     pub out: PathBuf,
-    /// First loopback port: the i-th lock's broker uses this + 2i (name server) and + 2i + 1.
+    /// First loopback port: the i-th lock's broker takes four from this + 4i: its fast port
+    /// (+ 4i, the broker's port − 2, RocketMQ's VIP channel), its name server (+ 4i + 1), its
+    /// port (+ 4i + 2) and its HA port (+ 4i + 3, the port + 1).
     #[arg(long, default_value_t = 41876)]
     pub base_port: u16,
     /// Data directory for the brokers, one folder per lock (removed after each flush mode).
@@ -130,18 +132,22 @@ impl Drop for Broker {
     }
 }
 
-/// The `index`-th broker of a block: its own two ports and data directory.
+/// Loopback ports each lock's broker takes: fast port, name server, broker port, HA port.
+const PORTS_PER_BROKER: usize = 4;
+
+/// The `index`-th broker of a block: its own ports and data directory.
 fn start_broker(a: &LockStudyArgs, exe: &Path, index: usize, lock: &str, flush: &str) -> Result<Broker, BenchError> {
     let data = a.data.join(lock);
     let _ = std::fs::remove_dir_all(&data);
-    // The broker's port is the name server's + 1, so both must fit below u16::MAX.
-    let ns_port = u16::try_from(2 * index)
+    // Four ports from `first`: fast port, name server, broker port, HA port (the broker's
+    // defaults put the fast port 2 below its port and the HA port 1 above).
+    let first = u16::try_from(PORTS_PER_BROKER * index)
         .ok()
         .and_then(|offset| a.base_port.checked_add(offset))
-        .filter(|p| *p < u16::MAX)
+        .filter(|p| *p < u16::MAX - 3)
         .ok_or_else(|| BenchError::Invalid(format!("the ports of lock #{index} do not fit above --base-port {}", a.base_port)))?;
+    let (ns_port, port) = (first + 1, first + 2);
     let ns = format!("127.0.0.1:{ns_port}");
-    let port = ns_port + 1;
     let child = Command::new(exe)
         .arg("serve")
         .args(["--store-dir", &data.display().to_string()])
@@ -158,6 +164,9 @@ fn start_broker(a: &LockStudyArgs, exe: &Path, index: usize, lock: &str, flush: 
             &format!("putMessageLock={lock}"),
             "--set",
             &format!("flushDiskType={flush}"),
+            // One gRPC port (8081 by default) cannot serve four brokers; the study needs none.
+            "--set",
+            "grpcServerPort=0",
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())

@@ -8,7 +8,7 @@
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -97,13 +97,8 @@ pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Creates `dir` and any missing parents so that each new directory's entry is durable: after
-/// each one is made, its parent is fsynced. A directory whose entry a power failure can lose
-/// takes every file in it along, synced or not.
-///
-/// # Errors
-/// A directory cannot be made or synced.
-pub fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
+/// `dir` and those of its parents that do not exist, innermost first.
+fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
     let mut missing = Vec::new();
     let mut at = dir;
     // Bounded by the path's depth.
@@ -114,21 +109,57 @@ pub fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
             _ => break,
         }
     }
-    for d in missing.iter().rev() {
-        match std::fs::create_dir(d) {
-            Ok(()) => {
-                if let Some(o) = OBSERVER.get() {
-                    o.dir_created(d);
-                }
-            }
-            // Another creator won the race; its entry may not be durable yet, so sync anyway.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        let parent = d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        sync_dir(parent)?;
+    missing
+}
+
+/// Creates `dir` and any missing parents so that each new directory's entry is durable: after
+/// each one is made, its parent is fsynced. A directory whose entry a power failure can lose
+/// takes every file in it along, synced or not.
+///
+/// # Errors
+/// A directory cannot be made or synced.
+pub fn create_dir_durably(dir: &Path) -> std::io::Result<()> {
+    for d in missing_dirs(dir).iter().rev() {
+        create_one_dir(d)?;
+        sync_dir(parent_dir(d))?;
     }
     Ok(())
+}
+
+/// Makes one directory, telling the observer. Another creator may have won the race; its entry
+/// may not be durable yet, so the caller syncs (or lists for syncing) the parent anyway.
+fn create_one_dir(d: &Path) -> std::io::Result<()> {
+    match std::fs::create_dir(d) {
+        Ok(()) => {
+            if let Some(o) = OBSERVER.get() {
+                o.dir_created(d);
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The directory holding `d`'s entry.
+fn parent_dir(d: &Path) -> &Path {
+    d.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."))
+}
+
+/// Creates `dir` and any missing parents without syncing anything; returns the parents whose
+/// new entries a [`sync_dir`] of each would make durable (outermost first), for a caller that
+/// syncs them later, before it relies on the directories: [`create_dir_durably`] without the
+/// wait, for what a crash may lose because it can be rebuilt.
+///
+/// # Errors
+/// A directory cannot be made.
+pub fn create_dir_deferred(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut unsynced = Vec::new();
+    for d in missing_dirs(dir).iter().rev() {
+        create_one_dir(d)?;
+        unsynced.push(parent_dir(d).to_path_buf());
+    }
+    Ok(unsynced)
 }
 
 #[cfg(test)]

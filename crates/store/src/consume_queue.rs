@@ -7,7 +7,15 @@
 //! commit-log offset means the slot is stale (the log gave that queue offset to a new record
 //! after a crash), so the queue is cut back to it and the log's record takes the slot. Segments
 //! are held as mappings only, without a file descriptor each.
+//!
+//! A queue's directory and segments are created without waiting on the disk (the dispatcher,
+//! which creates them, would hold every consumer back for each fsync: a burst of new queues
+//! took seconds); [`ConsumeQueue::flush`] makes them durable before the dispatch checkpoint
+//! may pass their entries, and until it does the commit log holds every entry again. So a
+//! segment that a power failure left short (or lost) was created after the last checkpoint: it
+//! and every later segment are removed at open, and their entries are dispatched again.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -15,7 +23,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
-use crate::mapped_file::{MappedFile, remove_partial_segments};
+use crate::mapped_file::{MappedFile, data_ranges, remove_partial_segments, sync_file};
 
 /// Bytes of one entry.
 pub const CQ_ENTRY_BYTES: u64 = 20;
@@ -67,6 +75,7 @@ impl CqEntry {
 /// What appending an entry did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CqAppend {
+    /// Written in its slot.
     Appended,
     /// Already there (a re-dispatch after restart).
     Duplicate,
@@ -84,6 +93,70 @@ pub struct ConsumeQueue {
     /// Queue offset the next entry will get.
     max_offset: AtomicI64,
     write: Mutex<()>,
+    /// What this queue (and the store's others) created without a sync since the last flush.
+    pending: Arc<PendingSyncs>,
+}
+
+/// The segments and directories consume queues created without waiting on the disk, shared by
+/// the queues of one store: a flush syncs each once, however many queues share a directory.
+#[derive(Default)]
+pub struct PendingSyncs {
+    inner: Mutex<Pending>,
+}
+
+#[derive(Default)]
+struct Pending {
+    /// Segments whose size and allocation are not yet durable.
+    segments: Vec<PathBuf>,
+    /// Directories whose entries (a topic's, a queue's, its segments') may not be durable.
+    dirs: BTreeSet<PathBuf>,
+}
+
+impl PendingSyncs {
+    /// Adds directories to sync before the next checkpoint.
+    pub fn add_dirs(&self, dirs: impl IntoIterator<Item = PathBuf>) {
+        self.inner.lock().dirs.extend(dirs);
+    }
+
+    fn add_segment(&self, path: PathBuf, dir: &Path) {
+        let mut p = self.inner.lock();
+        p.segments.push(path);
+        p.dirs.insert(dir.to_path_buf());
+    }
+
+    /// Syncs every pending segment, then every pending directory, deepest first (a segment's
+    /// name, then its queue's, then its topic's). What vanished meanwhile (a queue or topic
+    /// removed) needs nothing. On an error everything taken stays pending for the next flush.
+    ///
+    /// # Errors
+    /// A file or directory that exists but cannot be synced.
+    pub fn sync(&self) -> Result<()> {
+        let taken = std::mem::take(&mut *self.inner.lock());
+        if taken.segments.is_empty() && taken.dirs.is_empty() {
+            return Ok(());
+        }
+        let mut dirs: Vec<&PathBuf> = taken.dirs.iter().collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
+        let synced = taken
+            .segments
+            .iter()
+            .try_for_each(|path| present_or_gone(path, sync_file(path)))
+            .and_then(|()| dirs.iter().try_for_each(|d| present_or_gone(d, crate::checkpoint::sync_dir(d))));
+        if synced.is_err() {
+            let mut p = self.inner.lock();
+            p.segments.extend(taken.segments);
+            p.dirs.extend(taken.dirs);
+        }
+        synced
+    }
+}
+
+/// `result`, or `Ok` when it failed because `path` no longer exists.
+fn present_or_gone(path: &Path, result: Result<()>) -> Result<()> {
+    match result {
+        Err(_) if !path.exists() => Ok(()),
+        other => other,
+    }
 }
 
 impl ConsumeQueue {
@@ -91,9 +164,27 @@ impl ConsumeQueue {
     /// entry count after the last valid entry, minus any entry pointing at or past
     /// `commit_log_end` (those records were cut by the commit log's recovery).
     pub fn open(root: &Path, topic: &str, queue_id: i32, entries_per_segment: u64, commit_log_end: u64) -> Result<ConsumeQueue> {
+        Self::open_with(root, topic, queue_id, entries_per_segment, commit_log_end, Arc::default())
+    }
+
+    /// [`ConsumeQueue::open`], with what it creates without a sync added to `pending` (the
+    /// store's, synced once for all its queues before each dispatch checkpoint).
+    pub fn open_with(
+        root: &Path,
+        topic: &str,
+        queue_id: i32,
+        entries_per_segment: u64,
+        commit_log_end: u64,
+        pending: Arc<PendingSyncs>,
+    ) -> Result<ConsumeQueue> {
         assert!(entries_per_segment > 0);
         let dir = root.join(topic).join(queue_id.to_string());
-        petrel_kit::fs::create_dir_durably(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        petrel_kit::fs::create_dir_deferred(&dir).map_err(|e| StoreError::io(&dir, e))?;
+        // The topic's entry and the queue's, whether made now or by a queue whose open failed
+        // before it could say so: syncing an entry that is already durable costs little. A
+        // directory an earlier run made and crashed before syncing is the store's to sync
+        // (`MessageStore::open` adds every queue's after an unclean stop).
+        pending.add_dirs([root.to_path_buf(), root.join(topic)]);
         remove_partial_segments(&dir)?;
         let segment_bytes = entries_per_segment * CQ_ENTRY_BYTES;
         let mut found: Vec<u64> = std::fs::read_dir(&dir)
@@ -101,6 +192,7 @@ impl ConsumeQueue {
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .collect();
         found.sort_unstable();
+        remove_unsynced_tail(&dir, &mut found, segment_bytes)?;
         let mut segments = Vec::new();
         for start in found {
             segments.push(Arc::new(
@@ -141,17 +233,33 @@ impl ConsumeQueue {
             min_offset: AtomicI64::new(min_offset),
             max_offset: AtomicI64::new(max_offset),
             write: Mutex::new(()),
+            pending,
         };
         cq.clear_from(max_offset)?;
+        // The segment appends go to is mostly unwritten: no read-ahead there (full segments keep
+        // it, for consumers that catch up).
+        if let Some(last) = cq.segments.read().last() {
+            last.advise_random();
+        }
         Ok(cq)
     }
 
-    /// Zeroes every slot from `queue_offset` on (stale entries past a recovered end).
+    /// Zeroes every slot from `queue_offset` on (stale entries past a recovered end). Only the
+    /// file's data regions are read: the rest of a segment was never written, and reading it
+    /// through the mapping would fault in every page (6 MB a queue at open).
     fn clear_from(&self, queue_offset: i64) -> Result<()> {
         let at = queue_offset as u64 * CQ_ENTRY_BYTES;
         for seg in self.segments.read().iter().filter(|s| s.start_offset() + self.segment_bytes > at) {
-            let from = usize::try_from(at.saturating_sub(seg.start_offset())).expect("the segment ends past `at`, and is mapped whole");
-            if seg.slice(from, seg.len() - from).iter().any(|b| *b != 0) {
+            let from = at.saturating_sub(seg.start_offset());
+            let written = data_ranges(seg.path(), from, seg.len() as u64).into_iter().any(|(start, end)| {
+                let (start, end) = (
+                    usize::try_from(start).expect("inside the mapped segment"),
+                    usize::try_from(end).expect("inside the mapped segment"),
+                );
+                seg.slice(start, end - start).iter().any(|b| *b != 0)
+            });
+            if written {
+                let from = usize::try_from(from).expect("the segment ends past `at`, and is mapped whole");
                 MappedFile::open(seg.path(), seg.start_offset(), self.segment_bytes)?.zero_range(from, usize::MAX)?;
             }
         }
@@ -221,7 +329,10 @@ impl ConsumeQueue {
             match existing {
                 Some(s) => s,
                 None => {
-                    let s = Arc::new(MappedFile::create(&self.dir, start, self.segment_bytes)?.mapping_only());
+                    // Made durable by the next flush, before the checkpoint passes its entries.
+                    let s = Arc::new(MappedFile::create_deferred(&self.dir, start, self.segment_bytes)?.mapping_only());
+                    s.advise_random();
+                    self.pending.add_segment(s.path().to_path_buf(), &self.dir);
                     self.segments.write().push(s.clone());
                     s
                 }
@@ -307,11 +418,52 @@ impl ConsumeQueue {
         CqEntry::decode(seg.slice(pos, 20))
     }
 
-    /// Makes the entries durable.
+    /// Makes the entries durable, and the segments and directories created without a sync
+    /// since the last flush (this queue's, and those of the queues sharing its
+    /// [`PendingSyncs`]). New segments are fsynced whole; a segment an earlier run made needs
+    /// only its `msync`, an `fdatasync` of the range, which carries the size and allocation its
+    /// data needs.
     pub fn flush(&self) -> Result<()> {
         for seg in self.segments.read().iter() {
             seg.flush_range(0, seg.len())?;
         }
-        Ok(())
+        self.pending.sync()
     }
+}
+
+/// Removes the segments a power failure left incomplete: from the first one that is shorter than
+/// a segment, or that does not follow its predecessor (a segment whose name was lost), to the
+/// end. Such a segment was created after the last flush ([`MappedFile::create_deferred`]), and
+/// so was every later one: the commit log still holds all their entries, and the dispatcher
+/// files them again. Retention removes segments only from the front, so a live queue's
+/// segments follow one another.
+fn remove_unsynced_tail(dir: &Path, found: &mut Vec<u64>, segment_bytes: u64) -> Result<()> {
+    let mut lens = Vec::with_capacity(found.len());
+    for &start in found.iter() {
+        let path = dir.join(format!("{start:020}"));
+        lens.push(std::fs::metadata(&path).map_err(|e| StoreError::io(&path, e))?.len());
+    }
+    // Files of another layout (a longer segment, a start off the grid, or several of one same
+    // short size: segments of another size, not a crash) are nothing to cut: opening them
+    // refuses the queue, as it refuses any layout it does not know.
+    let short: Vec<u64> = lens.iter().copied().filter(|l| *l < segment_bytes).collect();
+    let same_short_size = short.len() > 1 && short.iter().all(|l| *l == short[0] && *l > 0);
+    if lens.iter().any(|l| *l > segment_bytes) || found.iter().any(|s| s % segment_bytes != 0) || same_short_size {
+        return Ok(());
+    }
+    let mut keep = found.len();
+    for (i, &start) in found.iter().enumerate() {
+        let follows = i == 0 || found[i - 1] + segment_bytes == start;
+        if lens[i] < segment_bytes || !follows {
+            keep = i;
+            break;
+        }
+    }
+    for &start in &found[keep..] {
+        let path = dir.join(format!("{start:020}"));
+        tracing::warn!(path = %path.display(), "removing a consume-queue segment that a crash left incomplete; its entries are dispatched again");
+        std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+    }
+    found.truncate(keep);
+    Ok(())
 }

@@ -26,10 +26,11 @@ mod watermark;
 mod writer;
 
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, Target, WritePath};
-pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqEntry};
+pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
 pub use error::{Result, StoreError};
 pub use index::{INDEX_DIR, IndexConfig, MAX_WALK, key_hash};
+pub use mapped_file::{MAX_DATA_RANGES, data_ranges};
 pub use message_store::{
     Boundary, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore, MessageStoreConfig,
     QueryResult,

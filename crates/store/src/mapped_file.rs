@@ -18,6 +18,57 @@ use crate::error::{Result, StoreError};
 /// Suffix of a segment still being created.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 
+/// Ranges of `path` in `[from, to)` that may hold data: the file system's data regions
+/// (`SEEK_DATA` / `SEEK_HOLE`), so that a caller looking for written bytes skips the blocks that
+/// were only allocated and never written (most of a young consume-queue segment) without
+/// reading them. Where the file system cannot tell, or the regions are more than
+/// [`MAX_DATA_RANGES`], the whole range.
+pub fn data_ranges(path: &Path, from: u64, to: u64) -> Vec<(u64, u64)> {
+    let whole = vec![(from, to)];
+    let Ok(file) = File::open(path) else { return whole };
+    let (Ok(mut at), Ok(end)) = (libc::off_t::try_from(from), libc::off_t::try_from(to)) else {
+        return whole;
+    };
+    let mut ranges = Vec::new();
+    // Bounded: each turn moves `at` past one data region, and there are at most MAX_DATA_RANGES.
+    while at < end {
+        // SAFETY: plain syscall on an open descriptor.
+        let data = unsafe { libc::lseek(file.as_raw_fd(), at, libc::SEEK_DATA) };
+        if data < 0 {
+            // ENXIO: no data from `at` to the end of the file.
+            return if std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO) {
+                ranges
+            } else {
+                whole
+            };
+        }
+        if data >= end {
+            break;
+        }
+        // SAFETY: as above.
+        let hole = unsafe { libc::lseek(file.as_raw_fd(), data, libc::SEEK_HOLE) };
+        if hole <= data || ranges.len() == MAX_DATA_RANGES {
+            return whole;
+        }
+        let range_end = hole.min(end);
+        ranges.push((data as u64, range_end as u64));
+        at = range_end;
+    }
+    ranges
+}
+
+/// Data regions [`data_ranges`] lists before it gives up and returns the whole range.
+pub const MAX_DATA_RANGES: usize = 1024;
+
+/// Fsyncs a file by its path: its size and allocation (and anything written to it) are then
+/// durable. For [`MappedFile::create_deferred`]'s files, whose descriptor is not kept.
+///
+/// # Errors
+/// The file cannot be opened or synced.
+pub fn sync_file(path: &Path) -> Result<()> {
+    File::open(path).and_then(|f| f.sync_all()).map_err(|e| StoreError::io(path, e))
+}
+
 /// Removes segments whose creation a crash interrupted.
 pub fn remove_partial_segments(dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(dir).map_err(|e| StoreError::io(dir, e))? {
@@ -110,6 +161,16 @@ impl MappedFile {
         Self::create_with(dir, start_offset, size_bytes, || false, false)
     }
 
+    /// [`MappedFile::create`] without its syncs: the file and its name reach the disk with the
+    /// next write-back, or when the caller syncs them ([`sync_file`] and the directory) before
+    /// it relies on them. For files that can be rebuilt, such as consume-queue segments (the
+    /// commit log holds every entry again until the dispatch checkpoint passes them): the
+    /// thread that creates them does not wait on the disk. A crash may then leave the file
+    /// shorter than its size, or not there.
+    pub fn create_deferred(dir: &Path, start_offset: u64, size_bytes: u64) -> Result<MappedFile> {
+        Self::create_inner(dir, start_offset, size_bytes, &|| false, false, false)
+    }
+
     /// [`MappedFile::create`], and with `zero_fill` every block is also written with zeros and
     /// synced before the file is put in place: its extents are then written extents, so a
     /// later `fdatasync` of data written into it carries no extent conversion (no journal
@@ -120,6 +181,17 @@ impl MappedFile {
         size_bytes: u64,
         cancelled: impl Fn() -> bool,
         zero_fill: bool,
+    ) -> Result<MappedFile> {
+        Self::create_inner(dir, start_offset, size_bytes, &cancelled, zero_fill, true)
+    }
+
+    fn create_inner(
+        dir: &Path,
+        start_offset: u64,
+        size_bytes: u64,
+        cancelled: &dyn Fn() -> bool,
+        zero_fill: bool,
+        durable: bool,
     ) -> Result<MappedFile> {
         let path = dir.join(segment_name(start_offset));
         let tmp = dir.join(format!("{}{PARTIAL_SUFFIX}", segment_name(start_offset)));
@@ -150,11 +222,16 @@ impl MappedFile {
             let _ = std::fs::remove_file(&tmp);
             return Err(StoreError::io(&tmp, e));
         }
-        // The file's size and allocation are durable before its name is: a crash after the
-        // rename never leaves a segment whose metadata the journal lost.
-        file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+        if durable {
+            // The file's size and allocation are durable before its name is: a crash after the
+            // rename never leaves a segment whose metadata the journal lost.
+            file.sync_all().map_err(|e| StoreError::io(&tmp, e))?;
+        }
         std::fs::rename(&tmp, &path).map_err(|e| StoreError::io(&path, e))?;
-        crate::checkpoint::sync_dir(dir)?;
+        crate::power_loss::file_created(&path);
+        if durable {
+            crate::checkpoint::sync_dir(dir)?;
+        }
         Self::map(path, file, start_offset, true)
     }
 
@@ -288,9 +365,8 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Zeroes `[from, end)` and makes it durable: cuts a torn tail during recovery, before any
-    /// writer or reader exists.
-    /// Zeroes `[from, to)` and flushes it.
+    /// Zeroes `[from, to)` and flushes it: cuts a torn tail during recovery, before any writer
+    /// or reader exists, or stale consume-queue entries past a queue's end.
     pub fn zero_range(&mut self, from: usize, to: usize) -> Result<()> {
         let to = to.min(self.map.len());
         if from >= to {
@@ -395,6 +471,17 @@ impl MappedFile {
         // SAFETY: plain syscall on an open descriptor.
         unsafe { libc::posix_fadvise(fd, from as libc::off_t, (to - from) as libc::off_t, libc::POSIX_FADV_DONTNEED) };
         true
+    }
+
+    /// Marks the whole mapping `MADV_RANDOM`: a fault reads its own page, not the pages around
+    /// it. For consume-queue segments, where a fault is one slot's page: the first entry of a new
+    /// queue would otherwise read ahead (and zero-fill) megabytes of blocks never written, which
+    /// made each new queue cost the dispatcher milliseconds. One mark of the whole range keeps
+    /// the mapping one kernel area.
+    pub fn advise_random(&self) {
+        // SAFETY: our own mapping, whole; RANDOM only changes how later faults read.
+        unsafe { libc::madvise(self.base.cast(), self.map.len(), libc::MADV_RANDOM) };
+        // `cold_end_bytes` stays: reads of a slot's 20 bytes need no WILLNEED each.
     }
 
     pub fn len(&self) -> usize {

@@ -23,7 +23,7 @@ use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
 use crate::checkpoint::QueueKey;
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig, Target};
-use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry};
+use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 use crate::error::{Result, StoreError};
 use crate::index::{IndexConfig, KeyIndex};
 use crate::wakeup::Wakeup;
@@ -233,6 +233,10 @@ struct Inner {
     /// The highest offset readers could reach before this start, as the dispatch and confirm
     /// checkpoints recorded it.
     readable_before: u64,
+    /// What the consume queues created without a sync (see [`ConsumeQueue`]), and, after an
+    /// unclean stop, every consume-queue directory the last run may have left so: synced by
+    /// each flush before its dispatch checkpoint.
+    pending_syncs: Arc<PendingSyncs>,
 }
 
 /// Where and why the dispatcher stopped.
@@ -315,15 +319,49 @@ impl Inner {
         if let Some(q) = queues.get(&(topic.to_owned(), queue_id)) {
             return Ok(q.clone());
         }
-        let q = Arc::new(ConsumeQueue::open(
+        let q = Arc::new(ConsumeQueue::open_with(
             &self.cq_root(),
             topic,
             queue_id,
             self.config.cq_entries_per_segment,
             self.log.max_offset(),
+            self.pending_syncs.clone(),
         )?);
         queues.insert((topic.to_owned(), queue_id), q.clone());
         Ok(q)
+    }
+
+    /// Opens every queue the consume-queue directory holds (a queue that cannot be opened is
+    /// marked broken from `from`), and finishes removals a stop interrupted. Returns every
+    /// directory it went through, outermost first: the ones an unclean stop may have left unsynced.
+    fn open_existing_queues(&self, from: u64) -> Result<Vec<PathBuf>> {
+        let cq_root = self.cq_root();
+        let mut dirs = Vec::new();
+        let Ok(topics) = std::fs::read_dir(&cq_root) else { return Ok(dirs) };
+        dirs.push(cq_root.clone());
+        for topic in topics.flatten() {
+            let Some(name) = topic.file_name().to_str().map(str::to_owned) else {
+                continue;
+            };
+            if name.starts_with(REMOVED_QUEUE_PREFIX) {
+                // A light queue being removed when the broker stopped: finish the removal.
+                std::fs::remove_dir_all(topic.path()).map_err(|e| StoreError::io(topic.path(), e))?;
+                continue;
+            }
+            dirs.push(topic.path());
+            for qid in std::fs::read_dir(topic.path())
+                .map_err(|e| StoreError::io(topic.path(), e))?
+                .flatten()
+            {
+                dirs.push(qid.path());
+                if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
+                    && let Err(e) = self.queue_or_create(&name, id)
+                {
+                    self.mark_broken(&name, id, from, &e);
+                }
+            }
+        }
+        Ok(dirs)
     }
 
     /// Puts one record's entry in its queue; `None` when the queue is (or just became) broken
@@ -546,6 +584,8 @@ impl Inner {
         for q in queues {
             q.flush()?;
         }
+        // Each queue's flush synced what was pending; this covers a store without queues.
+        self.pending_syncs.sync()?;
         // Before the dispatch point: the confirm offset is never below it, so the file never
         // claims less was confirmed than consumers may have read.
         if let Some(confirmed) = self.log.reader_gate() {
@@ -727,6 +767,7 @@ impl MessageStore {
             stall: Mutex::new(None),
             stalled: AtomicBool::new(false),
             readable_before,
+            pending_syncs: Arc::default(),
             dispatch_passes: AtomicU64::new(0),
             cache: crate::page_cache::PageCacheStats::default(),
             config,
@@ -738,27 +779,10 @@ impl MessageStore {
         }
         // Open every existing queue now, so entries past the recovered log end are cut.
         let cq_root = inner.cq_root();
-        if let Ok(topics) = std::fs::read_dir(&cq_root) {
-            for topic in topics.flatten() {
-                let Some(name) = topic.file_name().to_str().map(str::to_owned) else {
-                    continue;
-                };
-                if name.starts_with(REMOVED_QUEUE_PREFIX) {
-                    // A light queue being removed when the broker stopped: finish the removal.
-                    std::fs::remove_dir_all(topic.path()).map_err(|e| StoreError::io(topic.path(), e))?;
-                    continue;
-                }
-                for qid in std::fs::read_dir(topic.path())
-                    .map_err(|e| StoreError::io(topic.path(), e))?
-                    .flatten()
-                {
-                    if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
-                        && let Err(e) = inner.queue_or_create(&name, id)
-                    {
-                        inner.mark_broken(&name, id, from, &e);
-                    }
-                }
-            }
+        petrel_kit::fs::create_dir_durably(&cq_root).map_err(|e| StoreError::io(&cq_root, e))?;
+        let dirs = inner.open_existing_queues(from)?;
+        if inner.log.recovery_report().unclean {
+            inner.pending_syncs.add_dirs(dirs);
         }
         let started = Instant::now();
         let redispatched = inner.dispatch_available()?;

@@ -17,7 +17,9 @@
 //!
 //! Directories are modelled too: one created while recording keeps its entry in its parent only
 //! once the parent is fsynced (`create_dir_durably` and `sync_dir` report both); a power failure
-//! removes a directory whose entry was never synced, and everything in it.
+//! removes a directory whose entry was never synced, and everything in it. So are the names of
+//! new segment files: one renamed into place is lost, with its data, unless its directory was
+//! fsynced after.
 //!
 //! Because the record is taken where the system calls are made, a flush that published its
 //! watermark without syncing, or a file written after its last sync, loses data here exactly
@@ -77,6 +79,13 @@ impl petrel_kit::fs::DurabilityObserver for Observer {
     }
 }
 
+/// A segment file was put in place (renamed into its directory): like a new directory, its
+/// name is in its directory's page cache only until that directory is fsynced, and a power
+/// failure before then loses the file, synced data and all.
+pub(crate) fn file_created(path: &Path) {
+    dir_created(path);
+}
+
 /// A directory was created (its entry is in its parent's page cache only).
 fn dir_created(dir: &Path) {
     if !RECORDING.load(Ordering::Acquire) {
@@ -110,11 +119,15 @@ fn journal_line(line: &str) {
 /// though removing an outer one takes the inner ones with it).
 fn drop_unsynced_dirs(dirs: Vec<(PathBuf, bool)>, root: &Path) -> std::io::Result<u64> {
     let mut removed = 0;
-    for (dir, synced) in dirs.into_iter().rev() {
-        if synced || !dir.starts_with(root) || !dir.exists() {
+    for (entry, synced) in dirs.into_iter().rev() {
+        if synced || !entry.starts_with(root) || !entry.exists() {
             continue;
         }
-        std::fs::remove_dir_all(&dir)?;
+        if entry.is_dir() {
+            std::fs::remove_dir_all(&entry)?;
+        } else {
+            std::fs::remove_file(&entry)?;
+        }
         removed += 1;
     }
     Ok(removed)
@@ -197,7 +210,7 @@ pub struct PowerLoss {
     pub pages_kept: u64,
     /// Pages past the synced point that did not.
     pub pages_lost: u64,
-    /// Directories whose entry in their parent was never synced, removed.
+    /// Directories and segment files whose entry in their directory was never synced, removed.
     pub dirs_lost: u64,
 }
 

@@ -281,6 +281,68 @@ fn a_queue_that_begins_late_keeps_its_start_across_a_reopen_but_lost_slots_do_no
 }
 
 #[test]
+fn segments_a_crash_left_short_or_lost_are_removed_at_open_with_every_later_one_and_refilled() {
+    use petrel_store::ConsumeQueue;
+    let dir = tempfile::tempdir().unwrap();
+    let seg = |n: u64| dir.path().join("T").join("0").join(format!("{:020}", n * 64 * 20));
+    {
+        let q = ConsumeQueue::open(dir.path(), "T", 0, 64, u64::MAX).unwrap();
+        for i in 0..130 {
+            q.append(i, cq_entry(i as u64 * 100)).unwrap();
+        }
+        q.flush().unwrap();
+    }
+    // The third segment was created after the last flush, and a power failure kept only part
+    // of its allocation: its entries (128, 129) are still in the commit log.
+    std::fs::OpenOptions::new().write(true).open(seg(2)).unwrap().set_len(100).unwrap();
+    let q = ConsumeQueue::open(dir.path(), "T", 0, 64, u64::MAX).unwrap();
+    assert_eq!((q.min_offset(), q.max_offset()), (0, 128));
+    assert!(!seg(2).exists());
+    assert_eq!(q.append(128, cq_entry(12_800)).unwrap(), petrel_store::CqAppend::Appended);
+    assert_eq!(q.get(128).map(|e| e.commit_log_offset), Some(12_800));
+    q.flush().unwrap();
+    assert_eq!(std::fs::metadata(seg(2)).unwrap().len(), 64 * 20, "the refilled segment is whole");
+    drop(q);
+    // Both later segments created after the last flush: the second lost its name, the third
+    // kept its own. Everything from the gap on goes; the log re-files it from entry 64.
+    std::fs::remove_file(seg(1)).unwrap();
+    let q = ConsumeQueue::open(dir.path(), "T", 0, 64, u64::MAX).unwrap();
+    assert_eq!((q.min_offset(), q.max_offset()), (0, 64));
+    assert!(!seg(2).exists(), "a segment after a lost one is not taken for its successor");
+    assert_eq!(q.append(64, cq_entry(6_400)).unwrap(), petrel_store::CqAppend::Appended);
+}
+
+#[test]
+fn stale_entries_past_the_log_end_are_cleared_and_only_written_regions_are_read() {
+    use petrel_store::ConsumeQueue;
+    let dir = tempfile::tempdir().unwrap();
+    let entries_per_segment = 64 * 1024;
+    {
+        let q = ConsumeQueue::open(dir.path(), "T", 0, entries_per_segment, u64::MAX).unwrap();
+        for i in 0..10 {
+            q.append(i, cq_entry(i as u64 * 100)).unwrap();
+        }
+        q.flush().unwrap();
+    }
+    let path = dir.path().join("T").join("0").join(format!("{:020}", 0));
+    let len = entries_per_segment * 20;
+    // What the file system reports written: the first page, which holds the 10 entries (or,
+    // where it cannot tell written from allocated blocks, the whole file).
+    let ranges = petrel_store::data_ranges(&path, 0, len);
+    assert!(ranges.iter().any(|&(from, to)| from == 0 && to >= 200), "{ranges:?}");
+    assert!(
+        ranges == [(0, len)] || ranges.iter().map(|(f, t)| t - f).sum::<u64>() < len / 2,
+        "{ranges:?}"
+    );
+    // The log recovered to 550: entries 6..10 point past it and are cut, their slots zeroed.
+    let q = ConsumeQueue::open(dir.path(), "T", 0, entries_per_segment, 550).unwrap();
+    assert_eq!(q.max_offset(), 5);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(bytes[100..].iter().all(|b| *b == 0), "the stale slots are zeroed");
+    assert_eq!(q.append(5, cq_entry(9_000)).unwrap(), petrel_store::CqAppend::Appended);
+}
+
+#[test]
 fn a_tail_no_reader_saw_is_cut_and_the_queues_continue_from_the_cut() {
     let dir = tempfile::tempdir().unwrap();
     let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
