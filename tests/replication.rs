@@ -123,6 +123,79 @@ fn a_sync_master_answers_once_its_slave_holds_the_message_and_the_logs_match() {
     assert_same_log(&m, &s);
 }
 
+/// SEND_MESSAGE_V2 of `topic` queue 0 that also files the message in the light queues `lmqs`.
+fn send_dispatched(topic: &str, lmqs: &str, seq: usize) -> petrel_protocol::RemotingCommand {
+    let mut r = send_v2(topic, 0, "T", seq, body(seq).as_bytes());
+    let properties = format!("{}INNER_MULTI_DISPATCH\u{1}{lmqs}\u{2}", r.ext("i").unwrap());
+    r.put_ext("i", properties);
+    r
+}
+
+/// The bodies of light queue `lmq` from offset 0, until `count` came back.
+fn pull_light(c: &mut Client, lmq: &str, count: usize) -> Vec<String> {
+    let mut bodies = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while bodies.len() < count {
+        let offset = i64::try_from(bodies.len()).unwrap();
+        let r = c.call(pull("%LMQ%readers", lmq, 0, offset, 0));
+        assert!(
+            Instant::now() < deadline,
+            "{lmq}: pulled {} of {count}; last {} {:?}",
+            bodies.len(),
+            r.code,
+            r.remark
+        );
+        if r.code != resp::SUCCESS {
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        let msgs = petrel_protocol::message::decode_messages(&r.body).unwrap();
+        bodies.extend(msgs.iter().map(|m| String::from_utf8(m.body.to_vec()).unwrap()));
+    }
+    bodies
+}
+
+#[test]
+fn light_queues_reach_the_slave_at_the_master_s_offsets_and_survive_its_kill() {
+    let lmq = ["--set", "enableLmq=true", "--set", "enableMultiDispatch=true"];
+    let mut m = master("SYNC_MASTER", &lmq);
+    let mut s = slave_of(&m, &lmq);
+    let mut c = m.broker();
+    wait_in_sync(&mut c, "Parent");
+    // 1,500 bodies of 2 KB: the log crosses segments, as the byte comparison at the end asks.
+    for i in 0..1500 {
+        let lmqs = if i % 3 == 0 { "%LMQ%a,%LMQ%b" } else { "%LMQ%a" };
+        let r = c.call(send_dispatched("Parent", lmqs, i));
+        assert_eq!(r.code, resp::SUCCESS, "send {i}: {:?}", r.remark);
+    }
+    let every_third: Vec<String> = (0..1500).step_by(3).map(body).collect();
+    for round in ["as streamed", "after a kill -9 of the slave"] {
+        let mut sc = s.broker();
+        assert_bodies(&pull_light(&mut sc, "%LMQ%a", 1500), 1500);
+        assert_eq!(pull_light(&mut sc, "%LMQ%b", 500), every_third, "{round}");
+        for (name, max) in [("%LMQ%a", 1500), ("%LMQ%b", 500)] {
+            let mut q = petrel_protocol::RemotingCommand::request(petrel_protocol::request_code::GET_MAX_OFFSET, 0);
+            q.put_ext("topic", name);
+            q.put_ext("queueId", "0");
+            let r = sc.call(q);
+            assert_eq!(
+                (r.code, r.ext("offset")),
+                (resp::SUCCESS, Some(max.to_string().as_str())),
+                "{name} {round}"
+            );
+        }
+        drop(sc);
+        if round == "as streamed" {
+            s.kill();
+            s.spawn();
+        }
+    }
+    drop(c);
+    assert!(m.terminate().success());
+    assert!(s.terminate().success());
+    assert_same_log(&m, &s);
+}
+
 /// Pulls the queue from `c` until `count` messages came back; returns their bodies.
 fn pull_all_queue(c: &mut Client, topic: &str, queue_id: i32, count: usize) -> Vec<String> {
     pull_bodies(c, topic, queue_id, 0, count, Duration::from_secs(30))
