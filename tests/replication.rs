@@ -10,7 +10,7 @@ mod common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Client, Petrel, pull, pull_bodies, send_v2};
+use common::{Client, Petrel, pull, pull_bodies, pull_bodies_as, send_v2};
 use petrel_protocol::codes::response_code as resp;
 
 /// Small segments, so that a few megabytes cross several segment boundaries.
@@ -133,26 +133,7 @@ fn send_dispatched(topic: &str, lmqs: &str, seq: usize) -> petrel_protocol::Remo
 
 /// The bodies of light queue `lmq` from offset 0, until `count` came back.
 fn pull_light(c: &mut Client, lmq: &str, count: usize) -> Vec<String> {
-    let mut bodies = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while bodies.len() < count {
-        let offset = i64::try_from(bodies.len()).unwrap();
-        let r = c.call(pull("%LMQ%readers", lmq, 0, offset, 0));
-        assert!(
-            Instant::now() < deadline,
-            "{lmq}: pulled {} of {count}; last {} {:?}",
-            bodies.len(),
-            r.code,
-            r.remark
-        );
-        if r.code != resp::SUCCESS {
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        }
-        let msgs = petrel_protocol::message::decode_messages(&r.body).unwrap();
-        bodies.extend(msgs.iter().map(|m| String::from_utf8(m.body.to_vec()).unwrap()));
-    }
-    bodies
+    pull_bodies_as(c, "%LMQ%readers", lmq, 0, 0, count, Duration::from_secs(30))
 }
 
 #[test]

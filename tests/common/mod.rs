@@ -366,11 +366,16 @@ pub fn pull(group: &str, topic: &str, queue_id: i32, offset: i64, suspend_ms: i6
 /// answer other than SUCCESS is retried: a slave may not have the topic or the messages yet);
 /// returns their bodies. Fails after `patience`.
 pub fn pull_bodies(c: &mut Client, topic: &str, queue_id: i32, from: i64, count: usize, patience: Duration) -> Vec<String> {
+    pull_bodies_as(c, "BodyReaders", topic, queue_id, from, count, patience)
+}
+
+/// [`pull_bodies`] as consumer group `group` (a light queue's reader is a `%LMQ%` group).
+pub fn pull_bodies_as(c: &mut Client, group: &str, topic: &str, queue_id: i32, from: i64, count: usize, patience: Duration) -> Vec<String> {
     let mut bodies = Vec::new();
     let mut offset = from;
     let deadline = Instant::now() + patience;
     while bodies.len() < count {
-        let r = c.call(pull("BodyReaders", topic, queue_id, offset, 0));
+        let r = c.call(pull(group, topic, queue_id, offset, 0));
         assert!(
             Instant::now() < deadline,
             "pulled {} of {count}; last answer {} {:?}",
