@@ -113,7 +113,25 @@ fn replica_info(controllers: &[u16]) -> Option<RemotingCommand> {
 }
 
 /// Waits until the set has a master and `members` in-sync replicas; returns the master's address.
-fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, brokers: &[&RefProcess]) -> String {
+/// A broker whose log a failed wait shows.
+trait Logged {
+    /// The last lines of its log.
+    fn log_tail(&self) -> String;
+}
+
+impl Logged for RefProcess {
+    fn log_tail(&self) -> String {
+        self.broker_log().lines().rev().take(15).collect::<Vec<_>>().join("\n")
+    }
+}
+
+impl Logged for common::Petrel {
+    fn log_tail(&self) -> String {
+        self.log().lines().rev().take(30).collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, brokers: &[&dyn Logged]) -> String {
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if let Some(info) = replica_info(controllers) {
@@ -124,13 +142,36 @@ fn wait_for_set(controllers: &[u16], members: usize, not_master: Option<&str>, b
             }
         }
         if Instant::now() > deadline {
-            let logs: Vec<String> = brokers
-                .iter()
-                .map(|b| b.broker_log().lines().rev().take(15).collect::<Vec<_>>().join("\n"))
-                .collect();
+            let logs: Vec<String> = brokers.iter().map(|b| b.log_tail()).collect();
             panic!(
                 "no master with {members} in-sync replicas within 90 s: {:?}\n{}",
                 replica_info(controllers),
+                logs.join("\n----\n")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// Fails if the set's SyncStateSet changes (its epoch moves or its size leaves `members`) within
+/// `window`.
+fn assert_set_steady(controllers: &[u16], members: usize, window: Duration, brokers: &[&dyn Logged]) {
+    let read = || {
+        let info = replica_info(controllers)?;
+        let set: serde_json::Value = serde_json::from_slice(&info.body).ok()?;
+        Some((
+            set["syncStateSetEpoch"].as_i64()?,
+            set["syncStateSet"].as_array().map_or(0, Vec::len),
+        ))
+    };
+    let first = read().expect("the controllers answer GET_REPLICA_INFO");
+    assert_eq!(first.1, members, "the set has {members} members");
+    let deadline = Instant::now() + window;
+    while Instant::now() < deadline {
+        if let Some(now) = read().filter(|now| *now != first) {
+            let logs: Vec<String> = brokers.iter().map(|b| b.log_tail()).collect();
+            panic!(
+                "the SyncStateSet moved from (epoch, size) {first:?} to {now:?}\n{}",
                 logs.join("\n----\n")
             );
         }
@@ -421,12 +462,16 @@ fn a_petrel_broker_and_an_apache_rocketmq_broker_replicate_and_fail_over_in_one_
     // Petrel joins as a replica: RocketMQ's master streams to it over the AutoSwitch protocol
     // and takes it into the SyncStateSet once it caught up.
     let mut petrel_broker = petrel_broker(&namesrv, &controller_addr);
-    wait_for_set(&controller_ports, 2, None, &[&rocketmq]);
+    wait_for_set(&controller_ports, 2, None, &[&rocketmq, &petrel_broker]);
+    // Once in, the replica stays in: it streams from the HA address the master itself names, so
+    // it has no reason to reconnect (a replica that first guessed the address and then moved to
+    // the registered one dropped out of the set for a moment).
+    assert_set_steady(&controller_ports, 2, Duration::from_secs(5), &[&rocketmq, &petrel_broker]);
     let mut sent = send_acknowledged(rocketmq.port, 0, 100);
 
     // RocketMQ's master dies: Petrel's replica becomes master with everything acknowledged.
     rocketmq.kill();
-    let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[&rocketmq]);
+    let new_master = wait_for_set(&controller_ports, 1, Some(&master), &[&rocketmq, &petrel_broker]);
     assert!(new_master.ends_with(&format!(":{}", petrel_broker.broker_port)), "{new_master}");
     sent += send_acknowledged(petrel_broker.broker_port, sent, 50);
     assert_holds_all(petrel_broker.broker_port, sent, "Petrel's new master");
@@ -446,7 +491,7 @@ fn a_petrel_broker_and_an_apache_rocketmq_broker_replicate_and_fail_over_in_one_
     // RocketMQ's broker comes back as a replica of Petrel's master and rejoins the set.
     let (work, port) = (rocketmq.work.clone(), rocketmq.port);
     rocketmq = RefProcess::start(&work, &namesrv, port, &conf);
-    let again = wait_for_set(&controller_ports, 2, None, &[&rocketmq]);
+    let again = wait_for_set(&controller_ports, 2, None, &[&rocketmq, &petrel_broker]);
     assert_eq!(again, new_master, "Petrel's broker stays master");
     sent += send_acknowledged(petrel_broker.broker_port, sent, 100);
 

@@ -117,6 +117,15 @@ fn a_sync_master_answers_once_its_slave_holds_the_message_and_the_logs_match() {
     // A slave refuses sends.
     let r = sc.call(send_v2("Replicated", 0, "T", 0, b"to the slave"));
     assert_eq!(r.code, resp::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
+    // EXCHANGE_BROKER_HA_INFO, as a slave asks before it connects: the master names its HA
+    // server and itself; a slave has none to name.
+    let ask = || petrel_protocol::RemotingCommand::request(petrel_protocol::codes::request_code::EXCHANGE_BROKER_HA_INFO, 0);
+    let r = c.call(ask());
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    assert_eq!(r.ext("masterHaAddress"), Some(format!("127.0.0.1:{}", m.ha_port).as_str()));
+    assert_eq!(r.ext("masterAddress"), Some(format!("127.0.0.1:{}", m.broker_port).as_str()));
+    let r = sc.call(ask());
+    assert_eq!((r.code, r.ext("masterHaAddress")), (resp::SUCCESS, None), "{:?}", r.remark);
     drop((c, sc));
     assert!(m.terminate().success());
     assert!(s.terminate().success());

@@ -628,6 +628,20 @@ command_header! {
 }
 
 command_header! {
+    /// EXCHANGE_BROKER_HA_INFO (906), request and answer alike. A slave that asks without
+    /// `masterHaAddress` is answered by a master with where its HA server listens; a request that
+    /// carries it tells a slave its master's.
+    pub struct ExchangeHaInfoHeader {
+        /// The master's HA server, `host:port`, as it registers it (`haServerAddr`).
+        master_ha_address: Option<String> = "masterHaAddress",
+        /// The master's commit-log offset known durable.
+        master_flush_offset: Option<i64> = "masterFlushOffset",
+        /// The master's remoting address, `host:port`.
+        master_address: Option<String> = "masterAddress",
+    }
+}
+
+command_header! {
     /// UNREGISTER_BROKER (104).
     pub struct UnregisterBrokerRequestHeader {
         /// The broker's replica group.

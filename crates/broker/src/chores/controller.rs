@@ -23,8 +23,8 @@ use petrel_protocol::body::SyncStateSetBody;
 use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_protocol::header::{
     AlterSyncStateSetRequestHeader, AlterSyncStateSetResponseHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader,
-    CommandHeader, ControllerMetadataResponseHeader, ElectMasterRequestHeader, GetNextBrokerIdHeader, GetReplicaInfoRequestHeader,
-    MasterInfoHeader, RegisterBrokerToControllerRequestHeader,
+    CommandHeader, ControllerMetadataResponseHeader, ElectMasterRequestHeader, ExchangeHaInfoHeader, GetNextBrokerIdHeader,
+    GetReplicaInfoRequestHeader, MasterInfoHeader, RegisterBrokerToControllerRequestHeader,
 };
 use petrel_remoting::{Connection, ConnectionLimits, IgnoreRequests};
 
@@ -176,6 +176,8 @@ struct Ctx<'a> {
 struct SetState {
     members: BTreeSet<u64>,
     epoch: i32,
+    /// A master's remoting address and the HA server it named (EXCHANGE_BROKER_HA_INFO).
+    master_ha: Option<(String, String)>,
 }
 
 /// This broker's id in its set: from `config/brokerIdentity`, else applied for and written
@@ -302,7 +304,11 @@ async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), ChoreError
         what: "the SyncStateSet",
         source,
     })?;
-    apply_role(ctx, &info, &set, state)
+    let master_ha = match (info.master_broker_id, info.master_address.as_deref()) {
+        (Some(id), Some(addr)) if id != own_id as i64 && !addr.is_empty() => Some(master_ha_addr(broker, addr, state).await),
+        _ => None,
+    };
+    apply_role(ctx, &info, &set, master_ha, state)
 }
 
 fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
@@ -311,7 +317,13 @@ fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
 
 /// Takes the role `info` names if its epoch is newer than this broker's; on a master, takes a
 /// newer SyncStateSet of the same epoch.
-fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, state: &mut SetState) -> Result<(), ChoreError> {
+fn apply_role(
+    ctx: &Ctx<'_>,
+    info: &MasterInfoHeader,
+    set: &SyncStateSetBody,
+    master_ha: Option<String>,
+    state: &mut SetState,
+) -> Result<(), ChoreError> {
     let Ctx {
         broker,
         controlled,
@@ -333,11 +345,12 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
             *state = SetState {
                 members: sss,
                 epoch: set.sync_state_set_epoch,
+                master_ha: None,
             };
             role.become_master(epoch, &broker.store_host.to_string());
         } else {
             role.become_slave(epoch, own_id as i64, &master_addr);
-            controlled.become_slave(own_id, Some(master_ha_addr(broker, &master_addr)))?;
+            controlled.become_slave(own_id, master_ha)?;
             tracing::info!(epoch, master = %master_addr, "following the new master");
         }
         broker.registrar.request();
@@ -347,25 +360,61 @@ fn apply_role(ctx: &Ctx<'_>, info: &MasterInfoHeader, set: &SyncStateSetBody, st
             state.epoch = set.sync_state_set_epoch;
             controlled.set_sync_state_set(own_id, &state.members);
         } else if !role.is_master() {
-            controlled.follow(Some(master_ha_addr(broker, &master_addr)));
+            controlled.follow(master_ha);
         }
     }
     Ok(())
 }
 
-/// The master's HA server: as the name servers name it when they name this master, else its
-/// remoting port plus one (the default `haListenPort`).
-fn master_ha_addr(broker: &Broker, master_addr: &str) -> String {
+/// The master's HA server, as the name servers name it when they name this master; else as the
+/// master itself answers EXCHANGE_BROKER_HA_INFO (kept for this master); else, while neither
+/// answers, its remoting port plus one (the default `haListenPort`). Asking before guessing
+/// matters: a slave that streamed from a guessed address and then moved to the registered one
+/// (another name of the same server, such as `brokerIP2`) would drop a connection that was in
+/// sync, and the master would take it out of the SyncStateSet until it caught up again.
+async fn master_ha_addr(broker: &Broker, master_addr: &str, state: &mut SetState) -> String {
     if let Some(learned) = broker.registrar.learned_master().filter(|m| m.addr == master_addr) {
         return learned.ha_addr;
+    }
+    if let Some((_, ha_addr)) = state.master_ha.as_ref().filter(|(addr, _)| addr == master_addr) {
+        return ha_addr.clone();
     }
     // The name servers' answer to this broker's registration names the master's HA server;
     // until they name this master, register again (the answer comes with the next sync).
     broker.registrar.request();
+    match ask_master_ha_addr(broker, master_addr).await {
+        Ok(ha_addr) => {
+            state.master_ha = Some((master_addr.to_owned(), ha_addr.clone()));
+            return ha_addr;
+        }
+        Err(e) => tracing::debug!(master = %master_addr, error = %e, "the master did not name its HA server"),
+    }
     match master_addr.rsplit_once(':') {
         Some((host, port)) => format!("{host}:{}", port.parse::<u16>().map_or(0, |p| p.saturating_add(1))),
         None => master_addr.to_owned(),
     }
+}
+
+/// EXCHANGE_BROKER_HA_INFO to the master, as RocketMQ's slave sends it (no `masterHaAddress`).
+async fn ask_master_ha_addr(broker: &Broker, master_addr: &str) -> Result<String, ChoreError> {
+    let conn = petrel_remoting::connect(master_addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
+        .await
+        .map_err(ChoreError::call(master_addr))?;
+    let mut request = RemotingCommand::request(rc::EXCHANGE_BROKER_HA_INFO, 0).with_ext_fields(ExchangeHaInfoHeader::default().to_ext());
+    broker.access.sign(&mut request);
+    let answer = conn.call(request, CALL_TIMEOUT).await.map_err(ChoreError::call(master_addr))?;
+    conn.shutdown();
+    if answer.code != resp::SUCCESS {
+        return Err(ChoreError::refused(master_addr, answer));
+    }
+    let header = ExchangeHaInfoHeader::from_command(&answer).map_err(|source| ChoreError::Header {
+        what: "the master's HA info",
+        source,
+    })?;
+    header
+        .master_ha_address
+        .filter(|a| !a.is_empty())
+        .ok_or_else(|| ChoreError::Unusable(format!("{master_addr} named no HA server (not a master)")))
 }
 
 /// A master's SyncStateSet check: who joins, who leaves, and ALTER_SYNC_STATE_SET when that

@@ -52,6 +52,7 @@ const FILES: &[&[Unit]] = &[
     pop::change_invisible::UNITS,
     pop::assignment::UNITS,
     replica::controller::UNITS,
+    replica::ha_info::UNITS,
     auth::user::UNITS,
     auth::acl::UNITS,
 ];
