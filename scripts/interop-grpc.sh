@@ -158,14 +158,20 @@ java_grpc mixed-out GMixed 10
 remoting_java mixed-receive "$ns" GMixed GG9 10
 
 echo "== mqadmin lists gRPC clients with their language and version, and their group's progress"
-timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" invisible GListed GG10 \
+# The scenario keeps its producer and consumer online until the checks below are done (each
+# mqadmin call is a JVM of its own, seconds on a slow machine), so nothing here races its life.
+timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -Dpetrel.scenarioSeconds=110 -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" listed GListed GG10 "$work/listed.done" \
   >"$work/listed.out" 2>"$work/listed.err" &
 listed_pid=$!
-# The scenario's consumer starts before its producer, and each mqadmin call is a JVM of its own:
-# poll until both clients are listed (the scenario keeps them for about 20 s).
+for _ in $(seq 1 600); do
+  grep -q "^ready" "$work/listed.out" && break
+  kill -0 "$listed_pid" 2>/dev/null || break
+  sleep 0.1
+done
+# Online now; a heartbeat may still be on its way, so a few tries each.
 connections=""
 producers=""
-for _ in $(seq 1 20); do
+for _ in $(seq 1 10); do
   grep -q "V5_2_0" <<<"$connections" || connections=$(admin consumerConnection -g GG10 || true)
   grep -q "JAVA" <<<"$producers" || producers=$(admin producerConnection -g GListed -t GListed || true)
   grep -q "V5_2_0" <<<"$connections" && grep -q "JAVA" <<<"$producers" && break
@@ -187,7 +193,11 @@ if grep -q "GListed" <<<"$progress"; then ok "consumerProgress shows the gRPC gr
   not_ok "consumerProgress: expected GListed in:"
   echo "$progress" | tail -10
 fi
-wait "$listed_pid" || true
+touch "$work/listed.done"
+if wait "$listed_pid"; then ok "Java gRPC listed: $(tail -1 "$work/listed.out" | sed 's/^ok: //')"; else
+  not_ok "Java gRPC listed: $(tail -1 "$work/listed.out")"
+  tail -15 "$work/listed.err"
+fi
 
 echo "== an admin's questions to a gRPC consumer, through the broker and its Telemetry stream"
 timeout 120 java -Drocketmq.log.root="$work/sdk-logs" -jar tests/clients/grpc-java/target/grpc-java-test.jar "$endpoint" admin GAdmin GG11 \

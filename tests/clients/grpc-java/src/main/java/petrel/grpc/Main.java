@@ -53,6 +53,7 @@ import org.apache.rocketmq.client.apis.producer.TransactionResolution;
  *
  *   normal      TOPIC GROUP
  *   invisible   TOPIC GROUP
+ *   listed      TOPIC GROUP DONE_FILE  (clients online until DONE_FILE exists, for admin tools)
  *   push        TOPIC GROUP
  *   fifo        TOPIC GROUP      (FIFO topic, FIFO consumer group)
  *   delay       TOPIC GROUP      (DELAY topic)
@@ -178,6 +179,9 @@ public final class Main {
             case "invisible":
                 need(a, 2, "invisible TOPIC GROUP");
                 return invisible(a[0], a[1]);
+            case "listed":
+                need(a, 3, "listed TOPIC GROUP DONE_FILE");
+                return listed(a[0], a[1], a[2]);
             case "push":
                 need(a, 2, "push TOPIC GROUP");
                 return push(a[0], a[1]);
@@ -317,6 +321,24 @@ public final class Main {
             + "and deliveryAttempt 2; invisible-2 returned " + secondReturnMs + " ms after changeInvisibleDuration"
             + " to 2 s (deliveryAttempt " + secondBack.view.getDeliveryAttempt() + ") and was acked with the new "
             + "view; invisible-3 acked with the handle changeInvisibleDuration returned stayed gone for 5 s";
+    }
+
+    /**
+     * A producer and a SimpleConsumer that stay online, with one message sent, received and acked,
+     * until DONE_FILE exists: an admin tool asks about them meanwhile, however slowly it starts.
+     */
+    private String listed(String topic, String group, String doneFile) throws Exception {
+        SimpleConsumer consumer = simpleConsumer(group, topic, FilterExpression.SUB_ALL, Duration.ofSeconds(20));
+        Producer producer = producer();
+        receiptId(producer.send(message(topic, "listed").setTag(TAG).build()), "listed");
+        Received got = awaitBody(consumer, "listed", Duration.ofSeconds(20), 15_000L);
+        consumer.ack(got.view);
+        System.out.println("ready");
+        System.out.flush();
+        step("online until " + doneFile + " exists");
+        waitUntil(() -> Paths.get(doneFile).toFile().exists(), workDeadlineMs);
+        expect(Paths.get(doneFile).toFile().exists(), "nobody created " + doneFile + " within the run's limit");
+        return "a producer and a consumer of " + topic + " stayed online until the admin's checks were done";
     }
 
     /** A PushConsumer gets 30 messages; one fails its first delivery and must be redelivered. */
