@@ -7,7 +7,10 @@
 #
 #   scripts/bench-replication.sh [OUT]
 #     env: MESSAGES=100000 CELLS=1x1,10x10,100x100 REPLICAS=0,1,2,3,4 ROLES="SYNC_MASTER ASYNC_MASTER"
-#          REF_CELLS=1x1,10x10 (empty: no RocketMQ runs)
+#          SIZE=128 (body bytes) REF_CELLS=1x1,10x10 (empty: no RocketMQ runs)
+#
+# Each row also has the master's CPU per message and its slaves' together (from /proc), RocketMQ's
+# too: what replication costs in CPU is the master's increase over the 0-slave row plus the slaves'.
 #
 # Not part of the suite (tens of minutes at the defaults). Tables, JSON and SVGs land in OUT.
 set -euo pipefail
@@ -19,7 +22,7 @@ source scripts/reference-lib.sh
 cargo build --quiet --release --bin petrel
 mkdir -p "$out"
 for role in ${ROLES:-SYNC_MASTER ASYNC_MASTER}; do
-  target/release/petrel bench replication --role "$role" --messages "$msgs" \
+  target/release/petrel bench replication --role "$role" --messages "$msgs" --size "${SIZE:-128}" \
     --cells "${CELLS:-1x1,10x10,100x100}" --replicas "${REPLICAS:-0,1,2,3,4}" --out "$out" --data "$out/data"
 done
 [ -z "$ref_cells" ] && exit 0
@@ -41,11 +44,15 @@ for slaves in 0 1; do
   pids+=("$(ref_namesrv "$work/ns$slaves" 47876)")
   master_conf="brokerRole=SYNC_MASTER"
   [ "$slaves" = 1 ] && master_conf=$'brokerRole=SYNC_MASTER\ninSyncReplicas=2'
-  pids+=("$(REF_BROKER_CONF_EXTRA="$master_conf" ref_broker "$work/master$slaves" "$ns" 47911 ASYNC_FLUSH)")
+  master_pid=$(REF_BROKER_CONF_EXTRA="$master_conf" ref_broker "$work/master$slaves" "$ns" 47911 ASYNC_FLUSH)
+  pids+=("$master_pid")
+  measured=$master_pid
   if [ "$slaves" = 1 ]; then
-    pids+=("$(REF_BROKER_CONF_EXTRA=$'brokerId=1\nbrokerRole=SLAVE' ref_broker "$work/slave" "$ns" 47921 ASYNC_FLUSH)")
+    slave_pid=$(REF_BROKER_CONF_EXTRA=$'brokerId=1\nbrokerRole=SLAVE' ref_broker "$work/slave" "$ns" 47921 ASYNC_FLUSH)
+    pids+=("$slave_pid")
+    measured="$master_pid,$slave_pid"
   fi
   target/release/petrel bench replication --external "$ns" --label "rocketmq-$slaves-slaves" --role SYNC_MASTER \
-    --replicas "$slaves" --cells "$ref_cells" --messages "$msgs" --out "$out"
+    --replicas "$slaves" --cells "$ref_cells" --messages "$msgs" --size "${SIZE:-128}" --pids "$measured" --out "$out"
   stop_all
 done

@@ -23,6 +23,13 @@ fn process(pid: u32) -> Option<procfs::process::Process> {
     procfs::process::Process::new(i32::try_from(pid).ok()?).ok()
 }
 
+/// CPU time `pid` has used (user and system), in seconds; `None` once it is gone.
+#[must_use]
+pub fn cpu_s(pid: u32) -> Option<f64> {
+    let ticks = procfs::ticks_per_second();
+    Some(cpu_ticks(pid)? as f64 / if ticks > 0 { ticks as f64 } else { 100.0 })
+}
+
 /// Resident set size of `pid` in MiB.
 pub fn rss_mb(pid: u32) -> Option<f64> {
     let kib = process(pid)?.status().ok()?.vmrss?;

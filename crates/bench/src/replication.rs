@@ -68,6 +68,10 @@ pub struct ReplicationArgs {
     /// Name of the broker in the report (`petrel`, `rocketmq`).
     #[arg(long, default_value = "petrel")]
     pub label: String,
+    /// With `--external`: the master's process id, then its slaves', comma-separated, for the
+    /// CPU each uses per message (the processes this tool starts are measured without it).
+    #[arg(long, value_delimiter = ',')]
+    pub pids: Vec<u32>,
 }
 
 /// One measured cell.
@@ -95,6 +99,12 @@ pub struct Cell {
     pub consumed: u64,
     /// Failed requests.
     pub errors: u64,
+    /// The master's CPU time per message sent, µs (user and system, from /proc).
+    #[serde(default)]
+    pub master_cpu_us: Option<f64>,
+    /// Every slave's CPU time together per message sent, µs; `None` without slaves.
+    #[serde(default)]
+    pub slaves_cpu_us: Option<f64>,
 }
 
 /// The fit of one cell's times against the number of replicas.
@@ -234,8 +244,31 @@ fn parse_cell(cell: &str) -> Result<(usize, usize), BenchError> {
     Ok((s, r))
 }
 
-async fn measure(a: &ReplicationArgs, namesrv: &str, replicas: usize, senders: usize, receivers: usize) -> Result<Cell, BenchError> {
+/// CPU seconds of each process in `pids` (the master first), read now.
+fn cpu_of(pids: &[u32]) -> Vec<Option<f64>> {
+    pids.iter().map(|p| crate::procstat::cpu_s(*p)).collect()
+}
+
+/// (master, slaves together) CPU µs per message between two readings of [`cpu_of`].
+fn cpu_per_message(before: &[Option<f64>], after: &[Option<f64>], messages: u64) -> (Option<f64>, Option<f64>) {
+    let used = |i: usize| Some(after.get(i).copied()?? - before.get(i).copied()??);
+    let per = |s: f64| s * 1e6 / messages.max(1) as f64;
+    let master = used(0).map(per);
+    let slaves = (before.len() > 1)
+        .then(|| (1..before.len()).map(used).sum::<Option<f64>>().map(per))
+        .flatten();
+    (master, slaves)
+}
+
+async fn measure(
+    a: &ReplicationArgs,
+    namesrv: &str,
+    (replicas, pids): (usize, &[u32]),
+    senders: usize,
+    receivers: usize,
+) -> Result<Cell, BenchError> {
     let topic = format!("Repl{senders}x{receivers}");
+    let cpu_before = cpu_of(pids);
     let report = run(Workload {
         kind: Kind::E2e,
         namesrv: namesrv.to_owned(),
@@ -259,8 +292,10 @@ async fn measure(a: &ReplicationArgs, namesrv: &str, replicas: usize, senders: u
         credentials: None,
     })
     .await?;
+    let cpu_after = cpu_of(pids);
     report.write(&a.out)?;
     let run_s = report.drained_s.unwrap_or(report.measured_s);
+    let (master_cpu_us, slaves_cpu_us) = cpu_per_message(&cpu_before, &cpu_after, report.messages);
     Ok(Cell {
         replicas,
         senders,
@@ -273,6 +308,8 @@ async fn measure(a: &ReplicationArgs, namesrv: &str, replicas: usize, senders: u
         send_p9999_us: report.send_us.p9999,
         consumed: report.consumed,
         errors: report.total_errors(),
+        master_cpu_us,
+        slaves_cpu_us,
     })
 }
 
@@ -297,7 +334,7 @@ pub async fn replication(a: ReplicationArgs) -> Result<(), BenchError> {
         };
         wait_in_sync(namesrv, "ReplProbe", a.queues, 0).await?;
         for &(senders, receivers) in &cells {
-            results.push(measure(&a, namesrv, replicas, senders, receivers).await?);
+            results.push(measure(&a, namesrv, (replicas, &a.pids), senders, receivers).await?);
         }
         return write_results(&a, &results);
     }
@@ -308,8 +345,9 @@ pub async fn replication(a: ReplicationArgs) -> Result<(), BenchError> {
             nodes.push(start_node(&a, &exe, i)?);
         }
         wait_in_sync(&namesrv, "ReplProbe", a.queues, replicas).await?;
+        let pids: Vec<u32> = nodes.iter().map(|n| n.child.id()).collect();
         for &(senders, receivers) in &cells {
-            let cell = measure(&a, &namesrv, replicas, senders, receivers).await?;
+            let cell = measure(&a, &namesrv, (replicas, &pids), senders, receivers).await?;
             eprintln!(
                 "{replicas} slaves, {senders}x{receivers}: {:.2} s, send P99 {} µs, errors {}",
                 cell.run_s, cell.send_p99_us, cell.errors
@@ -358,15 +396,15 @@ fn markdown(a: &ReplicationArgs, results: &[Cell], fits: &[Fit]) -> String {
         "{}: {} messages of {} B per cell, {}, {}; time = first sent to last received.\n\n",
         a.label, a.messages, a.size, a.role, a.flush
     );
-    md.push_str("| senders × receivers | slaves | time | vs 0 slaves | msg/s | send P50 | send P99 | send P99.99 | errors |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    md.push_str("| senders × receivers | slaves | time | vs 0 slaves | msg/s | send P50 | send P99 | send P99.99 | errors | master CPU/msg | slaves' CPU/msg |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for c in results {
         let base = results
             .iter()
             .find(|b| b.replicas == 0 && b.senders == c.senders && b.receivers == c.receivers)
             .map_or(String::from("–"), |b| format!("{:.2}×", c.run_s / b.run_s));
         md.push_str(&format!(
-            "| {}×{} | {} | {:.2} s | {base} | {:.0} | {} | {} | {} | {} |\n",
+            "| {}×{} | {} | {:.2} s | {base} | {:.0} | {} | {} | {} | {} | {} | {} |\n",
             c.senders,
             c.receivers,
             c.replicas,
@@ -375,7 +413,9 @@ fn markdown(a: &ReplicationArgs, results: &[Cell], fits: &[Fit]) -> String {
             crate::hist::fmt_us(c.send_p50_us),
             crate::hist::fmt_us(c.send_p99_us),
             crate::hist::fmt_us(c.send_p9999_us),
-            c.errors
+            c.errors,
+            c.master_cpu_us.map_or("–".into(), |us| format!("{us:.1} µs")),
+            c.slaves_cpu_us.map_or("–".into(), |us| format!("{us:.1} µs")),
         ));
     }
     md.push_str("\nFit T(n) = T(0) + c₁·[n ≥ 1] + c₂·(n − 1):\n\n| senders × receivers | T(0) | c₁ (first replica) | c₂ (each further) |\n|---|---:|---:|---:|\n");
@@ -441,5 +481,19 @@ mod tests {
         assert!((t0 - 1.0).abs() < 1e-9 && (first - 0.5).abs() < 1e-9 && (further - 0.1).abs() < 1e-9);
         assert!(fit(&[(1, 1.0)]).is_none(), "no baseline");
         assert!(parse_cell("10x0").is_err() && parse_cell("3x4").unwrap() == (3, 4));
+    }
+
+    #[test]
+    fn cpu_per_message_splits_the_master_from_its_slaves() {
+        let (master, slaves) = cpu_per_message(&[Some(1.0), Some(2.0), Some(3.0)], &[Some(1.5), Some(2.25), Some(3.5)], 1000);
+        assert!((master.unwrap() - 500.0).abs() < 1e-6, "{master:?}");
+        assert!((slaves.unwrap() - 750.0).abs() < 1e-6, "{slaves:?}");
+        let (master, slaves) = cpu_per_message(&[Some(1.0)], &[Some(3.0)], 4);
+        assert!(
+            (master.unwrap() - 500_000.0).abs() < 1e-6 && slaves.is_none(),
+            "no slave: nothing to add"
+        );
+        let (_, slaves) = cpu_per_message(&[Some(1.0), Some(2.0)], &[Some(1.5), None], 10);
+        assert!(slaves.is_none(), "a slave that is gone makes the sum unknown");
     }
 }

@@ -9,7 +9,7 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -17,7 +17,6 @@ use petrel_protocol::RemotingCommand;
 use tokio::sync::{Notify, oneshot};
 
 use crate::error::CallError;
-use crate::handler::Deferred;
 
 static NEXT_CONNECTION_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -45,8 +44,6 @@ pub struct Connection {
     closed: AtomicBool,
     max_queued_bytes: usize,
     max_in_flight: usize,
-    /// Deferred answers still being worked on (a server connection's requests in flight).
-    answers_in_flight: AtomicUsize,
     /// Requests the handler refused as the peer's fault (failed authentications), for a cap.
     strikes: AtomicU64,
     /// Who the handler last verified this peer to be, and when (a cache of a check that is
@@ -55,18 +52,6 @@ pub struct Connection {
     /// Over TLS: keying material both ends derive from their session (RFC 5705), which a proof
     /// of a shared secret can bind to this very channel.
     channel_binding: std::sync::OnceLock<[u8; crate::tls::CHANNEL_BINDING_BYTES]>,
-}
-
-/// One deferred answer in flight; leaving (answered, or the task panicked) counts it out and
-/// wakes the connection's task.
-struct InFlight(Arc<Connection>);
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        let before = self.0.answers_in_flight.fetch_sub(1, Ordering::AcqRel);
-        assert!(before > 0, "answers in flight never go below zero");
-        self.0.wake.notify_one();
-    }
 }
 
 impl std::fmt::Debug for Connection {
@@ -91,7 +76,6 @@ impl Connection {
             closed: AtomicBool::new(false),
             max_queued_bytes,
             max_in_flight,
-            answers_in_flight: AtomicUsize::new(0),
             strikes: AtomicU64::new(0),
             verified: Mutex::new(None),
             channel_binding: std::sync::OnceLock::new(),
@@ -158,38 +142,6 @@ impl Connection {
         }
         self.wake.notify_one();
         true
-    }
-
-    /// Works out a deferred answer on a task of its own — so that the requests of one connection
-    /// spread over the runtime's workers (the Java client multiplexes every producer thread of a
-    /// process over one connection) — and queues the answer for the connection's task. The
-    /// caller bounds how many are in flight ([`Connection::answers_in_flight`]). An answer is
-    /// queued whatever the byte bound says (dropping it would leave the peer waiting): the
-    /// connection stops reading at the bound, so the excess is at most one answer per request
-    /// in flight.
-    pub(crate) fn spawn_answer(self: &Arc<Self>, deferred: Deferred) {
-        self.answers_in_flight.fetch_add(1, Ordering::AcqRel);
-        let guard = InFlight(self.clone());
-        tokio::spawn(async move {
-            if let Some(answer) = deferred.await {
-                guard.0.queue_answer(answer);
-            }
-            drop(guard); // after the answer is queued: "nothing in flight" implies "queued"
-        });
-    }
-
-    fn queue_answer(&self, answer: RemotingCommand) {
-        if self.is_closed() {
-            return;
-        }
-        let mut out = self.outbound.lock();
-        out.queued_bytes += answer.body.len() + HEADER_ESTIMATE_BYTES;
-        out.commands.push_back(answer);
-    }
-
-    /// Deferred answers not yet queued.
-    pub(crate) fn answers_in_flight(&self) -> usize {
-        self.answers_in_flight.load(Ordering::Acquire)
     }
 
     /// Takes queued commands, oldest first, while `room` bytes allow (at least one if any).

@@ -23,8 +23,10 @@ pub enum Reply {
     Now(RemotingCommand),
     /// Answered when the future completes; the connection keeps serving meanwhile, up to its
     /// bound on requests in flight. The connection polls it once at once (with a waker that
-    /// does nothing) and spawns it only if it is not ready, so it must not count on that first
-    /// poll's waker — no future built on tokio's primitives does.
+    /// does nothing), so it must not count on that first poll's waker — no future built on
+    /// tokio's primitives does. One that is not ready is kept and polled by the connection's
+    /// own task: after its wait it must do little (heavy work runs before the wait, or on a
+    /// pool), or it holds up the connection's other requests.
     Later(Deferred),
 }
 

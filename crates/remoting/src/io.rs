@@ -1,8 +1,12 @@
 //! The one framed read/write loop, for both sides: a server's accepted connections and a
 //! client's outbound ones. One task per connection reads frames, hands requests to the handler
 //! and answers to waiting calls, and writes whatever is queued (answers, pushes, calls) with one
-//! system call per batch. A deferred answer runs on a task of its own, so that one busy
-//! connection's requests use every worker; the connection counts them in flight.
+//! system call per batch. A deferred answer that is not ready at once (a send waiting for the
+//! flush or a replica, a suspended pull) is kept by the connection's own task, not spawned: what
+//! it waits on wakes that one task, which encodes every answer that became ready and writes
+//! them together — one wake-up and one write for a whole group commit's sends, where a task per
+//! answer cost a spawn, a wake-up and a write each. What a deferred answer does after its wait
+//! is small by contract (the work happens before it, on the caller's poll, or elsewhere).
 //!
 //! A server's connections report the unfinished input they hold to the server's
 //! [`FrameBudget`], which closes the slowest of them when all of them together hold too much.
@@ -25,9 +29,11 @@ use tokio::net::{TcpStream, UnixStream};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use futures::stream::{FuturesUnordered, StreamExt};
+
 use crate::budget::FrameBudget;
 use crate::connection::Connection;
-use crate::handler::{Handler, Reply};
+use crate::handler::{Deferred, Handler, Reply};
 use crate::limits::ConnectionLimits;
 
 /// Bytes read per wake-up at most, so one busy peer cannot starve the others on its worker.
@@ -67,6 +73,8 @@ struct State {
     front_since: Option<std::time::Instant>,
     /// The budget was told this connection holds bytes (so it must be told when it holds none).
     holding: bool,
+    /// Deferred answers not ready yet: at most `max_in_flight` (no request is read beyond it).
+    pending: FuturesUnordered<Deferred>,
 }
 
 fn encode(cmd: &RemotingCommand, wbuf: &mut BytesMut) {
@@ -178,6 +186,29 @@ async fn sleep_until_some(deadline: Option<Instant>) {
     }
 }
 
+/// Encodes every deferred answer that is ready into `wbuf`; returns how many were. Registers
+/// `cx`'s waker with the set, so that the next one to become ready wakes this task.
+fn answer_ready(pending: &mut FuturesUnordered<Deferred>, wbuf: &mut BytesMut, cx: &mut Context<'_>) -> usize {
+    let mut ready = 0;
+    // Bounded: the set holds at most `max_in_flight` futures, and each leaves it once.
+    while let Poll::Ready(Some(answer)) = pending.poll_next_unpin(cx) {
+        ready += 1;
+        if let Some(answer) = answer {
+            encode(&answer, wbuf);
+        }
+    }
+    ready
+}
+
+/// Ready once at least one deferred answer was encoded.
+fn answered(pending: &mut FuturesUnordered<Deferred>, wbuf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<()> {
+    if answer_ready(pending, wbuf, cx) > 0 {
+        Poll::Ready(())
+    } else {
+        Poll::Pending
+    }
+}
+
 impl State {
     fn room(&self, limits: &ConnectionLimits) -> bool {
         self.wbuf.len() < limits.max_queued_bytes
@@ -192,7 +223,7 @@ impl State {
             return Ok(());
         }
         loop {
-            if !self.room(limits) || conn.answers_in_flight() >= limits.max_in_flight {
+            if !self.room(limits) || self.pending.len() >= limits.max_in_flight {
                 self.frames_waiting = !self.rbuf.is_empty();
                 return Ok(());
             }
@@ -213,12 +244,13 @@ impl State {
                 Reply::Now(answer) => encode(&answer, &mut self.wbuf),
                 Reply::Later(mut deferred) => {
                     // Most deferred answers are ready at once (an ASYNC_FLUSH send whose own
-                    // thread wrote it): answer those here and spawn only the ones that wait.
-                    // A future polled again by its task re-registers that task's waker.
+                    // thread wrote it): answer those here and keep only the ones that wait. The
+                    // set polls a future it is given again, with this task's waker, before the
+                    // loop sleeps.
                     match deferred.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
                         Poll::Ready(Some(answer)) => encode(&answer, &mut self.wbuf),
                         Poll::Ready(None) => {}
-                        Poll::Pending => conn.spawn_answer(deferred),
+                        Poll::Pending => self.pending.push(deferred),
                     }
                 }
             }
@@ -256,14 +288,14 @@ impl State {
     fn finished(&self, conn: &Connection) -> bool {
         (!self.socket_readable || !self.accepting)
             && !self.frames_waiting
-            && conn.answers_in_flight() == 0
+            && self.pending.is_empty()
             && self.wbuf.is_empty()
             && !conn.has_queued()
     }
 
     /// Whether nothing has moved for the idle timeout and nothing is owed either way.
     fn idle(&self, conn: &Connection, idle_timeout: Duration) -> bool {
-        conn.answers_in_flight() == 0 && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
+        self.pending.is_empty() && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
     }
 }
 
@@ -287,6 +319,7 @@ pub(crate) async fn run<S: Socket>(
         drain_deadline: None,
         front_since: None,
         holding: false,
+        pending: FuturesUnordered::new(),
     };
     let idle = tokio::time::sleep(limits.idle_timeout);
     tokio::pin!(idle);
@@ -295,6 +328,11 @@ pub(crate) async fn run<S: Socket>(
         if conn.is_closed() {
             break CloseReason::Shutdown;
         }
+        std::future::poll_fn(|cx| {
+            answer_ready(&mut st.pending, &mut st.wbuf, cx);
+            Poll::Ready(())
+        })
+        .await;
         st.take_queued(&conn, &limits);
         if let Err(reason) = st.process_frames(&conn, handler.as_ref(), &limits) {
             break reason;
@@ -305,7 +343,7 @@ pub(crate) async fn run<S: Socket>(
         }
         // Answers still being worked out usually finish within microseconds: give them one
         // turn of the scheduler and write them with these — one system call for several.
-        if !yielded && !st.wbuf.is_empty() && conn.answers_in_flight() > 0 && st.room(&limits) {
+        if !yielded && !st.wbuf.is_empty() && !st.pending.is_empty() && st.room(&limits) {
             yielded = true;
             tokio::task::yield_now().await;
             continue;
@@ -324,7 +362,7 @@ pub(crate) async fn run<S: Socket>(
             };
         }
         let room = st.room(&limits);
-        let can_read = st.socket_readable && st.accepting && !st.frames_waiting && room && conn.answers_in_flight() < limits.max_in_flight;
+        let can_read = st.socket_readable && st.accepting && !st.frames_waiting && room && st.pending.len() < limits.max_in_flight;
         tokio::select! {
             biased;
             ready = stream.writable(), if !st.wbuf.is_empty() => {
@@ -344,11 +382,12 @@ pub(crate) async fn run<S: Socket>(
                 }
             }
             () = conn.wake.notified() => {}
+            () = std::future::poll_fn(|cx| answered(&mut st.pending, &mut st.wbuf, cx)), if !st.pending.is_empty() => {}
             () = &mut idle => {
                 if st.idle(&conn, limits.idle_timeout) {
                     break CloseReason::Idle;
                 }
-                let from = if conn.answers_in_flight() == 0 { st.last_activity } else { Instant::now() };
+                let from = if st.pending.is_empty() { st.last_activity } else { Instant::now() };
                 idle.as_mut().reset(from + limits.idle_timeout);
             }
             () = drain_started(&mut drain), if st.accepting => {

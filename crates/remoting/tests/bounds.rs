@@ -177,6 +177,32 @@ async fn a_connection_at_its_in_flight_bound_stops_being_read_and_others_are_ser
 }
 
 #[tokio::test]
+async fn answers_that_wait_are_kept_by_their_connection_not_a_task_each() {
+    let (server, handler) = start(ServerLimits::default()).await;
+    let mut s = TcpStream::connect(server.local_addr()).await.unwrap();
+    let waiting = 64;
+    for opaque in 1..=waiting {
+        send(&mut s, HOLD, opaque).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.handled.load(Ordering::SeqCst) < waiting as usize {
+        assert!(Instant::now() < deadline, "the requests were not all read");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The server's accept loop, this connection's task and the test's own: not one per answer.
+    let tasks = tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    assert!(tasks < 8, "{tasks} tasks alive for {waiting} waiting answers");
+    handler.gate.add_permits(waiting as usize);
+    let mut buf = Vec::new();
+    let mut opaques: Vec<i32> = Vec::new();
+    for _ in 0..waiting {
+        opaques.push(next(&mut s, &mut buf, Duration::from_secs(5)).await.unwrap().opaque);
+    }
+    opaques.sort_unstable();
+    assert_eq!(opaques, (1..=waiting).collect::<Vec<_>>(), "each answered once");
+}
+
+#[tokio::test]
 async fn answers_queue_only_up_to_their_byte_bound_while_the_peer_does_not_read() {
     let max_queued_bytes = 128 * 1024;
     let (server, handler) = start(limits(|l| l.connection.max_queued_bytes = max_queued_bytes)).await;
