@@ -107,18 +107,10 @@ fn a_sync_master_answers_once_its_slave_holds_the_message_and_the_logs_match() {
     assert_eq!(r.code, resp::SLAVE_NOT_AVAILABLE, "{:?}", r.remark);
     let mut s = slave_of(&m, &[]);
     wait_in_sync(&mut c, "Replicated");
-    for i in 0..2000 {
-        let r = c.call(send_v2("Replicated", 1, "T", i, body(i).as_bytes()));
-        assert_eq!(r.code, resp::SUCCESS, "send {i}: {:?}", r.remark);
-    }
-    // The slave serves the same messages (its topic table comes from the master).
-    let mut sc = s.broker();
-    assert_bodies(&pull_all_queue(&mut sc, "Replicated", 1, 2000), 2000);
-    // A slave refuses sends.
-    let r = sc.call(send_v2("Replicated", 0, "T", 0, b"to the slave"));
-    assert_eq!(r.code, resp::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
     // EXCHANGE_BROKER_HA_INFO, as a slave asks before it connects: the master names its HA
-    // server and itself; a slave has none to name.
+    // server and itself; a slave has none to name, and one told another master's address (a
+    // push) answers SUCCESS and keeps its own: every send below still waits for it.
+    let mut sc = s.broker();
     let ask = || petrel_protocol::RemotingCommand::request(petrel_protocol::codes::request_code::EXCHANGE_BROKER_HA_INFO, 0);
     let r = c.call(ask());
     assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
@@ -126,6 +118,21 @@ fn a_sync_master_answers_once_its_slave_holds_the_message_and_the_logs_match() {
     assert_eq!(r.ext("masterAddress"), Some(format!("127.0.0.1:{}", m.broker_port).as_str()));
     let r = sc.call(ask());
     assert_eq!((r.code, r.ext("masterHaAddress")), (resp::SUCCESS, None), "{:?}", r.remark);
+    let push = petrel_protocol::header::ExchangeHaInfoHeader {
+        master_ha_address: Some("127.0.0.1:1".into()),
+        ..Default::default()
+    };
+    let r = sc.call(ask().with_ext_fields(petrel_protocol::header::CommandHeader::to_ext(&push)));
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    for i in 0..2000 {
+        let r = c.call(send_v2("Replicated", 1, "T", i, body(i).as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "send {i}: {:?}", r.remark);
+    }
+    // The slave serves the same messages (its topic table comes from the master).
+    assert_bodies(&pull_all_queue(&mut sc, "Replicated", 1, 2000), 2000);
+    // A slave refuses sends.
+    let r = sc.call(send_v2("Replicated", 0, "T", 0, b"to the slave"));
+    assert_eq!(r.code, resp::SERVICE_NOT_AVAILABLE, "{:?}", r.remark);
     drop((c, sc));
     assert!(m.terminate().success());
     assert!(s.terminate().success());

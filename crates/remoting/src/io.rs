@@ -293,6 +293,22 @@ impl State {
             && !conn.has_queued()
     }
 
+    /// When the loop ends: the budget hears that this connection holds nothing, and answers
+    /// still owed are finished on a task, not dropped — a request may have several steps (a
+    /// transaction's decision, its append, its op record) that must not stop halfway because the
+    /// connection broke. Their answers have nowhere to go.
+    fn release(&mut self, conn: &Arc<Connection>, budget: Option<&FrameBudget>) {
+        if self.holding
+            && let Some(budget) = budget
+        {
+            budget.hold(conn, 0, std::time::Instant::now());
+        }
+        let owed = std::mem::take(&mut self.pending);
+        if !owed.is_empty() {
+            tokio::spawn(owed.for_each(|_| async {}));
+        }
+    }
+
     /// Whether nothing has moved for the idle timeout and nothing is owed either way.
     fn idle(&self, conn: &Connection, idle_timeout: Duration) -> bool {
         self.pending.is_empty() && conn.calls_in_flight() == 0 && self.last_activity.elapsed() >= idle_timeout
@@ -398,11 +414,7 @@ pub(crate) async fn run<S: Socket>(
             () = sleep_until_some(st.drain_deadline) => break CloseReason::Drained,
         }
     };
-    if st.holding
-        && let Some(budget) = &budget
-    {
-        budget.hold(&conn, 0, std::time::Instant::now());
-    }
+    st.release(&conn, budget.as_deref());
     conn.close();
     handler.on_close(&conn);
     reason

@@ -203,6 +203,34 @@ async fn answers_that_wait_are_kept_by_their_connection_not_a_task_each() {
 }
 
 #[tokio::test]
+async fn answers_still_owed_when_the_connection_breaks_are_finished_not_dropped() {
+    let (server, handler) = start(ServerLimits::default()).await;
+    let mut s = TcpStream::connect(server.local_addr()).await.unwrap();
+    for opaque in 1..=3 {
+        send(&mut s, HOLD, opaque).await;
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.handled.load(Ordering::SeqCst) < 3 {
+        assert!(Instant::now() < deadline, "the requests were not all read");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Not a frame: the connection's task ends at once, with three answers owed. The work behind
+    // them goes on and takes the gate's permits, as a handler's later steps would run.
+    s.write_all(&[0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0]).await.unwrap();
+    let mut buf = Vec::new();
+    assert!(
+        next(&mut s, &mut buf, Duration::from_secs(5)).await.is_none(),
+        "closed, nothing answered"
+    );
+    handler.gate.add_permits(3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.gate.available_permits() > 0 {
+        assert!(Instant::now() < deadline, "the owed work was dropped with the connection");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
 async fn answers_queue_only_up_to_their_byte_bound_while_the_peer_does_not_read() {
     let max_queued_bytes = 128 * 1024;
     let (server, handler) = start(limits(|l| l.connection.max_queued_bytes = max_queued_bytes)).await;

@@ -34,6 +34,8 @@ use crate::replication::Controlled;
 
 const CALL_TIMEOUT: Duration = Duration::from_secs(3);
 const RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// Connecting to a new master and its answer to EXCHANGE_BROKER_HA_INFO, each.
+const ASK_TIMEOUT: Duration = Duration::from_secs(2);
 const IDENTITY_FILE: &str = "config/brokerIdentity";
 
 /// The controllers and a connection to each.
@@ -176,8 +178,16 @@ struct Ctx<'a> {
 struct SetState {
     members: BTreeSet<u64>,
     epoch: i32,
-    /// A master's remoting address and the HA server it named (EXCHANGE_BROKER_HA_INFO).
-    master_ha: Option<(String, String)>,
+    /// The HA server the master of an epoch named (EXCHANGE_BROKER_HA_INFO).
+    master_ha: Option<KnownHa>,
+}
+
+/// A master's HA server as it named it, for the epoch it was asked in: a later epoch asks again
+/// (the master may have restarted on another port).
+struct KnownHa {
+    master_addr: String,
+    epoch: i32,
+    ha_addr: String,
 }
 
 /// This broker's id in its set: from `config/brokerIdentity`, else applied for and written
@@ -304,11 +314,23 @@ async fn sync_role(ctx: &Ctx<'_>, state: &mut SetState) -> Result<(), ChoreError
         what: "the SyncStateSet",
         source,
     })?;
-    let master_ha = match (info.master_broker_id, info.master_address.as_deref()) {
-        (Some(id), Some(addr)) if id != own_id as i64 && !addr.is_empty() => Some(master_ha_addr(broker, addr, state).await),
+    let other_master = match (info.master_broker_id, info.master_address.as_deref(), info.master_epoch) {
+        (Some(id), Some(addr), Some(epoch)) if id != own_id as i64 && !addr.is_empty() => Some((addr.to_owned(), epoch)),
         _ => None,
     };
-    apply_role(ctx, &info, &set, master_ha, state)
+    // The role first, with the master's HA server if it is known already: a master that must
+    // step down never waits on the network to do so.
+    let known = other_master
+        .as_ref()
+        .and_then(|(addr, epoch)| known_master_ha(broker, addr, *epoch, state));
+    apply_role(ctx, &info, &set, known.clone(), state)?;
+    if let (Some((addr, epoch)), None) = (other_master, known)
+        && !broker.role.is_master()
+        && let Some(ha_addr) = resolve_master_ha(broker, &addr, epoch, state).await
+    {
+        ctx.controlled.follow(Some(ha_addr));
+    }
+    Ok(())
 }
 
 fn members(set: &SyncStateSetBody) -> BTreeSet<u64> {
@@ -359,62 +381,101 @@ fn apply_role(
             state.members = members(set);
             state.epoch = set.sync_state_set_epoch;
             controlled.set_sync_state_set(own_id, &state.members);
-        } else if !role.is_master() {
-            controlled.follow(master_ha);
+        } else if !role.is_master()
+            && let Some(ha_addr) = master_ha
+        {
+            controlled.follow(Some(ha_addr));
         }
     }
     Ok(())
 }
 
-/// The master's HA server, as the name servers name it when they name this master; else as the
-/// master itself answers EXCHANGE_BROKER_HA_INFO (kept for this master); else, while neither
-/// answers, its remoting port plus one (the default `haListenPort`). Asking before guessing
-/// matters: a slave that streamed from a guessed address and then moved to the registered one
-/// (another name of the same server, such as `brokerIP2`) would drop a connection that was in
-/// sync, and the master would take it out of the SyncStateSet until it caught up again.
-async fn master_ha_addr(broker: &Broker, master_addr: &str, state: &mut SetState) -> String {
-    if let Some(learned) = broker.registrar.learned_master().filter(|m| m.addr == master_addr) {
-        return learned.ha_addr;
+/// The master's HA server if this broker knows it without asking: as the master itself named it
+/// in this epoch (EXCHANGE_BROKER_HA_INFO, kept), else as the name servers name it when they name
+/// this master.
+fn known_master_ha(broker: &Broker, master_addr: &str, epoch: i32, state: &SetState) -> Option<String> {
+    if let Some(known) = state
+        .master_ha
+        .as_ref()
+        .filter(|k| k.master_addr == master_addr && k.epoch == epoch)
+    {
+        return Some(known.ha_addr.clone());
     }
-    if let Some((_, ha_addr)) = state.master_ha.as_ref().filter(|(addr, _)| addr == master_addr) {
-        return ha_addr.clone();
-    }
-    // The name servers' answer to this broker's registration names the master's HA server;
-    // until they name this master, register again (the answer comes with the next sync).
+    broker
+        .registrar
+        .learned_master()
+        .filter(|m| m.addr == master_addr)
+        .map(|m| m.ha_addr)
+}
+
+/// Asks the master where its HA server listens, as RocketMQ's slave does before it connects, and
+/// keeps the answer for this epoch. `None` while the master cannot say (it has not taken the role
+/// yet, or is unreachable): the next sync asks again, and meanwhile the slave keeps what it
+/// follows. Only a broker that does not know the request (REQUEST_CODE_NOT_SUPPORTED) is taken
+/// to listen on its remoting port plus one, the default `haListenPort`. Guessing otherwise would
+/// be wrong in a way that costs: a slave that streamed from a guessed address and then moved to
+/// the real one (another name of the same server, such as RocketMQ's `brokerIP2`) dropped a
+/// connection that was in sync, and the master took it out of the SyncStateSet.
+async fn resolve_master_ha(broker: &Broker, master_addr: &str, epoch: i32, state: &mut SetState) -> Option<String> {
+    // The name servers' answer to this broker's registration names the master's HA server too.
     broker.registrar.request();
     match ask_master_ha_addr(broker, master_addr).await {
-        Ok(ha_addr) => {
-            state.master_ha = Some((master_addr.to_owned(), ha_addr.clone()));
-            return ha_addr;
+        Ok(HaAnswer::Named(ha_addr)) => {
+            state.master_ha = Some(KnownHa {
+                master_addr: master_addr.to_owned(),
+                epoch,
+                ha_addr: ha_addr.clone(),
+            });
+            Some(ha_addr)
         }
-        Err(e) => tracing::debug!(master = %master_addr, error = %e, "the master did not name its HA server"),
-    }
-    match master_addr.rsplit_once(':') {
-        Some((host, port)) => format!("{host}:{}", port.parse::<u16>().map_or(0, |p| p.saturating_add(1))),
-        None => master_addr.to_owned(),
+        Ok(HaAnswer::NotYet) => {
+            tracing::debug!(master = %master_addr, "the master names no HA server yet; asking again at the next sync");
+            None
+        }
+        Ok(HaAnswer::Unsupported) => Some(match master_addr.rsplit_once(':') {
+            Some((host, port)) => format!("{host}:{}", port.parse::<u16>().map_or(0, |p| p.saturating_add(1))),
+            None => master_addr.to_owned(),
+        }),
+        Err(e) => {
+            tracing::debug!(master = %master_addr, error = %e, "asking the master for its HA server failed");
+            None
+        }
     }
 }
 
+/// What a master answered EXCHANGE_BROKER_HA_INFO.
+enum HaAnswer {
+    /// Its HA server, `host:port`.
+    Named(String),
+    /// SUCCESS without an address: it is not master (yet).
+    NotYet,
+    /// It does not serve the request.
+    Unsupported,
+}
+
 /// EXCHANGE_BROKER_HA_INFO to the master, as RocketMQ's slave sends it (no `masterHaAddress`).
-async fn ask_master_ha_addr(broker: &Broker, master_addr: &str) -> Result<String, ChoreError> {
-    let conn = petrel_remoting::connect(master_addr, CALL_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
+async fn ask_master_ha_addr(broker: &Broker, master_addr: &str) -> Result<HaAnswer, ChoreError> {
+    let conn = petrel_remoting::connect(master_addr, ASK_TIMEOUT, ConnectionLimits::default(), Arc::new(IgnoreRequests))
         .await
         .map_err(ChoreError::call(master_addr))?;
     let mut request = RemotingCommand::request(rc::EXCHANGE_BROKER_HA_INFO, 0).with_ext_fields(ExchangeHaInfoHeader::default().to_ext());
     broker.access.sign(&mut request);
-    let answer = conn.call(request, CALL_TIMEOUT).await.map_err(ChoreError::call(master_addr))?;
+    let answer = conn.call(request, ASK_TIMEOUT).await;
     conn.shutdown();
-    if answer.code != resp::SUCCESS {
-        return Err(ChoreError::refused(master_addr, answer));
+    let answer = answer.map_err(ChoreError::call(master_addr))?;
+    match answer.code {
+        resp::SUCCESS => {}
+        resp::REQUEST_CODE_NOT_SUPPORTED => return Ok(HaAnswer::Unsupported),
+        _ => return Err(ChoreError::refused(master_addr, answer)),
     }
     let header = ExchangeHaInfoHeader::from_command(&answer).map_err(|source| ChoreError::Header {
         what: "the master's HA info",
         source,
     })?;
-    header
+    Ok(header
         .master_ha_address
         .filter(|a| !a.is_empty())
-        .ok_or_else(|| ChoreError::Unusable(format!("{master_addr} named no HA server (not a master)")))
+        .map_or(HaAnswer::NotYet, HaAnswer::Named))
 }
 
 /// A master's SyncStateSet check: who joins, who leaves, and ALTER_SYNC_STATE_SET when that

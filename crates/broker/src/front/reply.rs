@@ -81,6 +81,46 @@ where
     }))
 }
 
+/// As [`later`], for work that is heavy after its wait (a long-polling pull reads its messages
+/// when woken): not ready at once, it goes on on a task of its own. The connection keeps a
+/// waiting answer on its own task, so a consumer's many woken pulls on one connection would
+/// otherwise be read one after another there instead of on every worker.
+pub fn later_on_own_task<F>(request: RemotingCommand, work: F) -> Reply
+where
+    F: Future<Output = Result<RemotingCommand, BrokerError>> + Send + 'static,
+{
+    let Reply::Later(deferred) = later(request, work) else {
+        unreachable!("later answers later")
+    };
+    Reply::Later(Box::pin(OwnTaskIfWaiting::Inline(Some(deferred))))
+}
+
+/// Polls a deferred answer in place once; if it waits, moves it to a task and waits for that.
+enum OwnTaskIfWaiting {
+    Inline(Option<petrel_remoting::Deferred>),
+    Spawned(tokio::task::JoinHandle<Option<RemotingCommand>>),
+}
+
+impl Future for OwnTaskIfWaiting {
+    type Output = Option<RemotingCommand>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<Self::Output> {
+        use std::task::Poll;
+        if let OwnTaskIfWaiting::Inline(slot) = &mut *self {
+            let mut work = slot.take().expect("an inline answer is polled until it moves");
+            if let Poll::Ready(answer) = work.as_mut().poll(cx) {
+                return Poll::Ready(answer);
+            }
+            *self = OwnTaskIfWaiting::Spawned(tokio::spawn(work));
+        }
+        let OwnTaskIfWaiting::Spawned(handle) = &mut *self else {
+            unreachable!("moved to a task above")
+        };
+        // A task that panicked answers nothing, as a dropped answer would.
+        std::pin::Pin::new(handle).poll(cx).map(|joined| joined.unwrap_or(None))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +146,41 @@ mod tests {
             let a = from_error(&request, &e);
             assert_eq!((a.code, a.opaque, a.remark.as_deref()), (code, 7, Some(e.to_string().as_str())));
         }
+    }
+
+    #[tokio::test]
+    async fn heavy_work_that_waits_goes_on_on_its_own_task() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::task::{Context, Poll, Waker};
+        let request = RemotingCommand::request(11, 7);
+        // Ready at once: answered in place.
+        let Reply::Later(mut ready) = later_on_own_task(request.clone(), async { Ok(answer(&RemotingCommand::request(11, 7), 0)) }) else {
+            panic!("a deferred answer")
+        };
+        assert!(matches!(
+            ready.as_mut().poll(&mut Context::from_waker(Waker::noop())),
+            Poll::Ready(Some(_))
+        ));
+        // Waiting: after one poll it runs on a task of its own, which finishes the work even
+        // though nobody polls the answer meanwhile.
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let finished = Arc::new(AtomicBool::new(false));
+        let flag = finished.clone();
+        let Reply::Later(mut waiting) = later_on_own_task(request.clone(), async move {
+            rx.await.expect("sent");
+            flag.store(true, Ordering::SeqCst);
+            Ok(answer(&RemotingCommand::request(11, 7), 0))
+        }) else {
+            panic!("a deferred answer")
+        };
+        assert!(waiting.as_mut().poll(&mut Context::from_waker(Waker::noop())).is_pending());
+        tx.send(()).expect("the work waits");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !finished.load(Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < deadline, "the work did not go on by itself");
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(waiting.await.map(|a| a.opaque), Some(7));
     }
 }

@@ -17,7 +17,7 @@ use petrel_remoting::{Connection, Reply, answer};
 use petrel_store::GetStatus;
 
 use crate::broker::Broker;
-use crate::front::reply::{from_error, later};
+use crate::front::reply::{from_error, later_on_own_task};
 use crate::services::consume::{PullOutcome, PullRequest, PullSubscription, nothing_yet};
 
 pub(crate) fn handle<C: Config + Consume + Roles + Shares>(
@@ -52,7 +52,7 @@ pub(crate) fn handle<C: Config + Consume + Roles + Shares>(
     };
     let ctx = ctx.clone();
     let offset = pull.queue_offset;
-    later(request.clone(), async move {
+    later_on_own_task(request.clone(), async move {
         let got = ctx.consume().pull(pull).await?;
         drop(place);
         Ok(answer_pull(&request, offset, got, Role::of(&ctx)))

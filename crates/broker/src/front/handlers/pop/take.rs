@@ -18,7 +18,7 @@ use petrel_remoting::{Connection, Reply, answer};
 use petrel_store::MessageFilter;
 
 use crate::broker::Broker;
-use crate::front::reply::later;
+use crate::front::reply::later_on_own_task;
 use crate::services::pop::PopRequest;
 
 pub(crate) fn handle<C: Consume + Pop + Shares>(
@@ -38,7 +38,7 @@ pub(crate) fn handle<C: Consume + Pop + Shares>(
         None
     };
     let ctx = ctx.clone();
-    later(request.clone(), async move {
+    later_on_own_task(request.clone(), async move {
         let _place = place;
         let (exp_type, exp) = (h.exp_type.as_deref().unwrap_or("TAG"), h.exp.as_deref().unwrap_or("*"));
         let filter = ctx

@@ -1,7 +1,12 @@
 //! EXCHANGE_BROKER_HA_INFO (906): where a master's HA server listens. A slave that was told its
 //! master's remoting address (by the controllers) asks the master itself for the HA address
-//! before it connects, as RocketMQ's slaves do when the name servers have not named it yet; a
-//! request that carries `masterHaAddress` tells a slave which one to follow.
+//! before it connects, as RocketMQ's slaves do when the name servers have not named it yet.
+//!
+//! A request that carries `masterHaAddress` (RocketMQ's master telling a slave) is answered
+//! SUCCESS and changes nothing: Petrel's slaves follow the address the name servers register
+//! (classic mode) or the one their master names when asked (controller mode), each of which
+//! would undo a pushed one within seconds; and nobody can repoint a slave's replication with one
+//! request.
 
 #[allow(unused_imports, reason = "each file's rules name the helpers they need")]
 use crate::access::rules::*;
@@ -25,17 +30,9 @@ pub(crate) fn handle<C: Config + Replicas + Roles + StoreHost + Store>(
     h: ExchangeHaInfoHeader,
     request: RemotingCommand,
 ) -> Reply {
-    if let Some(master_ha) = h.master_ha_address.filter(|a| !a.is_empty()) {
-        // Told by a master: follow it, unless the configuration fixes the address.
-        if let Some(slave) = ctx.replication().slave().filter(|_| ctx.config().ha_master_address.is_none()) {
-            slave.set_master(Some(master_ha));
-        } else if let Some(controlled) = ctx.replication().controlled().filter(|_| !ctx.role().is_master()) {
-            controlled.follow(Some(master_ha));
-        }
-        return Reply::Now(answer(&request, resp::SUCCESS));
-    }
-    if !ctx.role().is_master() {
-        // RocketMQ's slave answers SUCCESS with nothing: it has no HA server to name.
+    if h.master_ha_address.is_some_and(|a| !a.is_empty()) || !ctx.role().is_master() {
+        // A push (see above), or a slave asked: RocketMQ's answers SUCCESS with nothing, having
+        // no HA server to name.
         return Reply::Now(answer(&request, resp::SUCCESS));
     }
     let port = ctx
@@ -54,7 +51,7 @@ pub(crate) fn handle<C: Config + Replicas + Roles + StoreHost + Store>(
 /// `handlers/mod.rs`.
 pub(crate) const UNITS: &[Unit] = &[Unit {
     code: rc::EXCHANGE_BROKER_HA_INFO,
-    // It may repoint a slave's replication, so it needs the cluster's update right.
+    // RocketMQ's rule for it: Update on the cluster (a push repoints RocketMQ's slaves).
     rule: Rule::Cluster(UPDATE),
     handle: &Typed::new(handle::<Broker>),
 }];
