@@ -50,7 +50,8 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/tls.key" -out "$work/tl
 tls_scenarios=" normal "
 
 target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
-  --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set transactionCheckInterval=5000 \
+  --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set haListenPort=0 \
+  --set transactionCheckInterval=5000 \
   --set tls.server.mode=permissive --set tls.server.certPath="$work/tls.pem" --set tls.server.keyPath="$work/tls.key" >"$work/petrel.log" 2>&1 &
 petrel_pid=$!
 for _ in $(seq 1 100); do grep -qs "boot success" "$work/petrel.log" && break; sleep 0.1; done
@@ -243,7 +244,7 @@ acl_broker_port=$(free_port)
 acl_endpoint="127.0.0.1:$(free_port)"
 acl_secret="root-secret-1"
 target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port "$acl_broker_port" \
-  --broker-ip 127.0.0.1 --set "grpcServerPort=${acl_endpoint##*:}" --set fastListenPort=0 --set "haListenPort=$(free_port)" \
+  --broker-ip 127.0.0.1 --set "grpcServerPort=${acl_endpoint##*:}" --set fastListenPort=0 --set haListenPort=0 \
   --set authenticationEnabled=true --set authorizationEnabled=true \
   --set "initAuthenticationUser={\"username\":\"root\",\"password\":\"$acl_secret\"}" >"$work/petrel-acl.log" 2>&1 &
 acl_pid=$!

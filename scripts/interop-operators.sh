@@ -226,7 +226,7 @@ prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prome
 pids+=($!)
 disown
 target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
-  --broker-ip 127.0.0.1 --set metricsExporterType=PROM --set metricsPromExporterHost=127.0.0.1 \
+  --broker-ip 127.0.0.1 --set haListenPort=0 --set metricsExporterType=PROM --set metricsPromExporterHost=127.0.0.1 \
   --set "metricsPromExporterPort=$metrics_port" --set traceTopicEnable=true >"$work/petrel.log" 2>&1 &
 pids+=($!)
 disown
@@ -272,7 +272,8 @@ if [ -n "$dashboard" ]; then
   kill -9 "$dashboard_pid" 2>/dev/null || true
   acl_ns_port=$(free_port) acl_broker_port=$(broker_port_pair)
   target/release/petrel serve --store-dir "$work/petrel-acl" --namesrv-listen "127.0.0.1:$acl_ns_port" \
-    --listen-port "$acl_broker_port" --broker-ip 127.0.0.1 --set authenticationEnabled=true --set authorizationEnabled=true \
+    --listen-port "$acl_broker_port" --broker-ip 127.0.0.1 --set haListenPort=0 \
+    --set authenticationEnabled=true --set authorizationEnabled=true \
     --set 'initAuthenticationUser={"username":"rocketmq","password":"12345678"}' >"$work/petrel-acl.log" 2>&1 &
   pids+=($!)
   disown

@@ -196,6 +196,7 @@ fn broker_command(a: &QueuesArgs) -> Result<String, BenchError> {
         .ok_or_else(|| BenchError::Invalid(format!("--broker {} has no port", a.broker)))?;
     Ok(format!(
         "exec {} serve --store-dir {{data}} --namesrv-listen {} --listen-port {port} --broker-ip 127.0.0.1 \
+         --set haListenPort=0 --set fastListenPort=0 \
          --set enableLmq=true --set enableMultiDispatch=true --set maxLmqConsumeQueueNum={{max_queues}}",
         exe.display(),
         a.namesrv
