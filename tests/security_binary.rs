@@ -134,6 +134,19 @@ fn a_broker_with_acl_refuses_what_no_policy_allows_caps_failed_logins_and_keeps_
     assert_eq!(r.code, resp::NO_PERMISSION);
     assert!(remark(&r).contains("Cluster:DefaultCluster"), "{}", remark(&r));
 
+    // EXCHANGE_BROKER_HA_INFO (906) names the master's HA server: Update on the cluster, as in
+    // RocketMQ. Unsigned and normal users are refused; the super user is answered.
+    let ha_info = || RemotingCommand::request(rc::EXCHANGE_BROKER_HA_INFO, 0);
+    let r = c.call(ha_info());
+    assert_eq!(r.code, resp::NO_PERMISSION, "{}", remark(&r));
+    assert!(r.ext("masterHaAddress").is_none(), "a refusal named the HA server: {r:?}");
+    let r = c.call(signed(ha_info(), "dave", "dave-secret"));
+    assert_eq!(r.code, resp::NO_PERMISSION, "{}", remark(&r));
+    assert!(remark(&r).contains("Cluster:DefaultCluster"), "{}", remark(&r));
+    let r = c.call(signed(ha_info(), "root", "root-secret"));
+    assert_eq!(r.code, resp::SUCCESS, "{}", remark(&r));
+    assert!(r.ext("masterHaAddress").is_some_and(|a| a.contains(':')), "{r:?}");
+
     // Three wrong signatures on one connection: the third is answered, then the connection closes;
     // other connections are served on.
     let mut guesser = p.broker();

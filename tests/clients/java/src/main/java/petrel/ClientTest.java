@@ -656,8 +656,10 @@ public final class ClientTest {
         Set<String> given = new TreeSet<>(consumed);
         writeLines(dir.resolve("consumed"), given);
         writeLines(dir.resolve("acked"), acked);
-        Files.createFile(dir.resolve("read"));
+        // The summary is printed (System.out flushes on println) before "read" exists: the driver
+        // reads it as soon as it sees the file.
         System.out.println("consumed: sent " + (count + 1) + ", SEND_OK " + acked.size() + ", given to the consumer " + given.size());
+        Files.createFile(dir.resolve("read"));
         c.shutdown();
         p.shutdown();
     }
