@@ -22,7 +22,7 @@
 //! segment), or publish a flushed offset past bytes that are not durable.
 
 use std::cell::UnsafeCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -36,7 +36,7 @@ use petrel_protocol::message::{
     BLANK_MAGIC_CODE, MAGIC_CODE_V1, MAGIC_CODE_V2, PHYSICAL_OFFSET_POS, QUEUE_OFFSET_POS, RecordView, store_timestamp_pos,
 };
 
-use crate::checkpoint::{Checkpoint, QueueKey, mark_clean, mark_running};
+use crate::checkpoint::{Changes, Checkpoint, QueueKey, mark_clean, mark_running};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::recovery::{load_segments, recover};
@@ -227,6 +227,9 @@ pub(crate) struct WriteState {
     pub(crate) queue_offsets: HashMap<String, BTreeMap<i32, i64>>,
     /// How many of `queue_offsets`' topics are light message queues.
     pub(crate) lmq_queues: usize,
+    /// Topics whose queue offsets changed (or that went) since the checkpoint last took them:
+    /// the next delta block's content (see `checkpoint.rs`).
+    pub(crate) changed: HashSet<String>,
     /// On a replica: where the parse of the master's byte stream stands.
     pub(crate) replica: crate::replica::ReplicaCursor,
 }
@@ -234,6 +237,11 @@ pub(crate) struct WriteState {
 impl WriteState {
     /// The next queue offset of a topic-queue (allocating only for a queue seen the first time).
     pub(crate) fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
+        // One lookup per append while the topic is already marked; a name copied once per
+        // checkpoint interval otherwise.
+        if !self.changed.contains(topic) {
+            self.changed.insert(topic.to_owned());
+        }
         if !self.queue_offsets.contains_key(topic) {
             self.queue_offsets.insert(topic.to_owned(), BTreeMap::new());
             if petrel_protocol::lmq::is_lmq(topic) {
@@ -247,11 +255,60 @@ impl WriteState {
             .or_insert(0)
     }
 
-    fn snapshot_queue_offsets(&self) -> BTreeMap<QueueKey, i64> {
+    fn snapshot_queue_offsets(&mut self) -> BTreeMap<QueueKey, i64> {
+        self.changed.clear();
         self.queue_offsets
             .iter()
             .flat_map(|(t, qs)| qs.iter().map(move |(q, n)| ((t.clone(), *q), *n)))
             .collect()
+    }
+
+    /// The topics changed since the last call (or the last full snapshot), with their queues'
+    /// next offsets now; `None` for a topic that went.
+    fn take_changes(&mut self) -> Changes {
+        let changed = std::mem::take(&mut self.changed);
+        changed
+            .into_iter()
+            .map(|t| {
+                let queues = self.queue_offsets.get(&t).cloned();
+                (t, queues)
+            })
+            .collect()
+    }
+}
+
+/// The checkpoint's files: the base's generation and size, the deltas written since, and the
+/// changes taken from the log that no block holds yet.
+#[derive(Default)]
+pub(crate) struct CheckpointState {
+    pub(crate) generation: u64,
+    pub(crate) base_bytes: u64,
+    pub(crate) delta_bytes: u64,
+    /// Taken for a block that could not be written: the next block carries them.
+    pub(crate) carried: Changes,
+    /// The offset the last base or block claimed.
+    pub(crate) written_end: u64,
+    /// A block failed part-way and stays in the file: only a new base goes on from here.
+    pub(crate) needs_base: bool,
+}
+
+impl CheckpointState {
+    /// Writes a new base of every queue at `end` (durable by now); the deltas of the old one go.
+    pub(crate) fn store_base(&mut self, dir: &Path, end: u64, queue_offsets: BTreeMap<QueueKey, i64>) -> Result<()> {
+        let base = Checkpoint {
+            flushed_offset: end,
+            queue_offsets,
+            generation: self.generation + 1,
+        };
+        base.store(dir)?;
+        // A full snapshot takes every change: none is carried.
+        *self = CheckpointState {
+            generation: base.generation,
+            base_bytes: base.approximate_bytes(),
+            written_end: end,
+            ..CheckpointState::default()
+        };
+        Ok(())
     }
 }
 
@@ -308,6 +365,9 @@ pub(crate) struct Shared {
     pub(crate) flushed: Arc<Watermark>,
     /// Records handed to the writer thread, in log order.
     pub(crate) stage: Mutex<Stage>,
+    /// Where the checkpoint's files stand (one writer at a time: the checkpointer, or open and
+    /// close).
+    pub(crate) checkpoint: Mutex<CheckpointState>,
     /// Signalled when the writer made room in the stage.
     pub(crate) stage_space: Condvar,
     pub(crate) writer_wakeup: Wakeup,
@@ -362,9 +422,15 @@ impl Shared {
         segs.get(usize::try_from(idx).ok()?).cloned()
     }
 
-    /// `(end, queue offsets)` at this moment, for a checkpoint.
+    /// `(end, queue offsets)` at this moment, for a checkpoint's base.
     pub(crate) fn checkpoint_snapshot(&self) -> (u64, BTreeMap<QueueKey, i64>) {
         self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()))
+    }
+
+    /// `(end, topics changed since the last call)` at this moment, for a delta block: under the
+    /// put-message lock for as long as the changed topics take, not all of them.
+    pub(crate) fn checkpoint_changes(&self) -> (u64, Changes) {
+        self.with_write_state(|w| (w.write_offset, w.take_changes()))
     }
 
     /// Publishes a new written end (the writer thread) and wakes whoever follows it.
@@ -721,6 +787,7 @@ impl CommitLog {
         crate::mapped_file::remove_partial_segments(&config.dir)?;
         let started = Instant::now();
         let checkpoint = Checkpoint::load(&config.dir)?;
+        let generation = checkpoint.as_ref().map_or(0, |c| c.generation);
         let (queue_offsets, mut report) = recover(&config, &load_segments(&config.dir, config.segment_size_bytes)?, checkpoint)?;
         report.unclean = unclean;
         report.elapsed = started.elapsed();
@@ -734,7 +801,7 @@ impl CommitLog {
             elapsed_ms = u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
             "commit log recovered"
         );
-        let shared = Arc::new(Self::shared_after_recovery(config, queue_offsets, report.end_offset)?);
+        let shared = Arc::new(Self::shared_after_recovery(config, queue_offsets, report.end_offset, generation)?);
         Self::write_checkpoint(&shared)?;
         let threads = crate::flusher::spawn_threads(&shared)?;
         Ok(CommitLog {
@@ -745,7 +812,7 @@ impl CommitLog {
         })
     }
 
-    fn shared_after_recovery(config: CommitLogConfig, queue_offsets: BTreeMap<QueueKey, i64>, end: u64) -> Result<Shared> {
+    fn shared_after_recovery(config: CommitLogConfig, queue_offsets: BTreeMap<QueueKey, i64>, end: u64, generation: u64) -> Result<Shared> {
         // Recovery deleted what it cut; map what is left.
         let kept = load_segments(&config.dir, config.segment_size_bytes)?;
         let size = config.segment_size_bytes;
@@ -766,6 +833,7 @@ impl CommitLog {
                 write_offset: end,
                 queue_offsets: by_topic,
                 lmq_queues,
+                changed: HashSet::new(),
                 replica: crate::replica::ReplicaCursor::at(end),
             }),
             segments: RwLock::new(kept),
@@ -786,6 +854,10 @@ impl CommitLog {
             allocator_wakeup: Wakeup::default(),
             flusher_wakeup: Wakeup::default(),
             checkpoint_wakeup: Wakeup::default(),
+            checkpoint: Mutex::new(CheckpointState {
+                generation,
+                ..CheckpointState::default()
+            }),
             on_readable: OnceLock::new(),
             reader_gate: OnceLock::new(),
             shutdown: AtomicBool::new(false),
@@ -798,14 +870,11 @@ impl CommitLog {
     /// Flushes what is published and writes the checkpoint that now holds (used at open and
     /// close, when no flusher runs).
     fn write_checkpoint(s: &Shared) -> Result<()> {
+        let mut state = s.checkpoint.lock();
         let (end, queue_offsets) = s.checkpoint_snapshot();
         crate::flusher::flush_published(s)?;
         assert!(s.flushed.get() >= end, "a checkpoint never claims more than is durable");
-        Checkpoint {
-            flushed_offset: end,
-            queue_offsets,
-        }
-        .store(&s.config.dir)
+        state.store_base(&s.config.dir, end, queue_offsets)
     }
 
     /// What recovery found when the log was opened.
@@ -928,6 +997,8 @@ impl CommitLog {
                 return false;
             }
             w.queue_offsets.remove(name);
+            // The next delta block says it went.
+            w.changed.insert(name.to_owned());
             w.lmq_queues -= 1;
             then();
             true

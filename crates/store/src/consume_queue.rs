@@ -33,7 +33,7 @@ pub const CQ_ENTRY_BYTES: u64 = 20;
 /// "the queue begins later" from "these slots were lost" (zeros). RocketMQ fills such slots alike.
 const BLANK_SIZE: i32 = i32::MAX;
 
-fn blank_slot() -> [u8; 20] {
+pub(crate) fn blank_slot() -> [u8; 20] {
     let mut b = [0u8; 20];
     b[8..12].copy_from_slice(&BLANK_SIZE.to_be_bytes());
     b
@@ -51,7 +51,7 @@ pub struct CqEntry {
 }
 
 impl CqEntry {
-    fn encode(&self) -> [u8; 20] {
+    pub(crate) fn encode(&self) -> [u8; 20] {
         let mut b = [0u8; 20];
         b[0..8].copy_from_slice(&(self.commit_log_offset as i64).to_be_bytes());
         b[8..12].copy_from_slice(&(self.size_bytes as i32).to_be_bytes());
@@ -59,7 +59,7 @@ impl CqEntry {
         b
     }
 
-    fn decode(b: &[u8]) -> Option<CqEntry> {
+    pub(crate) fn decode(b: &[u8]) -> Option<CqEntry> {
         let offset = i64::from_be_bytes(b[0..8].try_into().expect("8 bytes"));
         let size = i32::from_be_bytes(b[8..12].try_into().expect("4 bytes"));
         // An all-zero slot is unwritten; entry 0 of the log at offset 0 still has a size. A

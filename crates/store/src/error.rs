@@ -134,6 +134,10 @@ pub enum StoreError {
         /// What does not fit.
         reason: String,
     },
+    /// A checkpoint delta block failed part-way and could not be cut off: the next checkpoint
+    /// must be a whole new base.
+    #[error("checkpoint delta {0} holds a torn block; a new base follows")]
+    CheckpointTorn(String),
 }
 
 impl StoreError {

@@ -18,7 +18,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::Checkpoint;
-use crate::commit_log::{FlushMode, Shared};
+use crate::commit_log::{CheckpointState, FlushMode, Shared};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
 use crate::watermark::WaitError;
@@ -133,9 +133,13 @@ fn flush_loop(s: &Shared) {
     }
 }
 
-/// Rewrites the checkpoint every `checkpoint_interval`, off the flusher so that its fsyncs
-/// never delay a group commit: takes `(end, queue offsets)`, waits until `end` is durable,
-/// writes.
+/// Below this many delta bytes the deltas are never folded into a new base.
+const MIN_FOLD_BYTES: u64 = 1 << 20;
+
+/// Records the checkpoint every `checkpoint_interval`, off the flusher so that its fsyncs never
+/// delay a group commit: takes `(end, topics changed)`, waits until `end` is durable, appends
+/// a delta block (see `checkpoint.rs`), and folds the deltas into a new base once they are as
+/// large as it.
 fn checkpoint_loop(s: &Shared) {
     s.checkpoint_wakeup.register_current();
     let patience = s.config.async_flush_interval * 4 + Duration::from_secs(5);
@@ -150,24 +154,72 @@ fn checkpoint_loop(s: &Shared) {
             s.checkpoint_wakeup
                 .sleep_unless(left.max(Duration::from_millis(1)), || s.shutdown.load(Ordering::Acquire));
         }
-        let (end, queue_offsets) = s.checkpoint_snapshot();
-        match wait_flushed_unless_stopping(s, end, patience) {
-            Ok(()) => {
-                let cp = Checkpoint {
-                    flushed_offset: end,
-                    queue_offsets,
-                };
-                // A checkpoint that cannot be written (a full disk, say) only makes the next
-                // recovery scan further back; it is no reason to stop taking messages.
-                match cp.store(&s.config.dir) {
+        let mut state = s.checkpoint.lock();
+        if state.needs_base {
+            let (end, all) = s.checkpoint_snapshot();
+            match wait_flushed_unless_stopping(s, end, patience) {
+                Ok(()) => match state.store_base(&s.config.dir, end, all) {
                     Ok(()) => failures.succeeded(),
                     Err(e) => failures.failed(&e),
-                }
+                },
+                Err(WaitError::Failed(_)) => return,
+                Err(_) => {}
             }
+            continue;
+        }
+        let (end, changes) = s.checkpoint_changes();
+        // Older changes first, so that a topic's newer offsets win.
+        state.carried.extend(changes);
+        if end == state.written_end && state.carried.is_empty() {
+            continue;
+        }
+        match wait_flushed_unless_stopping(s, end, patience) {
+            // A checkpoint that cannot be written (a full disk, say) only makes the next
+            // recovery scan further back; it is no reason to stop taking messages.
+            Ok(()) => match write_block(s, &mut state, end) {
+                Ok(()) => failures.succeeded(),
+                Err(e) => failures.failed(&e),
+            },
             Err(WaitError::Failed(_)) => return,
             Err(_) => {}
         }
     }
+}
+
+/// Appends the block for `end` with the carried changes, then folds the deltas into a new base
+/// if they have grown as large as it. The changes stay carried unless the block is durable.
+fn write_block(s: &Shared, state: &mut CheckpointState, end: u64) -> Result<()> {
+    let dir = &s.config.dir;
+    match crate::checkpoint::append_delta(dir, state.generation, end, &state.carried) {
+        Ok(bytes) => state.delta_bytes += bytes,
+        Err(e) => {
+            state.needs_base |= matches!(e, StoreError::CheckpointTorn(_));
+            return Err(e);
+        }
+    }
+    state.carried.clear();
+    state.written_end = end;
+    if state.delta_bytes < state.base_bytes.max(MIN_FOLD_BYTES) {
+        return Ok(());
+    }
+    let mut base = Checkpoint::load(dir)?.ok_or_else(|| StoreError::Layout {
+        path: dir.display().to_string(),
+        reason: "the checkpoint's base vanished under its deltas".into(),
+    })?;
+    if base.flushed_offset != end {
+        // The block just written did not load: a new base from the log's own state follows.
+        state.needs_base = true;
+        return Err(StoreError::Layout {
+            path: dir.display().to_string(),
+            reason: format!("the checkpoint's deltas load to {} after a block for {end}", base.flushed_offset),
+        });
+    }
+    base.generation = state.generation + 1;
+    base.store(dir)?;
+    state.generation = base.generation;
+    state.base_bytes = base.approximate_bytes();
+    state.delta_bytes = 0;
+    Ok(())
 }
 
 /// Waits for the flushed watermark to pass `end`, in short slices so that a stop (a crash in

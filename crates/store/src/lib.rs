@@ -13,10 +13,12 @@ mod epoch_file;
 mod error;
 mod flusher;
 mod index;
+mod light_queue;
 mod mapped_file;
 mod message_store;
 mod page_cache;
 pub mod power_loss;
+mod queue;
 mod recovery;
 mod repeated;
 mod replica;
@@ -30,6 +32,7 @@ pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqAppend, CqEntry, Pending
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
 pub use error::{Result, StoreError};
 pub use index::{INDEX_DIR, IndexConfig, MAX_WALK, key_hash};
+pub use light_queue::{LIGHT_QUEUE_DIR, LightQueue, LightQueues};
 pub use mapped_file::{MAX_DATA_RANGES, data_ranges};
 pub use message_store::{
     Boundary, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore, MessageStoreConfig,

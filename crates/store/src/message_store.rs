@@ -26,6 +26,8 @@ use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig, Target};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 use crate::error::{Result, StoreError};
 use crate::index::{IndexConfig, KeyIndex};
+use crate::light_queue::{LightQueue, LightQueues};
+use crate::queue::Queue;
 use crate::wakeup::Wakeup;
 
 /// Longest sleep of an idle dispatcher: new readable records wake it sooner; this bounds how
@@ -202,7 +204,12 @@ pub enum Boundary {
 struct Inner {
     config: MessageStoreConfig,
     log: CommitLog,
-    queues: RwLock<HashMap<QueueKey, Arc<ConsumeQueue>>>,
+    /// Queues on their own segments: every topic queue, and light queues of an older layout.
+    queues: RwLock<HashMap<QueueKey, Arc<Queue>>>,
+    /// The light queues' LSM, with `enableLmq` (see `light_queue.rs`).
+    light: Option<Arc<LightQueues>>,
+    /// Light queues in the LSM opened in this run: the others are only keys until first used.
+    light_queues: RwLock<HashMap<QueueKey, Arc<Queue>>>,
     dispatched: AtomicU64,
     /// One retention pass at a time (the dispatcher's and an explicit call).
     retention: Mutex<()>,
@@ -307,28 +314,76 @@ impl Inner {
         self.config.root.join("consumequeue")
     }
 
-    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
-        self.queues.read().get(&(topic.to_owned(), queue_id)).cloned()
+    /// Whether a new queue of `topic` lives in the LSM: a light message queue, with `enableLmq`.
+    fn in_lsm(&self, topic: &str) -> bool {
+        self.light.is_some() && petrel_protocol::lmq::is_lmq(topic)
     }
 
-    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<ConsumeQueue>> {
-        if let Some(q) = self.queue(topic, queue_id) {
+    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<Queue>> {
+        let key = (topic.to_owned(), queue_id);
+        if self.in_lsm(topic) {
+            if let Some(q) = self.light_queues.read().get(&key) {
+                return Some(q.clone());
+            }
+            if let Some(q) = self.queues.read().get(&key) {
+                return Some(q.clone());
+            }
+            // Not opened in this run: opened now if the LSM holds any key of it.
+            let light = self.light.as_ref().expect("in_lsm");
+            return match light.holds(topic, queue_id) {
+                Ok(true) => self.queue_or_create(topic, queue_id).ok(),
+                Ok(false) => None,
+                Err(e) => {
+                    tracing::error!(topic, queue_id, error = %e, "light queue unreadable");
+                    None
+                }
+            };
+        }
+        self.queues.read().get(&key).cloned()
+    }
+
+    fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<Queue>> {
+        let key = (topic.to_owned(), queue_id);
+        if let Some(q) = self.queues.read().get(&key) {
+            return Ok(q.clone());
+        }
+        if let Some(light) = self.light.as_ref().filter(|_| self.in_lsm(topic)) {
+            if let Some(q) = self.light_queues.read().get(&key) {
+                return Ok(q.clone());
+            }
+            let mut queues = self.light_queues.write();
+            if let Some(q) = queues.get(&key) {
+                return Ok(q.clone());
+            }
+            let q = LightQueue::open(light, topic, queue_id)?;
+            // Retention ran over the queues opened in earlier runs' memory, not over keys: the
+            // entries of records it deleted go now.
+            q.delete_below(self.log.min_offset())?;
+            let q = Arc::new(Queue::Light(q));
+            queues.insert(key, q.clone());
             return Ok(q);
         }
         let mut queues = self.queues.write();
-        if let Some(q) = queues.get(&(topic.to_owned(), queue_id)) {
+        if let Some(q) = queues.get(&key) {
             return Ok(q.clone());
         }
-        let q = Arc::new(ConsumeQueue::open_with(
+        let q = Arc::new(Queue::Segments(ConsumeQueue::open_with(
             &self.cq_root(),
             topic,
             queue_id,
             self.config.cq_entries_per_segment,
             self.log.max_offset(),
             self.pending_syncs.clone(),
-        )?);
-        queues.insert((topic.to_owned(), queue_id), q.clone());
+        )?));
+        queues.insert(key, q.clone());
         Ok(q)
+    }
+
+    /// Every queue opened in this run, on segments and in the LSM.
+    fn opened_queues(&self) -> Vec<Arc<Queue>> {
+        let mut all: Vec<Arc<Queue>> = self.queues.read().values().cloned().collect();
+        all.extend(self.light_queues.read().values().cloned());
+        all
     }
 
     /// Opens every queue the consume-queue directory holds (a queue that cannot be opened is
@@ -467,7 +522,7 @@ impl Inner {
         let mut cq_cold = Vec::new();
         let mut cq_hot = Vec::new();
         for q in self.queues.read().values() {
-            let mut segs = q.segments_snapshot();
+            let mut segs = q.segments();
             if let Some(newest) = segs.pop() {
                 cq_hot.push(newest);
             }
@@ -580,12 +635,16 @@ impl Inner {
         for u in upkeep {
             u.run()?;
         }
-        let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
+        let queues: Vec<Arc<Queue>> = self.queues.read().values().cloned().collect();
         for q in queues {
             q.flush()?;
         }
         // Each queue's flush synced what was pending; this covers a store without queues.
         self.pending_syncs.sync()?;
+        // The light queues' entries, all at once: the journal of their LSM.
+        if let Some(light) = &self.light {
+            light.persist()?;
+        }
         // Before the dispatch point: the confirm offset is never below it, so the file never
         // claims less was confirmed than consumers may have read.
         if let Some(confirmed) = self.log.reader_gate() {
@@ -599,8 +658,7 @@ impl Inner {
         let deleted = self.log.delete_expired(self.dispatched.load(Ordering::Acquire))?;
         if deleted > 0 {
             let log_min = self.log.min_offset();
-            let queues: Vec<Arc<ConsumeQueue>> = self.queues.read().values().cloned().collect();
-            for q in queues {
+            for q in self.opened_queues() {
                 q.delete_below(log_min)?;
             }
             if let Some(indexer) = &self.index {
@@ -751,10 +809,18 @@ impl MessageStore {
             }
             None => None,
         };
+        // Light queues live in the LSM with `enableLmq`; it replays its own journal here.
+        let light = if config.commit_log.lmq {
+            Some(LightQueues::open(&config.root, end)?)
+        } else {
+            None
+        };
         let inner = Arc::new(Inner {
             index,
             log,
             queues: RwLock::new(HashMap::new()),
+            light,
+            light_queues: RwLock::new(HashMap::new()),
             dispatched: AtomicU64::new(from),
             retention: Mutex::new(()),
             stop: AtomicBool::new(false),
@@ -1013,39 +1079,55 @@ impl MessageStore {
     /// A directory that cannot be moved aside or removed.
     pub fn remove_expired_light_queues(&self, max: usize) -> Result<Vec<String>> {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        let candidates: Vec<(String, i64)> = self
-            .inner
-            .queues
-            .read()
-            .iter()
-            .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
-            .take(max)
-            .map(|((t, _), cq)| (t.clone(), cq.max_offset()))
-            .collect();
+        let expired = |map: &RwLock<HashMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, Arc<Queue>)> {
+            map.read()
+                .iter()
+                .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
+                .take(max)
+                .map(|((t, _), cq)| (t.clone(), cq.clone()))
+                .collect()
+        };
+        let mut candidates = expired(&self.inner.light_queues, max);
+        candidates.extend(expired(&self.inner.queues, max - candidates.len()));
         let mut removed = Vec::new();
-        for (name, next) in candidates {
+        for (name, queue) in candidates {
+            let light = queue.is_light();
             let dir = self.inner.cq_root().join(&name);
             let trash = self.inner.cq_root().join(format!("{REMOVED_QUEUE_PREFIX}{name}"));
             let mut moved = Ok(());
             // Under the put-message lock: no append can number the queue until it is gone from
-            // the dispatcher's map and its directory is out of the way of a new one.
-            let forgotten = self.inner.log.forget_light_queue(&name, next, || {
-                self.inner.queues.write().remove(&(name.clone(), lmq_id));
-                moved = std::fs::rename(&dir, &trash).or_else(|e| match e.kind() {
-                    std::io::ErrorKind::NotFound => Ok(()),
-                    _ => Err(e),
-                });
+            // the dispatcher's map, and its directory or keys are out of the way of a new one.
+            let forgotten = self.inner.log.forget_light_queue(&name, queue.max_offset(), || {
+                if light {
+                    self.inner.light_queues.write().remove(&(name.clone(), lmq_id));
+                    moved = queue.remove_all().map(drop);
+                } else {
+                    self.inner.queues.write().remove(&(name.clone(), lmq_id));
+                    moved = std::fs::rename(&dir, &trash)
+                        .or_else(|e| match e.kind() {
+                            std::io::ErrorKind::NotFound => Ok(()),
+                            _ => Err(e),
+                        })
+                        .map_err(|e| StoreError::io(&dir, e));
+                }
             });
             if !forgotten {
                 continue;
             }
-            moved.map_err(|e| StoreError::io(&dir, e))?;
-            match std::fs::remove_dir_all(&trash) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(StoreError::io(&trash, e)),
+            moved?;
+            if !light {
+                match std::fs::remove_dir_all(&trash) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(StoreError::io(&trash, e)),
+                }
             }
             removed.push(name);
+        }
+        if let Some(light) = self.inner.light.as_ref().filter(|_| !removed.is_empty()) {
+            // Soon durable: a restart that found the keys of a queue the log's checkpoint no
+            // longer numbers would take its new first message for one it already had.
+            light.persist()?;
         }
         Ok(removed)
     }
@@ -1069,7 +1151,7 @@ impl MessageStore {
             let before = queues.len();
             queues.retain(|(t, _), _| t != topic);
             before - queues.len()
-        };
+        } + self.remove_light_topic(topic)?;
         {
             let mut broken = self.inner.broken.lock();
             broken.retain(|(t, _), _| t != topic);
@@ -1082,6 +1164,22 @@ impl MessageStore {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(removed),
             Err(e) => Err(StoreError::io(&dir, e)),
         }
+    }
+
+    /// Removes the keys of `topic`'s queues in the LSM (a light queue's id is always
+    /// `LMQ_QUEUE_ID`); returns how many queues held any.
+    fn remove_light_topic(&self, topic: &str) -> Result<usize> {
+        if !self.inner.in_lsm(topic) {
+            return Ok(0);
+        }
+        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+        // Opened (if the LSM holds it) so that its keys can be walked, then forgotten.
+        let Some(queue) = self.inner.queue(topic, lmq_id).filter(|q| q.is_light()) else {
+            return Ok(0);
+        };
+        self.inner.light_queues.write().remove(&(topic.to_owned(), lmq_id));
+        queue.remove_all()?;
+        Ok(1)
     }
 
     /// (min, max) queue offsets; (0, 0) for a queue that has nothing.

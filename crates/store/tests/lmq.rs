@@ -8,11 +8,10 @@ mod support;
 
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
-use petrel_protocol::message::MessageExt;
+use bytes::BytesMut;
 use petrel_protocol::properties::keys;
 use petrel_store::{FlushMode, GetStatus, MessageStore, MessageStoreConfig, StoreError, Target};
-use support::wait_dispatched;
+use support::{append_lmq as append, lmq_record as record, names, wait_dispatched};
 
 fn config(root: &std::path::Path, max_lmq_queues: usize) -> MessageStoreConfig {
     let mut c = MessageStoreConfig::new(root);
@@ -22,39 +21,6 @@ fn config(root: &std::path::Path, max_lmq_queues: usize) -> MessageStoreConfig {
     c.commit_log.max_lmq_queues = max_lmq_queues;
     c.cq_entries_per_segment = 64;
     c
-}
-
-/// A record for `orders` whose `INNER_MULTI_DISPATCH` names `lmq`.
-fn record(n: u64, lmq: &[String]) -> BytesMut {
-    let mut properties = petrel_protocol::Properties::default();
-    properties.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX.into(), format!("U{n}"));
-    if !lmq.is_empty() {
-        properties.insert(keys::INNER_MULTI_DISPATCH.into(), lmq.join(","));
-    }
-    let bytes = MessageExt {
-        properties,
-        topic: "orders".into(),
-        queue_id: 1,
-        born_host: "127.0.0.1:50000".parse().unwrap(),
-        store_host: "127.0.0.1:10911".parse().unwrap(),
-        body: Bytes::from(support::body(n, 64 + usize::try_from(n % 7).unwrap())),
-        ..MessageExt::default()
-    }
-    .to_bytes()
-    .unwrap();
-    BytesMut::from(&bytes[..])
-}
-
-fn names(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
-}
-
-fn append(store: &MessageStore, n: u64, lmq: &[String]) -> Result<u64, StoreError> {
-    let mut r = record(n, lmq);
-    let appended = store.append_to(&mut r, Target::with_lmq("orders", 1, lmq))?;
-    let end = appended[0].end_offset();
-    store.commit_log().wait_durable(end)?;
-    Ok(end)
 }
 
 /// The unique keys and `INNER_MULTI_QUEUE_OFFSET`s of a queue's messages, in queue order.
@@ -207,4 +173,55 @@ fn a_light_queue_whose_messages_all_expired_is_removed_and_starts_again_at_zero(
     let store = MessageStore::open(c).unwrap();
     assert_eq!(store.queue_offsets("%LMQ%old", 0), (0, 1));
     assert_eq!(store.commit_log().light_queue_count(), 2);
+}
+
+#[test]
+fn the_checkpoint_grows_with_the_queues_that_change_and_a_crash_recovers_from_its_last_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), 10_000);
+    c.commit_log.checkpoint_interval = Duration::from_millis(20);
+    let store = MessageStore::open(c.clone()).unwrap();
+    // 2,000 light queues in the base (written at the next open), then one queue that changes.
+    let all: Vec<String> = (0..2_000).map(|i| format!("%LMQ%idle{i}")).collect();
+    for (n, chunk) in all.chunks(100).enumerate() {
+        append(&store, n as u64, chunk).unwrap();
+    }
+    store.close().unwrap();
+    let base_bytes = std::fs::metadata(dir.path().join("commitlog/checkpoint")).unwrap().len();
+    let store = MessageStore::open(c.clone()).unwrap();
+    let hot = names(&["%LMQ%hot"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut n = 100;
+    // Until several blocks were written after the last send's offset was durable.
+    let delta = dir.path().join("commitlog/checkpoint.delta");
+    while n < 130 || std::fs::read_to_string(&delta).map_or(0, |t| t.matches("\ndelta\t").count()) < 5 {
+        append(&store, n, &hot).unwrap();
+        n += 1;
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(std::time::Instant::now() < deadline, "no checkpoint blocks within 20 s");
+    }
+    let end = store.commit_log().max_offset();
+    let delta_bytes = std::fs::metadata(&delta).unwrap().len();
+    // Each block names the hot queue's topic (and the parent's), never the 2,000 idle ones.
+    let text = std::fs::read_to_string(&delta).unwrap();
+    assert!(!text.contains("%LMQ%idle"), "an idle queue in a delta block");
+    assert!(
+        delta_bytes < base_bytes,
+        "deltas of {delta_bytes} bytes against a base of {base_bytes}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    store.halt_as_if_crashed();
+    drop(store);
+    let store = MessageStore::open(c).unwrap();
+    let report = store.commit_log().recovery_report();
+    assert!(
+        report.scanned_from >= end,
+        "recovery scanned from {} though {end} was checkpointed",
+        report.scanned_from
+    );
+    assert_eq!(store.queue_offsets("%LMQ%hot", 0).1, (n - 100) as i64);
+    // The idle queues keep their numbering from the base.
+    append(&store, n, &names(&["%LMQ%idle7"])).unwrap();
+    wait_dispatched(&store);
+    assert_eq!(read(&store, "%LMQ%idle7", 0).last().unwrap().1, "1");
 }

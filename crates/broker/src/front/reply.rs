@@ -51,7 +51,8 @@ pub fn code_of(e: &BrokerError) -> i32 {
             | StoreError::Corrupt { .. }
             | StoreError::DurableDamaged { .. }
             | StoreError::QueueUnavailable { .. }
-            | StoreError::LmqQueuesExceeded { .. } => resp::SYSTEM_ERROR,
+            | StoreError::LmqQueuesExceeded { .. }
+            | StoreError::CheckpointTorn(_) => resp::SYSTEM_ERROR,
         },
     }
 }

@@ -46,3 +46,38 @@ pub fn wait_dispatched(store: &petrel_store::MessageStore) {
     }
     panic!("dispatcher did not catch up");
 }
+
+/// A record for `orders` / 1 whose `INNER_MULTI_DISPATCH` names the light queues `lmq`.
+pub fn lmq_record(n: u64, lmq: &[String]) -> bytes::BytesMut {
+    use petrel_protocol::properties::keys;
+    let mut properties = petrel_protocol::Properties::default();
+    properties.insert(keys::UNIQ_CLIENT_MESSAGE_ID_KEYIDX.into(), format!("U{n}"));
+    if !lmq.is_empty() {
+        properties.insert(keys::INNER_MULTI_DISPATCH.into(), lmq.join(","));
+    }
+    let bytes = MessageExt {
+        properties,
+        topic: "orders".into(),
+        queue_id: 1,
+        born_host: "127.0.0.1:50000".parse().unwrap(),
+        store_host: "127.0.0.1:10911".parse().unwrap(),
+        body: Bytes::from(body(n, 64 + usize::try_from(n % 7).unwrap())),
+        ..MessageExt::default()
+    }
+    .to_bytes()
+    .unwrap();
+    bytes::BytesMut::from(&bytes[..])
+}
+
+pub fn names(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| (*s).to_owned()).collect()
+}
+
+/// Appends [`lmq_record`] and waits until it is durable; returns the log's end after it.
+pub fn append_lmq(store: &petrel_store::MessageStore, n: u64, lmq: &[String]) -> Result<u64, petrel_store::StoreError> {
+    let mut r = lmq_record(n, lmq);
+    let appended = store.append_to(&mut r, petrel_store::Target::with_lmq("orders", 1, lmq))?;
+    let end = appended[0].end_offset();
+    store.commit_log().wait_durable(end)?;
+    Ok(end)
+}
