@@ -89,18 +89,29 @@ impl Checkpoint {
     /// `None` if there is none or its base does not verify.
     pub fn load(dir: &Path) -> Result<Option<Checkpoint>> {
         let path = dir.join(CHECKPOINT_FILE);
+        let delta = dir.join(CHECKPOINT_DELTA_FILE);
+        // Deltas without their base mean nothing, and a new base would start its generations
+        // again: they go, so that none of them is ever read against a base it was not written for.
+        let orphans = || match std::fs::remove_file(&delta) {
+            Ok(()) => sync_dir(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(&delta, e)),
+        };
         let mut cp = match std::fs::read_to_string(&path) {
             Ok(text) => match Checkpoint::parse(&text) {
                 Some(cp) => cp,
                 None => {
                     tracing::warn!(path = %path.display(), "checkpoint does not verify; recovering from the first segment");
+                    orphans()?;
                     return Ok(None);
                 }
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                orphans()?;
+                return Ok(None);
+            }
             Err(e) => return Err(StoreError::io(&path, e)),
         };
-        let delta = dir.join(CHECKPOINT_DELTA_FILE);
         let text = match std::fs::read(&delta) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Some(cp)),

@@ -1005,6 +1005,14 @@ impl CommitLog {
         })
     }
 
+    /// The queue offset the log gives `topic` / `queue_id`'s next record; 0 for a queue it
+    /// does not number (never seen, or forgotten).
+    pub(crate) fn next_queue_offset_of(&self, topic: &str, queue_id: i32) -> i64 {
+        self.shared
+            .with_write_state(|w| w.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)).copied())
+            .unwrap_or(0)
+    }
+
     /// How many light message queues the log numbers now.
     #[must_use]
     pub fn light_queue_count(&self) -> usize {

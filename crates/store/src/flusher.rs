@@ -202,13 +202,14 @@ fn write_block(s: &Shared, state: &mut CheckpointState, end: u64) -> Result<()> 
     if state.delta_bytes < state.base_bytes.max(MIN_FOLD_BYTES) {
         return Ok(());
     }
+    // A fold that fails leaves the deltas growing: a new base from the log's own state follows.
+    state.needs_base = true;
     let mut base = Checkpoint::load(dir)?.ok_or_else(|| StoreError::Layout {
         path: dir.display().to_string(),
         reason: "the checkpoint's base vanished under its deltas".into(),
     })?;
     if base.flushed_offset != end {
-        // The block just written did not load: a new base from the log's own state follows.
-        state.needs_base = true;
+        // The block just written did not load.
         return Err(StoreError::Layout {
             path: dir.display().to_string(),
             reason: format!("the checkpoint's deltas load to {} after a block for {end}", base.flushed_offset),
@@ -219,6 +220,7 @@ fn write_block(s: &Shared, state: &mut CheckpointState, end: u64) -> Result<()> 
     state.generation = base.generation;
     state.base_bytes = base.approximate_bytes();
     state.delta_bytes = 0;
+    state.needs_base = false;
     Ok(())
 }
 

@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use parking_lot::Mutex;
 
+use crate::checkpoint::QueueKey;
 use crate::consume_queue::{CqAppend, CqEntry};
 use crate::error::{Result, StoreError};
 
@@ -35,15 +36,18 @@ pub const LIGHT_QUEUE_DIR: &str = "lightqueue";
 const MAX_OPEN_TABLES: usize = 256;
 /// The LSM's block cache.
 const CACHE_BYTES: u64 = 16 << 20;
-/// Journal kept before memtables are flushed to tables: what a start after a crash replays at
-/// most, so recovery is bounded by it rather than by the number of queues.
+/// Journal kept before memtables are flushed to tables, at most (fjall's least).
 const MAX_JOURNAL_BYTES: u64 = 64 << 20;
+/// Entries held in memory before they are written to a table: the journal a start replays
+/// (the tail since the last table), so that a start costs this, not the number of queues. At
+/// 64 MiB, fjall's default, a start with 10,000 queues took 3 s.
+const MAX_MEMTABLE_BYTES: u64 = 16 << 20;
 /// Background flush and compaction threads.
 const WORKER_THREADS: usize = 1;
-/// Entries one cut of a stale tail or one removal looks at, at most, per call: a light queue's
-/// stale tail is what a crash left past the log's end, and a removed queue holds nothing
-/// readable; the bound keeps a damaged keyspace from holding the dispatcher.
-const MAX_REMOVED_PER_CALL: usize = 1 << 20;
+/// Keys one step of a removal collects before removing them: a queue's keys are removed in
+/// steps of this many, so that a removal holds a bounded batch in memory whatever the queue's
+/// length.
+const REMOVE_BATCH: usize = 4_096;
 
 const ENTRY_BYTES: usize = 20;
 const OFFSET_BYTES: usize = 8;
@@ -76,7 +80,9 @@ impl LightQueues {
             .open()
             .map_err(|e| lsm_error(&dir, &e))?;
         let entries = db
-            .keyspace("entries", fjall::KeyspaceCreateOptions::default)
+            .keyspace("entries", || {
+                fjall::KeyspaceCreateOptions::default().max_memtable_size(MAX_MEMTABLE_BYTES)
+            })
             .map_err(|e| lsm_error(&dir, &e))?;
         Ok(Arc::new(LightQueues {
             db,
@@ -93,6 +99,10 @@ impl LightQueues {
 
     /// Whether `topic` / `queue_id` has any entry (a queue not opened in this run yet).
     pub fn holds(&self, topic: &str, queue_id: i32) -> Result<bool> {
+        if topic.as_bytes().contains(&0) {
+            // Not a name a queue can have (a key's topic ends at its first 0 byte).
+            return Ok(false);
+        }
         match self.entries.prefix(prefix(topic, queue_id)).next() {
             None => Ok(false),
             Some(g) => g.key().map(|_| true).map_err(|e| lsm_error(&self.dir, &e)),
@@ -102,6 +112,60 @@ impl LightQueues {
     /// Bytes the LSM holds on disk.
     pub fn disk_bytes(&self) -> u64 {
         self.db.disk_space().unwrap_or(0)
+    }
+
+    /// Removes every key of `topic` / `queue_id`, in steps of [`REMOVE_BATCH`]; returns how
+    /// many. The caller keeps the queue from being opened meanwhile.
+    pub(crate) fn remove_keys(&self, topic: &str, queue_id: i32) -> Result<usize> {
+        let prefix = prefix(topic, queue_id);
+        let mut removed = 0;
+        let mut from = prefix.clone();
+        loop {
+            let mut batch = Vec::with_capacity(REMOVE_BATCH);
+            for guard in self.entries.range(from.clone()..).take(REMOVE_BATCH) {
+                let key = guard.key().map_err(|e| lsm_error(&self.dir, &e))?;
+                if !key.starts_with(&prefix) {
+                    break;
+                }
+                batch.push(key);
+            }
+            let Some(last) = batch.last() else { return Ok(removed) };
+            // The next step starts just past the last key of this one.
+            from = last.to_vec();
+            from.push(0);
+            for key in &batch {
+                self.entries.remove(key.clone()).map_err(|e| lsm_error(&self.dir, &e))?;
+            }
+            removed += batch.len();
+        }
+    }
+
+    /// Up to `max` queues the LSM holds, in key order from `cursor` (a queue's prefix, or empty
+    /// for the first), with the cursor for the next call (empty after the last queue): one seek
+    /// per queue, however many keys each has.
+    pub(crate) fn queues_from(&self, cursor: &[u8], max: usize) -> Result<(Vec<QueueKey>, Vec<u8>)> {
+        let mut found = Vec::with_capacity(max.min(1_024));
+        let mut at = cursor.to_vec();
+        while found.len() < max {
+            let Some(guard) = self.entries.range(at.clone()..).next() else {
+                return Ok((found, Vec::new()));
+            };
+            let key = guard.key().map_err(|e| lsm_error(&self.dir, &e))?;
+            let name_end = key
+                .iter()
+                .position(|b| *b == 0)
+                .ok_or_else(|| self.layout("a key without a topic".into()))?;
+            let id_bytes: [u8; 4] = key
+                .get(name_end + 1..name_end + 5)
+                .and_then(|b| b.try_into().ok())
+                .ok_or_else(|| self.layout("a key without a queue id".into()))?;
+            let topic = std::str::from_utf8(&key[..name_end]).map_err(|_| self.layout("a key whose topic is not text".into()))?;
+            found.push((topic.to_owned(), i32::from_be_bytes(id_bytes)));
+            // Past every key of this queue: its prefix followed by more than any offset.
+            at = key[..name_end + 5].to_vec();
+            at.extend_from_slice(&[0xFF; OFFSET_BYTES + 1]);
+        }
+        Ok((found, at))
     }
 
     fn key_offset(&self, key: &[u8]) -> Result<i64> {
@@ -151,50 +215,59 @@ pub struct LightQueue {
 
 impl LightQueue {
     /// Opens `topic` / `queue_id` from its keys: (min, max) from the first and last, after
-    /// removing the entries that point past the log's recovered end.
-    pub fn open(store: &Arc<LightQueues>, topic: &str, queue_id: i32) -> Result<LightQueue> {
-        assert!(!topic.as_bytes().contains(&0), "no topic name holds a 0 byte");
-        let q = LightQueue {
+    /// removing the stale ones: keys at or past `numbered_next` (the queue offset the log gives
+    /// its next record: nothing was numbered there, so they are left from before a crash or a
+    /// removal the log forgot) and entries past the log's recovered end (their records were
+    /// cut). The caller holds the queue's place in the map, so nothing else writes its keys.
+    pub fn open(store: &Arc<LightQueues>, topic: &str, queue_id: i32, numbered_next: i64) -> Result<LightQueue> {
+        let q = LightQueue::new_empty(store, topic, queue_id)?;
+        // From the last key back, in one pass: the stale tail, then the last key that stays.
+        let mut stale = Vec::new();
+        let mut max = 0;
+        for guard in store.entries.prefix(&*q.prefix).rev() {
+            let (offset, entry) = q.pair(guard)?;
+            let past_log = entry.is_some_and(|e| e.commit_log_offset + u64::from(e.size_bytes) > store.recovered_end);
+            if offset < numbered_next && !past_log {
+                max = offset + 1;
+                break;
+            }
+            stale.push(offset);
+        }
+        for offset in &stale {
+            q.remove(*offset)?;
+        }
+        if !stale.is_empty() {
+            tracing::warn!(
+                topic,
+                queue_id,
+                removed = stale.len(),
+                numbered_next,
+                "stale light queue entries removed"
+            );
+        }
+        let Some((first, first_entry)) = q.first_entry()? else {
+            // Nothing left: the next entry starts the queue where the log numbers it.
+            return Ok(q);
+        };
+        // A blank first key is the numbering's marker: every entry lies after it.
+        let min = if first_entry.is_some() { first } else { first + 1 }.min(max);
+        q.min_offset.store(min, Ordering::Release);
+        q.max_offset.store(max, Ordering::Release);
+        Ok(q)
+    }
+
+    /// A queue the LSM holds no key of (see [`LightQueues::holds`]): nothing to read back.
+    pub fn new_empty(store: &Arc<LightQueues>, topic: &str, queue_id: i32) -> Result<LightQueue> {
+        if topic.as_bytes().contains(&0) {
+            return Err(store.layout(format!("a light queue name with a 0 byte: {topic:?}")));
+        }
+        Ok(LightQueue {
             store: store.clone(),
             prefix: prefix(topic, queue_id).into_boxed_slice(),
             min_offset: AtomicI64::new(0),
             max_offset: AtomicI64::new(0),
             write: Mutex::new(()),
-        };
-        let Some((first, first_entry)) = q.first_entry()? else {
-            return Ok(q);
-        };
-        let mut max = first;
-        let mut removed = 0;
-        while let Some((offset, entry)) = q.last_entry()? {
-            match entry {
-                Some(e) if e.commit_log_offset + u64::from(e.size_bytes) > store.recovered_end => {
-                    // Written before a crash that cut its record from the log: dispatched again
-                    // if the log numbers a new record there.
-                    assert!(removed < MAX_REMOVED_PER_CALL, "a light queue's cut tail is bounded");
-                    q.remove(offset)?;
-                    removed += 1;
-                    max = offset;
-                }
-                _ => {
-                    max = offset + 1;
-                    break;
-                }
-            }
-        }
-        if removed > 0 {
-            tracing::warn!(
-                topic,
-                queue_id,
-                removed,
-                "light queue entries past the recovered commit log removed"
-            );
-        }
-        // A blank first key is the numbering's marker, the queue's only key: nothing readable.
-        let min = if first_entry.is_some() { first.min(max) } else { max };
-        q.min_offset.store(min, Ordering::Release);
-        q.max_offset.store(max, Ordering::Release);
-        Ok(q)
+        })
     }
 
     fn key(&self, queue_offset: i64) -> Vec<u8> {
@@ -211,15 +284,6 @@ impl LightQueue {
 
     fn first_entry(&self) -> Result<Option<(i64, Option<CqEntry>)>> {
         self.store.entries.prefix(&*self.prefix).next().map(|g| self.pair(g)).transpose()
-    }
-
-    fn last_entry(&self) -> Result<Option<(i64, Option<CqEntry>)>> {
-        self.store
-            .entries
-            .prefix(&*self.prefix)
-            .next_back()
-            .map(|g| self.pair(g))
-            .transpose()
     }
 
     fn remove(&self, queue_offset: i64) -> Result<()> {
@@ -271,10 +335,9 @@ impl LightQueue {
                         queue_offset, stale = ?stale.map(|e| e.commit_log_offset), log = entry.commit_log_offset,
                         "light queue entries disagree with the commit log; cutting the queue back to the log"
                     );
-                    // Readers stop at the max first, then the keys go.
+                    // Readers stop at the max first, then the keys go (the stale tail: what a
+                    // crash left, at most `max - queue_offset` keys).
                     self.max_offset.store(queue_offset, Ordering::Release);
-                    let cut = usize::try_from(max - queue_offset).unwrap_or(usize::MAX);
-                    assert!(cut <= MAX_REMOVED_PER_CALL, "a stale tail is what a crash left: bounded");
                     for offset in queue_offset..max {
                         self.remove(offset)?;
                     }
@@ -296,7 +359,14 @@ impl LightQueue {
             .entries
             .insert(self.key(queue_offset), entry.encode().to_vec())
             .map_err(|e| lsm_error(&self.store.dir, &e))?;
+        let drained = queue_offset > 0 && self.min_offset() == queue_offset;
         self.max_offset.store(queue_offset + 1, Ordering::Release);
+        if drained {
+            // The queue was empty: the key before this one, if any, is the blank that kept the
+            // numbering, and this entry keeps it now. Removed after the insert, so that a crash
+            // between the two never leaves neither.
+            self.remove(queue_offset - 1)?;
+        }
         Ok(CqAppend::Appended)
     }
 
@@ -306,7 +376,7 @@ impl LightQueue {
         let _w = self.write.lock();
         let max = self.max_offset();
         let mut min = self.min_offset();
-        let mut removed = 0;
+        // At most `max - min` steps: retention walks the queue's entries once.
         while min < max {
             match self.entry_at(min)? {
                 Some(e) if e.commit_log_offset < log_min => {
@@ -320,8 +390,6 @@ impl LightQueue {
                             .map_err(|e| lsm_error(&self.store.dir, &e))?;
                     }
                     min += 1;
-                    removed += 1;
-                    assert!(removed <= MAX_REMOVED_PER_CALL * 64, "retention walks a queue once");
                 }
                 _ => break,
             }
@@ -330,23 +398,22 @@ impl LightQueue {
         Ok(())
     }
 
-    /// Removes every key of the queue (a light queue that expired, or its topic deleted).
+    /// Removes every key of the queue (a light queue that expired, or its topic deleted); the
+    /// caller holds the map so that no one opens it again meanwhile.
     pub fn remove_all(&self) -> Result<usize> {
         let _w = self.write.lock();
-        // The keys first, in one pass: removing while walking would walk each removal again.
-        let mut keys = Vec::new();
-        for guard in self.store.entries.prefix(&*self.prefix) {
-            assert!(
-                keys.len() < MAX_REMOVED_PER_CALL,
-                "a removed light queue holds nothing readable: bounded"
-            );
-            keys.push(guard.key().map_err(|e| lsm_error(&self.store.dir, &e))?);
-        }
-        for key in &keys {
-            self.store.entries.remove(key.clone()).map_err(|e| lsm_error(&self.store.dir, &e))?;
-        }
+        let (topic, queue_id) = self.name();
+        let removed = self.store.remove_keys(topic, queue_id)?;
         self.min_offset.store(self.max_offset(), Ordering::Release);
-        Ok(keys.len())
+        Ok(removed)
+    }
+
+    /// The topic and queue id, from the prefix.
+    fn name(&self) -> (&str, i32) {
+        let at = self.prefix.len() - 5;
+        let topic = std::str::from_utf8(&self.prefix[..at]).expect("made from a &str");
+        let id = i32::from_be_bytes(self.prefix[at + 1..].try_into().expect("4 bytes"));
+        (topic, id)
     }
 }
 
@@ -367,7 +434,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
-            let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+            let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
             assert_eq!((q.min_offset(), q.max_offset()), (0, 0));
             for i in 0..5 {
                 assert_eq!(q.append(i, entry(i as u64 * 100)).unwrap(), CqAppend::Appended);
@@ -377,14 +444,14 @@ mod tests {
             assert_eq!(q.get(4), Some(entry(400)));
             assert_eq!(q.get(5), None);
             // Another queue whose name extends this one's shares no keys with it.
-            let other = LightQueue::open(&store, "%LMQ%ab", 0).unwrap();
+            let other = LightQueue::open(&store, "%LMQ%ab", 0, i64::MAX).unwrap();
             assert_eq!(other.max_offset(), 0);
             assert!(store.holds("%LMQ%a", 0).unwrap());
             assert!(!store.holds("%LMQ%b", 0).unwrap());
             store.persist().unwrap();
         }
         let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
-        let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+        let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
         assert_eq!((q.min_offset(), q.max_offset()), (0, 5));
         assert_eq!(q.get(2), Some(entry(200)));
     }
@@ -394,7 +461,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
-            let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+            let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
             for i in 0..6 {
                 q.append(i, entry(i as u64 * 100)).unwrap();
             }
@@ -402,7 +469,7 @@ mod tests {
         }
         // The log recovered to 350: entries 3.. (records at 300, 400, 500) were cut.
         let store = LightQueues::open(dir.path(), 350).unwrap();
-        let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+        let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
         assert_eq!(q.max_offset(), 3);
         assert_eq!(q.get(3), None);
         assert_eq!(q.append(3, entry(360)).unwrap(), CqAppend::Appended);
@@ -418,7 +485,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
-            let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+            let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
             for i in 0..4 {
                 q.append(i, entry(i as u64 * 100)).unwrap();
             }
@@ -426,13 +493,13 @@ mod tests {
             assert_eq!((q.min_offset(), q.max_offset()), (3, 4));
             q.delete_below(10_000).unwrap();
             assert_eq!((q.min_offset(), q.max_offset()), (4, 4), "nothing readable");
-            let late = LightQueue::open(&store, "%LMQ%late", 0).unwrap();
+            let late = LightQueue::open(&store, "%LMQ%late", 0, i64::MAX).unwrap();
             assert_eq!(late.append(40, entry(5_000)).unwrap(), CqAppend::Appended);
             assert_eq!((late.min_offset(), late.max_offset()), (40, 41));
             store.persist().unwrap();
         }
         let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
-        let q = LightQueue::open(&store, "%LMQ%a", 0).unwrap();
+        let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
         assert_eq!(
             (q.min_offset(), q.max_offset()),
             (4, 4),
@@ -441,7 +508,67 @@ mod tests {
         assert_eq!(q.get(3), None);
         assert_eq!(q.remove_all().unwrap(), 1);
         assert!(!store.holds("%LMQ%a", 0).unwrap());
-        let late = LightQueue::open(&store, "%LMQ%late", 0).unwrap();
+        let late = LightQueue::open(&store, "%LMQ%late", 0, i64::MAX).unwrap();
         assert_eq!((late.min_offset(), late.max_offset()), (40, 41));
+    }
+
+    #[test]
+    fn keys_the_log_never_numbered_are_stale_and_queues_are_listed_one_seek_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
+        for name in ["%LMQ%a", "%LMQ%ab", "%LMQ%b"] {
+            let q = LightQueue::open(&store, name, 0, i64::MAX).unwrap();
+            for i in 0..5 {
+                q.append(i, entry(i as u64 * 100)).unwrap();
+            }
+        }
+        // The log numbers %LMQ%a's next record 3 (a crash took 3 and 4 from the log), and
+        // forgot %LMQ%b (0): their keys past that are stale.
+        let a = LightQueue::open(&store, "%LMQ%a", 0, 3).unwrap();
+        assert_eq!((a.min_offset(), a.max_offset()), (0, 3));
+        let b = LightQueue::open(&store, "%LMQ%b", 0, 0).unwrap();
+        assert_eq!((b.min_offset(), b.max_offset()), (0, 0));
+        assert!(!store.holds("%LMQ%b", 0).unwrap());
+        assert!(!store.holds("%LMQ%a\0\0\0\0", 0).unwrap(), "a name with a 0 byte is no queue");
+        assert!(LightQueue::open(&store, "%LMQ%a\0", 0, 1).is_err());
+        // Listed in key order, from a cursor, a few at a time.
+        let (first, cursor) = store.queues_from(&[], 1).unwrap();
+        assert_eq!(first, [("%LMQ%a".to_owned(), 0)]);
+        let (rest, end) = store.queues_from(&cursor, 10).unwrap();
+        assert_eq!(rest, [("%LMQ%ab".to_owned(), 0)]);
+        assert!(end.is_empty());
+        // Removal in steps, past one step's worth.
+        let big = LightQueue::open(&store, "%LMQ%big", 0, i64::MAX).unwrap();
+        for i in 0..(REMOVE_BATCH as i64 * 2 + 5) {
+            big.append(i, entry(i as u64)).unwrap();
+        }
+        assert_eq!(big.remove_all().unwrap(), REMOVE_BATCH * 2 + 5);
+        assert!(!store.holds("%LMQ%big", 0).unwrap());
+        assert!(store.holds("%LMQ%ab", 0).unwrap(), "the neighbours keep theirs");
+    }
+
+    #[test]
+    fn a_drained_queue_that_gets_an_entry_again_reopens_with_it_readable() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
+            let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
+            for i in 0..3 {
+                q.append(i, entry(i as u64 * 100)).unwrap();
+            }
+            q.delete_below(10_000).unwrap();
+            assert_eq!((q.min_offset(), q.max_offset()), (3, 3));
+            q.append(3, entry(20_000)).unwrap();
+            store.persist().unwrap();
+        }
+        let store = LightQueues::open(dir.path(), u64::MAX).unwrap();
+        let q = LightQueue::open(&store, "%LMQ%a", 0, i64::MAX).unwrap();
+        assert_eq!((q.min_offset(), q.max_offset()), (3, 4));
+        assert_eq!(q.get(3), Some(entry(20_000)));
+        assert_eq!(
+            store.entries.prefix(prefix("%LMQ%a", 0)).count(),
+            1,
+            "the blank went with the new entry"
+        );
     }
 }

@@ -210,6 +210,9 @@ struct Inner {
     light: Option<Arc<LightQueues>>,
     /// Light queues in the LSM opened in this run: the others are only keys until first used.
     light_queues: RwLock<HashMap<QueueKey, Arc<Queue>>>,
+    /// Where the pass over the LSM's queues not yet opened stands (a key prefix; empty: from
+    /// the first).
+    light_cursor: Mutex<Vec<u8>>,
     dispatched: AtomicU64,
     /// One retention pass at a time (the dispatcher's and an explicit call).
     retention: Mutex<()>,
@@ -351,18 +354,43 @@ impl Inner {
             if let Some(q) = self.light_queues.read().get(&key) {
                 return Ok(q.clone());
             }
-            let mut queues = self.light_queues.write();
-            if let Some(q) = queues.get(&key) {
-                return Ok(q.clone());
+            // Both read before the map's lock (the log's lock is never taken under it). Keys of
+            // a queue not in the map are written by no one until it is, and go only under that
+            // lock: a queue without keys now is new (one seek, and no numbering to ask for);
+            // for one with keys, nothing numbered after this reaches the LSM before it is in
+            // the map.
+            let numbered_next = if light.holds(topic, queue_id)? {
+                Some(self.log.next_queue_offset_of(topic, queue_id))
+            } else {
+                None
+            };
+            let q = {
+                let mut queues = self.light_queues.write();
+                if let Some(q) = queues.get(&key) {
+                    return Ok(q.clone());
+                }
+                let q = match numbered_next {
+                    Some(next) => LightQueue::open(light, topic, queue_id, next)?,
+                    None => LightQueue::new_empty(light, topic, queue_id)?,
+                };
+                let q = Arc::new(Queue::Light(q));
+                queues.insert(key, q.clone());
+                q
+            };
+            if numbered_next.is_some() {
+                // Retention ran over the queues opened in earlier runs' memory, not over keys:
+                // the entries of records it deleted go now, outside the map's lock (a long walk
+                // for an idle queue must not hold back the others).
+                q.delete_below(self.log.min_offset())?;
             }
-            let q = LightQueue::open(light, topic, queue_id)?;
-            // Retention ran over the queues opened in earlier runs' memory, not over keys: the
-            // entries of records it deleted go now.
-            q.delete_below(self.log.min_offset())?;
-            let q = Arc::new(Queue::Light(q));
-            queues.insert(key, q.clone());
             return Ok(q);
         }
+        self.open_segments(topic, queue_id)
+    }
+
+    /// The queue on its own segments (every topic queue; a light queue of an older layout).
+    fn open_segments(&self, topic: &str, queue_id: i32) -> Result<Arc<Queue>> {
+        let key = (topic.to_owned(), queue_id);
         let mut queues = self.queues.write();
         if let Some(q) = queues.get(&key) {
             return Ok(q.clone());
@@ -409,8 +437,9 @@ impl Inner {
                 .flatten()
             {
                 dirs.push(qid.path());
+                // A light queue's directory is of an older layout: served from its segments.
                 if let Some(id) = qid.file_name().to_str().and_then(|s| s.parse::<i32>().ok())
-                    && let Err(e) = self.queue_or_create(&name, id)
+                    && let Err(e) = self.open_segments(&name, id)
                 {
                     self.mark_broken(&name, id, from, &e);
                 }
@@ -821,6 +850,7 @@ impl MessageStore {
             queues: RwLock::new(HashMap::new()),
             light,
             light_queues: RwLock::new(HashMap::new()),
+            light_cursor: Mutex::new(Vec::new()),
             dispatched: AtomicU64::new(from),
             retention: Mutex::new(()),
             stop: AtomicBool::new(false),
@@ -1079,27 +1109,34 @@ impl MessageStore {
     /// A directory that cannot be moved aside or removed.
     pub fn remove_expired_light_queues(&self, max: usize) -> Result<Vec<String>> {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        let expired = |map: &RwLock<HashMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, Arc<Queue>)> {
+        // The queues opened in this run first, then the LSM's others from where the last call
+        // stopped (opened now, which applies retention to them).
+        self.open_light_queues_from_cursor(max)?;
+        let expired = |map: &RwLock<HashMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, i64, Arc<Queue>)> {
             map.read()
                 .iter()
                 .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
                 .take(max)
-                .map(|((t, _), cq)| (t.clone(), cq.clone()))
+                .map(|((t, _), cq)| (t.clone(), cq.max_offset(), cq.clone()))
                 .collect()
         };
         let mut candidates = expired(&self.inner.light_queues, max);
         candidates.extend(expired(&self.inner.queues, max - candidates.len()));
         let mut removed = Vec::new();
-        for (name, queue) in candidates {
+        for (name, next, queue) in candidates {
             let light = queue.is_light();
             let dir = self.inner.cq_root().join(&name);
             let trash = self.inner.cq_root().join(format!("{REMOVED_QUEUE_PREFIX}{name}"));
             let mut moved = Ok(());
-            // Under the put-message lock: no append can number the queue until it is gone from
-            // the dispatcher's map, and its directory or keys are out of the way of a new one.
-            let forgotten = self.inner.log.forget_light_queue(&name, queue.max_offset(), || {
+            // Under the put-message lock, and only if the log numbered nothing in the queue
+            // since it was seen empty (`next`): no append can number it until it is gone from
+            // the dispatcher's map, and its keys or directory are out of the way of a new one.
+            let forgotten = self.inner.log.forget_light_queue(&name, next, || {
                 if light {
-                    self.inner.light_queues.write().remove(&(name.clone(), lmq_id));
+                    // Under the map's lock: no reader opens the queue again from keys that
+                    // are on their way out.
+                    let mut map = self.inner.light_queues.write();
+                    map.remove(&(name.clone(), lmq_id));
                     moved = queue.remove_all().map(drop);
                 } else {
                     self.inner.queues.write().remove(&(name.clone(), lmq_id));
@@ -1125,11 +1162,28 @@ impl MessageStore {
             removed.push(name);
         }
         if let Some(light) = self.inner.light.as_ref().filter(|_| !removed.is_empty()) {
-            // Soon durable: a restart that found the keys of a queue the log's checkpoint no
-            // longer numbers would take its new first message for one it already had.
+            // Soon durable (a restart that still found the keys would also drop them: the log
+            // no longer numbers the queue).
             light.persist()?;
         }
         Ok(removed)
+    }
+
+    /// Opens up to `max` light queues of the LSM that this run has not opened, from where the
+    /// last call stopped (around again after the last), so that retention and the removal of
+    /// expired queues reach queues nobody read since the start.
+    fn open_light_queues_from_cursor(&self, max: usize) -> Result<()> {
+        let Some(light) = &self.inner.light else { return Ok(()) };
+        let mut cursor = self.inner.light_cursor.lock();
+        let (queues, next) = light.queues_from(&cursor, max)?;
+        *cursor = next;
+        drop(cursor);
+        for (topic, queue_id) in queues {
+            if self.inner.in_lsm(&topic) {
+                self.inner.queue_or_create(&topic, queue_id)?;
+            }
+        }
+        Ok(())
     }
 
     /// Removes `topic`'s consume queues and their files (DELETE_TOPIC_IN_BROKER); returns how
@@ -1166,20 +1220,18 @@ impl MessageStore {
         }
     }
 
-    /// Removes the keys of `topic`'s queues in the LSM (a light queue's id is always
-    /// `LMQ_QUEUE_ID`); returns how many queues held any.
+    /// Removes the keys of `topic`'s queue in the LSM (a light queue's id is always
+    /// `LMQ_QUEUE_ID`); returns 1 if it held any.
     fn remove_light_topic(&self, topic: &str) -> Result<usize> {
-        if !self.inner.in_lsm(topic) {
-            return Ok(0);
-        }
-        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        // Opened (if the LSM holds it) so that its keys can be walked, then forgotten.
-        let Some(queue) = self.inner.queue(topic, lmq_id).filter(|q| q.is_light()) else {
+        let Some(light) = self.inner.light.as_ref().filter(|_| self.inner.in_lsm(topic)) else {
             return Ok(0);
         };
-        self.inner.light_queues.write().remove(&(topic.to_owned(), lmq_id));
-        queue.remove_all()?;
-        Ok(1)
+        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+        // Under the map's lock: no reader opens the queue again from keys on their way out.
+        let mut map = self.inner.light_queues.write();
+        let opened = map.remove(&(topic.to_owned(), lmq_id)).is_some();
+        let removed = light.remove_keys(topic, lmq_id)?;
+        Ok(usize::from(opened || removed > 0))
     }
 
     /// (min, max) queue offsets; (0, 0) for a queue that has nothing.

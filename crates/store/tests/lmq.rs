@@ -225,3 +225,76 @@ fn the_checkpoint_grows_with_the_queues_that_change_and_a_crash_recovers_from_it
     wait_dispatched(&store);
     assert_eq!(read(&store, "%LMQ%idle7", 0).last().unwrap().1, "1");
 }
+
+#[test]
+fn an_expired_light_queue_nobody_opened_since_a_restart_is_removed_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), 100);
+    c.commit_log.file_reserved_time = Duration::ZERO;
+    let store = MessageStore::open(c.clone()).unwrap();
+    append(&store, 0, &names(&["%LMQ%old", "%LMQ%kept"])).unwrap();
+    let mut n = 1;
+    while store.commit_log().max_offset() < (64 << 10) + 1 {
+        append(&store, n, &[]).unwrap();
+        n += 1;
+    }
+    append(&store, n, &names(&["%LMQ%kept"])).unwrap();
+    store.close().unwrap();
+    // After the restart neither queue is opened until the removal's pass reaches it.
+    let store = MessageStore::open(c.clone()).unwrap();
+    wait_dispatched(&store);
+    assert!(store.run_retention().unwrap() > 0, "the first segment expired");
+    assert_eq!(store.remove_expired_light_queues(10).unwrap(), ["%LMQ%old"]);
+    assert_eq!(store.commit_log().light_queue_count(), 1);
+    assert_eq!(store.queue_offsets("%LMQ%kept", 0), (1, 2));
+    assert_eq!(store.queue_offsets("%LMQ%old", 0), (0, 0));
+    store.close().unwrap();
+    let store = MessageStore::open(c).unwrap();
+    assert_eq!(store.queue_offsets("%LMQ%old", 0), (0, 0), "its keys are gone");
+    assert_eq!(store.queue_offsets("%LMQ%kept", 0), (1, 2));
+}
+
+#[test]
+fn a_light_queue_of_the_older_layout_is_served_from_its_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    append(&store, 0, &names(&["%LMQ%old"])).unwrap();
+    append(&store, 1, &names(&["%LMQ%old"])).unwrap();
+    wait_dispatched(&store);
+    let r = store.get_messages("%LMQ%old", 0, 0, 10, None);
+    // Each record's size is its first word; the body holds them back to back.
+    let mut sizes = Vec::new();
+    let mut at = 0;
+    while at < r.body.len() {
+        let size = u32::from_be_bytes(r.body[at..at + 4].try_into().unwrap());
+        sizes.push(size);
+        at += size as usize;
+    }
+    let entries: Vec<petrel_store::CqEntry> = petrel_protocol::decode_messages(&r.body)
+        .unwrap()
+        .iter()
+        .zip(sizes)
+        .map(|(m, size_bytes)| petrel_store::CqEntry {
+            commit_log_offset: u64::try_from(m.commit_log_offset).unwrap(),
+            size_bytes,
+            tags_code: 0,
+        })
+        .collect();
+    assert_eq!(entries.len(), 2);
+    store.close().unwrap();
+    // As an older version left it: the queue's entries in a segment, no LSM.
+    std::fs::remove_dir_all(dir.path().join(petrel_store::LIGHT_QUEUE_DIR)).unwrap();
+    let q = petrel_store::ConsumeQueue::open(&dir.path().join("consumequeue"), "%LMQ%old", 0, 64, u64::MAX).unwrap();
+    for (i, e) in entries.iter().enumerate() {
+        q.append(i as i64, *e).unwrap();
+    }
+    q.flush().unwrap();
+    drop(q);
+    let store = MessageStore::open(config(dir.path(), 100)).unwrap();
+    assert_eq!(read(&store, "%LMQ%old", 0).len(), 2, "served from the segments");
+    append(&store, 2, &names(&["%LMQ%old"])).unwrap();
+    wait_dispatched(&store);
+    let offsets: Vec<String> = read(&store, "%LMQ%old", 0).into_iter().map(|(_, o)| o).collect();
+    assert_eq!(offsets, ["0", "1", "2"]);
+    assert!(dir.path().join("consumequeue/%LMQ%old/0").exists());
+}
