@@ -143,11 +143,11 @@ fn a_replica_fed_the_masters_bytes_builds_the_same_light_queues_and_continues_th
     assert_eq!(read(&replica, "%LMQ%a", 0)[2], ("U3".to_owned(), "2,0".to_owned()));
 }
 
-#[test]
-fn a_light_queue_whose_messages_all_expired_is_removed_and_starts_again_at_zero() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path(), 100);
-    // Retention deletes every segment but the newest at once.
+/// A store whose retention deletes every segment but the newest at once, with `%LMQ%old`'s
+/// only message in the first segment and `%LMQ%kept`'s second one past it; the sequence number
+/// of the last record.
+fn old_and_kept(root: &std::path::Path) -> (MessageStoreConfig, MessageStore, u64) {
+    let mut c = config(root, 100);
     c.commit_log.file_reserved_time = Duration::ZERO;
     let store = MessageStore::open(c.clone()).unwrap();
     append(&store, 0, &names(&["%LMQ%old", "%LMQ%kept"])).unwrap();
@@ -158,6 +158,13 @@ fn a_light_queue_whose_messages_all_expired_is_removed_and_starts_again_at_zero(
         n += 1;
     }
     append(&store, n, &names(&["%LMQ%kept"])).unwrap();
+    (c, store, n)
+}
+
+#[test]
+fn a_light_queue_whose_messages_all_expired_is_removed_and_starts_again_at_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, store, n) = old_and_kept(dir.path());
     wait_dispatched(&store);
     assert_eq!(store.commit_log().light_queue_count(), 2);
     assert!(store.run_retention().unwrap() > 0, "the first segment expired");
@@ -229,16 +236,7 @@ fn the_checkpoint_grows_with_the_queues_that_change_and_a_crash_recovers_from_it
 #[test]
 fn an_expired_light_queue_nobody_opened_since_a_restart_is_removed_too() {
     let dir = tempfile::tempdir().unwrap();
-    let mut c = config(dir.path(), 100);
-    c.commit_log.file_reserved_time = Duration::ZERO;
-    let store = MessageStore::open(c.clone()).unwrap();
-    append(&store, 0, &names(&["%LMQ%old", "%LMQ%kept"])).unwrap();
-    let mut n = 1;
-    while store.commit_log().max_offset() < (64 << 10) + 1 {
-        append(&store, n, &[]).unwrap();
-        n += 1;
-    }
-    append(&store, n, &names(&["%LMQ%kept"])).unwrap();
+    let (c, store, _) = old_and_kept(dir.path());
     store.close().unwrap();
     // After the restart neither queue is opened until the removal's pass reaches it.
     let store = MessageStore::open(c.clone()).unwrap();
