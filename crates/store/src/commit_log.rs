@@ -255,7 +255,7 @@ impl WriteState {
             .or_insert(0)
     }
 
-    fn snapshot_queue_offsets(&mut self) -> BTreeMap<QueueKey, i64> {
+    pub(crate) fn snapshot_queue_offsets(&mut self) -> BTreeMap<QueueKey, i64> {
         self.changed.clear();
         self.queue_offsets
             .iter()

@@ -260,16 +260,19 @@ impl CommitLog {
     pub fn truncate_to(&self, offset: u64) -> Result<u64> {
         let s = &self.shared;
         s.check_writable()?;
+        // No checkpoint block is written while the log is cut: one taken before the cut would
+        // claim the old end. The checkpointer takes this lock before the put-message lock too.
+        let mut checkpoint = s.checkpoint.lock();
         self.request_flush();
         let end = self.max_offset();
         match s.flushed.wait_blocking(end, std::time::Duration::from_secs(30)) {
             Ok(()) => {}
             Err(e) => return Err(StoreError::NotWritable(format!("flushing before a truncation: {e}"))),
         }
-        s.with_write_state(|w| -> Result<u64> {
+        let (cut_bytes, queue_offsets) = s.with_write_state(|w| -> Result<(u64, _)> {
             let end = w.write_offset;
             if offset >= end {
-                return Ok(0);
+                return Ok((0, None));
             }
             if s.flushed.get() < end {
                 return Err(StoreError::NotWritable(format!(
@@ -324,8 +327,16 @@ impl CommitLog {
                 records = cut.len(),
                 "commit log cut back to the consistent point"
             );
-            Ok(end - offset)
-        })
+            // The queues' offsets at the cut, for the checkpoint below.
+            Ok((end - offset, Some(w.snapshot_queue_offsets())))
+        })?;
+        if let Some(queue_offsets) = queue_offsets {
+            // The last checkpoint claims the old end: a crash now would recover from there,
+            // taking the zeroed bytes after the cut for the log. A new base at the cut, which
+            // is durable (the log was flushed past it before the cut).
+            checkpoint.store_base(&s.config.dir, offset, queue_offsets)?;
+        }
+        Ok(cut_bytes)
     }
 
     /// A replica about to become master: drops the partial record its master's stream left

@@ -391,6 +391,44 @@ fn a_tail_no_reader_saw_is_cut_and_the_queues_continue_from_the_cut() {
     store.close().unwrap();
 }
 
+/// A crash right after a cut: the checkpoint written before it claimed the old end, inside the
+/// segment the cut kept. Recovery must start at or below the cut, or it would take the zeroed
+/// bytes between the cut and the old end for the log.
+#[test]
+fn a_crash_right_after_a_cut_recovers_to_the_cut_not_to_the_checkpoint_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ends = Vec::new();
+    {
+        let store = MessageStore::open(config(dir.path(), FlushMode::Async)).unwrap();
+        let gate = petrel_store::Watermark::new("confirmed", 0, 1);
+        store.commit_log().gate_readers_on(gate.clone());
+        for i in 0..30u64 {
+            ends.push(
+                store
+                    .append(&mut tagged_record("T", 0, &body(i, 300), None), "T", 0)
+                    .unwrap()
+                    .end_offset(),
+            );
+        }
+        gate.advance(ends[4]);
+        store.commit_log().wake_readers();
+        // The close writes the checkpoint at the end: ends[29].
+        store.close().unwrap();
+    }
+    let cut_at = ends[27];
+    assert_eq!(cut_at / 8192, ends[29] / 8192, "the cut and the old end share a segment");
+    let mut c = config(dir.path(), FlushMode::Async);
+    c.confirm_gate = true;
+    let store = MessageStore::open(c.clone()).unwrap();
+    assert_eq!(store.truncate_to(cut_at).unwrap(), ends[29] - cut_at);
+    store.halt_as_if_crashed();
+    drop(store);
+    let store = MessageStore::open(c).unwrap();
+    assert_eq!(store.commit_log().max_offset(), cut_at, "recovered to the cut");
+    let next = store.append(&mut tagged_record("T", 0, b"after", None), "T", 0).unwrap();
+    assert_eq!((next.physical_offset, next.queue_offset), (cut_at, 28));
+}
+
 /// Readable bytes that are no record (here a replica's append of what a master never wrote):
 /// the dispatcher stops there and looks again with a growing pause instead of spinning, says
 /// where and why, and every append is refused while it lasts — consumers would see none of it.
