@@ -62,7 +62,7 @@ impl ControllerProc {
     fn signal(&self, sig: Signal) {
         self.process.signal(sig).unwrap();
         if sig == Signal::SIGSTOP {
-            wait_stopped(self.pid());
+            common::wait_stopped(self.pid());
         }
     }
 }
@@ -868,28 +868,6 @@ fn wait_rejoined(group: &[ControllerProc], master: &str, old: &common::Petrel) {
     }
 }
 
-fn signal(b: &common::Petrel, sig: Signal) {
-    b.signal(sig);
-    if sig == Signal::SIGSTOP {
-        wait_stopped(b.pid());
-    }
-}
-
-/// Waits until the kernel reports `pid` stopped: kill(2) returns before a busy process on
-/// another CPU has actually stopped.
-fn wait_stopped(pid: u32) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        // The state follows the command name in parentheses.
-        if stat.rsplit_once(") ").is_some_and(|(_, rest)| rest.starts_with('T')) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "process {pid} did not stop: {stat}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowledgement() {
     let dir = tempfile::tempdir().unwrap();
@@ -908,7 +886,7 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     // Both slaves stop: the master writes, but no send is acknowledged.
     let slaves: Vec<usize> = (0..3).filter(|i| *i != m).collect();
     for s in &slaves {
-        signal(&brokers[*s], Signal::SIGSTOP);
+        brokers[*s].signal(Signal::SIGSTOP);
     }
     for seq in 100..103 {
         let a = c.call(common::send_v2("Cut", 0, "t", seq, format!("lost{seq}").as_bytes()));
@@ -923,7 +901,7 @@ fn a_rejoining_master_cuts_what_only_it_held_and_a_paused_master_gets_no_acknowl
     assert_eq!(queue_max(&mut c, "Cut"), 20, "consumers see only confirmed messages");
     brokers[m].kill();
     for s in &slaves {
-        signal(&brokers[*s], Signal::SIGCONT);
+        brokers[*s].signal(Signal::SIGCONT);
     }
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&brokers, &new_addr);
@@ -989,7 +967,7 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     let (_ns, group, brokers) = controlled_set(dir.path(), &["--set", "slaveTimeout=1000"]);
     let (master_addr, m, mut c, mut acked) = master_with_twenty(&group, &brokers);
     // Paused past its heartbeat timeout (3 s): the controllers elect another member.
-    signal(&brokers[m], Signal::SIGSTOP);
+    brokers[m].signal(Signal::SIGSTOP);
     let (new_addr, _) = wait_set(&group, "a new master", |(a, _)| *a != master_addr);
     let n = by_addr(&brokers, &new_addr);
     let mut d = brokers[n].broker();
@@ -1002,7 +980,7 @@ fn a_paused_master_resumes_fenced_and_acknowledges_nothing_as_a_second_master() 
     for ctl in &group {
         ctl.signal(Signal::SIGSTOP);
     }
-    signal(&brokers[m], Signal::SIGCONT);
+    brokers[m].signal(Signal::SIGCONT);
     for i in 0..3 {
         let a = c.call(common::send_v2("Fail", 0, "t", 100 + i, b"from the old master"));
         assert_eq!(

@@ -314,13 +314,9 @@ fn with_every_in_sync_replica_acking_consumers_never_read_past_what_the_slaves_h
     });
     assert_eq!(c.call(send_v2("Visible", 0, "T", 0, b"acked")).code, resp::SUCCESS);
     // The slave stops (SIGSTOP) without closing its connection: the master cannot know yet.
-    // SAFETY: plain kill(2) on our child's pid.
-    unsafe { libc::kill(s.pid() as i32, libc::SIGSTOP) };
-    // kill(2) returns before every thread has stopped: a slave thread still running on a busy
-    // machine would take and acknowledge the next message.
-    wait_for("every thread of the slave to be stopped", Duration::from_secs(10), || {
-        all_stopped(s.pid())
-    });
+    // Back once every thread of the slave has stopped: one still running on a busy machine would
+    // take and acknowledge the next message.
+    s.signal(nix::sys::signal::Signal::SIGSTOP);
     let r = c.call(send_v2("Visible", 0, "T", 1, b"not on the slave"));
     assert_eq!(r.code, resp::FLUSH_SLAVE_TIMEOUT, "{:?}", r.remark);
     let r = c.call(pull("Readers", "Visible", 0, 1, 0));
@@ -329,26 +325,12 @@ fn with_every_in_sync_replica_acking_consumers_never_read_past_what_the_slaves_h
         resp::SUCCESS,
         "a message the slave does not hold is not readable on the master"
     );
-    // SAFETY: as above.
-    unsafe { libc::kill(s.pid() as i32, libc::SIGCONT) };
+    s.signal(nix::sys::signal::Signal::SIGCONT);
     wait_for(
         "the message to become readable once the slave holds it",
         Duration::from_secs(30),
         || c.call(pull("Readers", "Visible", 0, 1, 0)).code == resp::SUCCESS,
     );
-}
-
-/// Whether every thread of process `pid` is stopped (state `T` in `/proc/PID/task/*/stat`).
-fn all_stopped(pid: u32) -> bool {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return false;
-    };
-    tasks.flatten().all(|t| {
-        std::fs::read_to_string(t.path().join("stat"))
-            .ok()
-            .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
-            .unwrap_or(false)
-    })
 }
 
 /// A rogue on the HA port: a process that reports holding everything, as a slave would.

@@ -14,6 +14,29 @@ use petrel_protocol::header::{CommandHeader, SendMessageRequestHeader, SendMessa
 use petrel_protocol::{DEFAULT_MAX_FRAME_BYTES, RemotingCommand, decode_frame};
 
 /// A port that nothing listens on now and that this test binary has not handed out before.
+/// Waits until every thread of `pid` is stopped (state `T` in `/proc/PID/task/*/stat`):
+/// kill(2) returns before a busy process has stopped, and a thread still running would go on
+/// with what the test meant it to miss.
+pub fn wait_stopped(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stopped = || {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return false;
+        };
+        tasks.flatten().all(|t| {
+            // The state follows the command name in parentheses.
+            std::fs::read_to_string(t.path().join("stat"))
+                .ok()
+                .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.starts_with('T')))
+                .unwrap_or(false)
+        })
+    };
+    while !stopped() {
+        assert!(Instant::now() < deadline, "process {pid} did not stop within 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 pub fn free_port() -> u16 {
     claim_ports(1, 1)
 }
@@ -159,9 +182,13 @@ impl Petrel {
         self.process = Some(process);
     }
 
-    /// Sends `sig` to the running process.
+    /// Sends `sig` to the running process; after SIGSTOP, returns once every thread of it has
+    /// stopped.
     pub fn signal(&self, sig: nix::sys::signal::Signal) {
         self.process.as_ref().expect("running").signal(sig).unwrap();
+        if sig == nix::sys::signal::Signal::SIGSTOP {
+            wait_stopped(self.pid());
+        }
     }
 
     /// SIGKILL, then waits for the exit: the process stops wherever it was.

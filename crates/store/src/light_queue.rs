@@ -109,11 +109,6 @@ impl LightQueues {
         }
     }
 
-    /// Bytes the LSM holds on disk.
-    pub fn disk_bytes(&self) -> u64 {
-        self.db.disk_space().unwrap_or(0)
-    }
-
     /// Removes every key of `topic` / `queue_id`, in steps of [`REMOVE_BATCH`]; returns how
     /// many. The caller keeps the queue from being opened meanwhile.
     pub(crate) fn remove_keys(&self, topic: &str, queue_id: i32) -> Result<usize> {
