@@ -271,13 +271,30 @@ impl RpcResult {
 /// so that clients sending made-up codes cannot grow the family.
 pub const UNKNOWN_REQUEST_CODE: i32 = i32::MIN;
 
-/// One remoting request's labels.
+/// What was asked, on which wire, and what it was answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RpcRequest {
+    /// A remoting request.
+    Remoting {
+        /// The request's code.
+        request_code: i32,
+        /// The answer's code; `None` when nothing was answered.
+        response_code: Option<i32>,
+    },
+    /// A gRPC call, by names from closed sets (the service's methods, the protocol's codes).
+    Grpc {
+        /// The method, in snake case as RocketMQ labels request codes (`send_message`).
+        method: &'static str,
+        /// The answer's `apache.rocketmq.v2.Code` (`OK`, `MESSAGE_NOT_FOUND`, …).
+        code: &'static str,
+    },
+}
+
+/// One request's labels.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RpcKey {
-    /// The request's code.
-    pub request_code: i32,
-    /// `None` when nothing was answered.
-    pub response_code: Option<i32>,
+    /// The request and its answer.
+    pub request: RpcRequest,
     /// How it went.
     pub result: RpcResult,
     /// Whether the broker held it until messages arrived (a deferred pull or pop).
@@ -506,7 +523,7 @@ impl Traffic {
         }
     }
 
-    /// A remoting request answered (or not) after `elapsed_ms`.
+    /// A remoting request or a gRPC call answered (or not) after `elapsed_ms`.
     pub fn rpc(&self, key: RpcKey, elapsed_ms: u64) {
         if self.enabled() {
             self.rpc_latency.with(&key, self.limit(), |h| h.record(elapsed_ms));
@@ -595,8 +612,10 @@ mod tests {
         t.read("a", "g", None, 1, 100);
         t.rpc(
             RpcKey {
-                request_code: 10,
-                response_code: Some(0),
+                request: RpcRequest::Remoting {
+                    request_code: 10,
+                    response_code: Some(0),
+                },
                 result: RpcResult::Success,
                 long_polling: false,
             },

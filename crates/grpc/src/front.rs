@@ -7,10 +7,11 @@
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use petrel_broker::Broker;
+use petrel_broker::traffic::{RpcKey, RpcRequest, RpcResult};
 use tonic::metadata::{Ascii, MetadataKey};
 use tonic::{Request, Response, Status};
 
@@ -112,6 +113,89 @@ impl GrpcFront {
     }
 }
 
+/// An answer's `apache.rocketmq.v2.Code`, for `rocketmq_rpc_latency`.
+pub(crate) trait Answered {
+    /// The code the answer carries (streams: their status item's).
+    fn code(&self) -> i32;
+}
+
+macro_rules! answered {
+    ($($answer:ty),* $(,)?) => {
+        $(impl Answered for $answer {
+            fn code(&self) -> i32 {
+                self.status.as_ref().map_or(Code::Unspecified as i32, |s| s.code)
+            }
+        })*
+    };
+}
+
+answered!(
+    pb::QueryRouteResponse,
+    pb::HeartbeatResponse,
+    pb::SendMessageResponse,
+    pb::QueryAssignmentResponse,
+    pb::AckMessageResponse,
+    pb::ForwardMessageToDeadLetterQueueResponse,
+    pb::UpdateOffsetResponse,
+    pb::GetOffsetResponse,
+    pb::QueryOffsetResponse,
+    pb::EndTransactionResponse,
+    pb::NotifyClientTerminationResponse,
+    pb::ChangeInvisibleDurationResponse,
+    pb::RecallMessageResponse,
+    pb::SyncLiteSubscriptionResponse,
+);
+
+impl Answered for Vec<pb::ReceiveMessageResponse> {
+    fn code(&self) -> i32 {
+        use pb::receive_message_response::Content;
+        self.iter()
+            .find_map(|r| match &r.content {
+                Some(Content::Status(s)) => Some(s.code),
+                _ => None,
+            })
+            .unwrap_or(Code::Unspecified as i32)
+    }
+}
+
+impl Answered for Vec<pb::PullMessageResponse> {
+    fn code(&self) -> i32 {
+        use pb::pull_message_response::Content;
+        self.iter()
+            .find_map(|r| match &r.content {
+                Some(Content::Status(s)) => Some(s.code),
+                _ => None,
+            })
+            .unwrap_or(Code::Unspecified as i32)
+    }
+}
+
+impl GrpcFront {
+    /// Counts a call in `rocketmq_rpc_latency` (`protocol_type="grpc"`, the method as its
+    /// `request_code`, the answer's code as its `response_code`), from its start to its answer
+    /// being ready; a receive, held until messages come or its wait ends, is a long poll.
+    fn record(&self, method: &'static str, code: i32, long_polling: bool, started: Instant) {
+        let broker = &self.broker;
+        if !(broker.stats.traffic.enabled() && broker.config.enable_remoting_metrics) {
+            return;
+        }
+        let code = Code::try_from(code).map_or("UNRECOGNIZED", |c| c.as_str_name());
+        let key = RpcKey {
+            request: RpcRequest::Grpc { method, code },
+            result: RpcResult::Success,
+            long_polling,
+        };
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        broker.stats.traffic.rpc(key, elapsed_ms);
+    }
+
+    /// A unary call's answer, counted.
+    fn answer<T: Answered>(&self, method: &'static str, started: Instant, answer: T) -> Unary<T> {
+        self.record(method, answer.code(), false, started);
+        Ok(Response::new(answer))
+    }
+}
+
 /// A unary answer.
 pub(crate) type Unary<T> = Result<Response<T>, Status>;
 /// A streamed answer.
@@ -145,55 +229,64 @@ impl pb::messaging_service_server::MessagingService for GrpcFront {
     type TelemetryStream = Streamed<pb::TelemetryCommand>;
 
     async fn query_route(&self, r: Request<pb::QueryRouteRequest>) -> Unary<pb::QueryRouteResponse> {
-        Ok(Response::new(crate::route::query_route(self, r)))
+        self.answer("query_route", Instant::now(), crate::route::query_route(self, r))
     }
 
     async fn heartbeat(&self, r: Request<pb::HeartbeatRequest>) -> Unary<pb::HeartbeatResponse> {
-        Ok(Response::new(crate::session::heartbeat(self, r).await))
+        self.answer("heartbeat", Instant::now(), crate::session::heartbeat(self, r).await)
     }
 
     async fn send_message(&self, r: Request<pb::SendMessageRequest>) -> Unary<pb::SendMessageResponse> {
-        Ok(Response::new(crate::send::send_message(self, r).await))
+        self.answer("send_message", Instant::now(), crate::send::send_message(self, r).await)
     }
 
     async fn query_assignment(&self, r: Request<pb::QueryAssignmentRequest>) -> Unary<pb::QueryAssignmentResponse> {
-        Ok(Response::new(crate::route::query_assignment(self, r)))
+        self.answer("query_assignment", Instant::now(), crate::route::query_assignment(self, r))
     }
 
     async fn receive_message(&self, r: Request<pb::ReceiveMessageRequest>) -> Unary<Self::ReceiveMessageStream> {
+        let started = Instant::now();
         let (answer, guard) = crate::receive::receive(self, r).await;
+        self.record("receive_message", answer.code(), true, started);
         Ok(Response::new(stream_then(answer, guard)))
     }
 
     async fn ack_message(&self, r: Request<pb::AckMessageRequest>) -> Unary<pb::AckMessageResponse> {
-        Ok(Response::new(crate::receive::ack(self, r)))
+        self.answer("ack_message", Instant::now(), crate::receive::ack(self, r))
     }
 
     async fn forward_message_to_dead_letter_queue(
         &self,
         r: Request<pb::ForwardMessageToDeadLetterQueueRequest>,
     ) -> Unary<pb::ForwardMessageToDeadLetterQueueResponse> {
-        Ok(Response::new(crate::receive::forward_to_dlq(self, r).await))
+        self.answer(
+            "forward_message_to_dead_letter_queue",
+            Instant::now(),
+            crate::receive::forward_to_dlq(self, r).await,
+        )
     }
 
     async fn pull_message(&self, r: Request<pb::PullMessageRequest>) -> Unary<Self::PullMessageStream> {
-        Ok(Response::new(stream_of(crate::offsets::pull(self, r).await)))
+        let started = Instant::now();
+        let answer = crate::offsets::pull(self, r).await;
+        self.record("pull_message", answer.code(), false, started);
+        Ok(Response::new(stream_of(answer)))
     }
 
     async fn update_offset(&self, r: Request<pb::UpdateOffsetRequest>) -> Unary<pb::UpdateOffsetResponse> {
-        Ok(Response::new(crate::offsets::update(self, r)))
+        self.answer("update_offset", Instant::now(), crate::offsets::update(self, r))
     }
 
     async fn get_offset(&self, r: Request<pb::GetOffsetRequest>) -> Unary<pb::GetOffsetResponse> {
-        Ok(Response::new(crate::offsets::get(self, r)))
+        self.answer("get_offset", Instant::now(), crate::offsets::get(self, r))
     }
 
     async fn query_offset(&self, r: Request<pb::QueryOffsetRequest>) -> Unary<pb::QueryOffsetResponse> {
-        Ok(Response::new(crate::offsets::query(self, r).await))
+        self.answer("query_offset", Instant::now(), crate::offsets::query(self, r).await)
     }
 
     async fn end_transaction(&self, r: Request<pb::EndTransactionRequest>) -> Unary<pb::EndTransactionResponse> {
-        Ok(Response::new(crate::send::end_transaction(self, r).await))
+        self.answer("end_transaction", Instant::now(), crate::send::end_transaction(self, r).await)
     }
 
     async fn telemetry(&self, r: Request<tonic::Streaming<pb::TelemetryCommand>>) -> Unary<Self::TelemetryStream> {
@@ -206,32 +299,44 @@ impl pb::messaging_service_server::MessagingService for GrpcFront {
         &self,
         r: Request<pb::NotifyClientTerminationRequest>,
     ) -> Unary<pb::NotifyClientTerminationResponse> {
-        Ok(Response::new(crate::session::terminate(self, r)))
+        self.answer("notify_client_termination", Instant::now(), crate::session::terminate(self, r))
     }
 
     async fn change_invisible_duration(
         &self,
         r: Request<pb::ChangeInvisibleDurationRequest>,
     ) -> Unary<pb::ChangeInvisibleDurationResponse> {
-        Ok(Response::new(crate::receive::change_invisible(self, r)))
+        self.answer(
+            "change_invisible_duration",
+            Instant::now(),
+            crate::receive::change_invisible(self, r),
+        )
     }
 
     async fn recall_message(&self, _r: Request<pb::RecallMessageRequest>) -> Unary<pb::RecallMessageResponse> {
-        Ok(Response::new(pb::RecallMessageResponse {
-            status: Some(crate::status::status(
-                Code::NotImplemented,
-                "RecallMessage is not supported by this broker",
-            )),
-            message_id: String::new(),
-        }))
+        self.answer(
+            "recall_message",
+            Instant::now(),
+            pb::RecallMessageResponse {
+                status: Some(crate::status::status(
+                    Code::NotImplemented,
+                    "RecallMessage is not supported by this broker",
+                )),
+                message_id: String::new(),
+            },
+        )
     }
 
     async fn sync_lite_subscription(&self, _r: Request<pb::SyncLiteSubscriptionRequest>) -> Unary<pb::SyncLiteSubscriptionResponse> {
-        Ok(Response::new(pb::SyncLiteSubscriptionResponse {
-            status: Some(crate::status::status(
-                Code::NotImplemented,
-                "lite topics are not supported by this broker",
-            )),
-        }))
+        self.answer(
+            "sync_lite_subscription",
+            Instant::now(),
+            pb::SyncLiteSubscriptionResponse {
+                status: Some(crate::status::status(
+                    Code::NotImplemented,
+                    "lite topics are not supported by this broker",
+                )),
+            },
+        )
     }
 }

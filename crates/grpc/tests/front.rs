@@ -581,3 +581,44 @@ async fn a_message_forwarded_to_its_dead_letter_queue_is_stored_there_and_leaves
     let (status, _) = receive_as(&mut c, "GD", "c1", Some(Duration::from_secs(1))).await;
     assert_eq!(status, Code::MessageNotFound, "a forwarded message came back");
 }
+
+/// The scrape's `rocketmq_rpc_latency_milliseconds_count` sample whose labels include all of
+/// `labels`.
+fn rpc_count(text: &str, labels: &[&str]) -> Option<f64> {
+    text.lines()
+        .filter(|l| l.starts_with("rocketmq_rpc_latency_milliseconds_count{"))
+        .find(|l| labels.iter().all(|want| l.contains(want)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[tokio::test]
+async fn grpc_calls_are_counted_in_rpc_latency_by_method_and_answer_code() {
+    let r = start(&[("metricsExporterType", "PROM")]).await;
+    let mut c = client(&r).await;
+    for id in ["ID-1", "ID-2", "ID-3"] {
+        assert_eq!(code(send_one(&mut c, id, "hello").await.status.as_ref()), Code::Ok);
+    }
+    let (status, _) = receive(&mut c, "NoSuchGroup", Duration::from_secs(30)).await;
+    assert_eq!(status, Code::ConsumerGroupNotFound);
+    let sources = petrel_broker::metrics::Sources {
+        broker: r.broker.clone(),
+        servers: Vec::new(),
+    };
+    let text = petrel_broker::metrics::render(&sources);
+    let grpc = "protocol_type=\"grpc\"";
+    let sends = [grpc, "request_code=\"send_message\"", "response_code=\"ok\"", "result=\"success\""];
+    assert_eq!(rpc_count(&text, &sends), Some(3.0), "{text}");
+    let refused = [
+        grpc,
+        "request_code=\"receive_message\"",
+        "response_code=\"consumer_group_not_found\"",
+        "is_long_polling=\"true\"",
+    ];
+    assert_eq!(rpc_count(&text, &refused), Some(1.0), "{text}");
+    // Off unless the exporter is: a broker without metrics counts nothing.
+    let quiet = start(&[]).await;
+    let mut c = client(&quiet).await;
+    assert_eq!(code(send_one(&mut c, "ID-4", "hello").await.status.as_ref()), Code::Ok);
+    assert!(quiet.broker.stats.traffic.rpc_latency.is_empty());
+}

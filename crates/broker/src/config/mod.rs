@@ -326,7 +326,7 @@ petrel_kit::config_table! {
         "enableTransactionMetrics" => enable_transaction_metrics: bool = true;
             "Exports transactions committed, rolled back and pending, and how long they took."
         "enableRemotingMetrics" => enable_remoting_metrics: bool = true;
-            "Exports `rocketmq_rpc_latency` per request code, answer code and result."
+            "Exports `rocketmq_rpc_latency` per request code (a gRPC call's: its method), answer code and result."
         "enablePopMetrics" => enable_pop_metrics: bool = true;
             "Exports POP checkpoints, acks, revivals and backlog."
         "enableMessageStoreMetrics" => enable_message_store_metrics: bool = true;

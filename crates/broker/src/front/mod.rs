@@ -26,7 +26,7 @@ use petrel_remoting::{Connection, Handler, Reply};
 
 use crate::broker::Broker;
 use crate::long_poll::SUSPENDED;
-use crate::traffic::{RpcKey, RpcResult, UNKNOWN_REQUEST_CODE};
+use crate::traffic::{RpcKey, RpcRequest, RpcResult, UNKNOWN_REQUEST_CODE};
 
 pub use handlers::served_codes;
 
@@ -51,8 +51,10 @@ fn record_rpc(broker: &Broker, request_code: i32, response_code: Option<i32>, on
         (None, false) => RpcResult::ProcessRequestFailed,
     };
     let key = RpcKey {
-        request_code,
-        response_code,
+        request: RpcRequest::Remoting {
+            request_code,
+            response_code,
+        },
         result,
         long_polling,
     };

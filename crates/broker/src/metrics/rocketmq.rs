@@ -19,7 +19,7 @@ use super::{Family, Labels, Scrape, Value};
 use crate::broker::Broker;
 use crate::error::BrokerError;
 use crate::services::timer::TIMER_TOPIC;
-use crate::traffic::{FixedHistogram, MessageKind, RpcResult};
+use crate::traffic::{FixedHistogram, MessageKind, RpcRequest, RpcResult};
 
 /// The request kinds whose queue RocketMQ reports as `rocketmq_processor_watermark`.
 const PROCESSORS: &[&str] = &[
@@ -625,20 +625,27 @@ fn rpc(out: &mut Out<'_>, broker: &Broker) {
             let Some(k) = key else {
                 return (overflow(), h);
             };
-            let request = if k.request_code == crate::traffic::UNKNOWN_REQUEST_CODE {
-                "unknown".to_owned()
-            } else {
-                code_label(request_code_name(k.request_code), k.request_code)
+            let (protocol, request, response) = match k.request {
+                RpcRequest::Remoting {
+                    request_code,
+                    response_code,
+                } => {
+                    let request = if request_code == crate::traffic::UNKNOWN_REQUEST_CODE {
+                        "unknown".to_owned()
+                    } else {
+                        code_label(request_code_name(request_code), request_code)
+                    };
+                    let response = response_code.map_or_else(|| "success".to_owned(), |c| code_label(response_code_name(c), c));
+                    ("remoting", request, response)
+                }
+                RpcRequest::Grpc { method, code } => ("grpc", method.to_owned(), code.to_ascii_lowercase()),
             };
             let mut labels = vec![
-                ("protocol_type", "remoting".to_owned()),
+                ("protocol_type", protocol.to_owned()),
                 ("request_code", request),
                 ("result", k.result.label().to_owned()),
             ];
             if k.result != RpcResult::ProcessRequestFailed {
-                let response = k
-                    .response_code
-                    .map_or_else(|| "success".to_owned(), |c| code_label(response_code_name(c), c));
                 labels.push(("response_code", response));
                 labels.push(("is_long_polling", flag(k.long_polling)));
             }
