@@ -4,7 +4,8 @@
 # against `petrel namesrv`, the official Java and Go clients and mqadmin against `petrel serve`,
 # the official gRPC SDKs of Java, Go, Python, Node.js and Rust (RocketMQ 5's protocol), alone and
 # mixed with remoting clients,
-# RocketMQ brokers failing over through `petrel controller`, loom's
+# RocketMQ brokers failing over through `petrel controller`, the cold tier against SeaweedFS's S3
+# gateway, loom's
 # exhaustive check of the adaptive lock, and bounded fuzzing of the decoders. This is what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,6 +56,9 @@ export GRPC_SDKS_BUILD_PID=$!
 # Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
 nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
 export OPERATORS_TOOLS_PID=$!
+# SeaweedFS, the object store of the tier's tests, built meanwhile (downloads, then one Go build).
+nice -n 19 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
+export SEAWEEDFS_BUILD_PID=$!
 # Then the fuzz targets and loom's check, built in the idle time of the interop scripts (their
 # JVMs mostly wait), so that the last two stages only run.
 (
@@ -64,7 +68,7 @@ export OPERATORS_TOOLS_PID=$!
 ) >target/late-builds.log 2>&1 &
 late_builds_pid=$!
 # A suite that stops early stops its background jobs too.
-trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
+trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$SEAWEEDFS_BUILD_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
 
 echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
@@ -89,6 +93,13 @@ scripts/interop-bench.sh
 
 echo "== what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.5.0's, a real Prometheus and the Grafana dashboard's queries, and the official RocketMQ Dashboard"
 scripts/interop-operators.sh
+
+echo "== the cold tier: sealed segments in SeaweedFS's S3 gateway, verified, read back by range, through a stopped server"
+if ! wait "$SEAWEEDFS_BUILD_PID"; then
+  tail -40 target/seaweedfs-build.log
+  exit 1
+fi
+scripts/tier-s3.sh
 
 echo "== loom: the adaptive lock's mode swap, every interleaving"
 if ! wait "$late_builds_pid"; then

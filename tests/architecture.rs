@@ -38,6 +38,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
         ("filter", &[][..]),
         ("auth", &["petrel-protocol"][..]),
         ("store", &["petrel-protocol", "petrel-lock"][..]),
+        ("tier", &[][..]),
         ("remoting", &["petrel-protocol"][..]),
         ("namesrv", &["petrel-protocol", "petrel-remoting", "petrel-auth"][..]),
         (
@@ -48,6 +49,7 @@ fn crates_depend_only_on_what_the_architecture_allows() {
                 "petrel-filter",
                 "petrel-auth",
                 "petrel-store",
+                "petrel-tier",
                 "petrel-remoting",
                 "petrel-namesrv",
                 "petrel-replication",

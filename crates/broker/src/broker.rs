@@ -74,6 +74,8 @@ pub struct Broker {
     pub access: Arc<crate::access::Access>,
     /// Each client's share of the pools of held pulls and of sends awaiting durability.
     pub quotas: Quotas,
+    /// The cold tier and its offload, when `objectStoreEndpoint` names one.
+    pub tiering: Option<crate::tiering::Tiering>,
 }
 
 /// Per-client shares of the broker's pools (see [`crate::quota`]).
@@ -124,6 +126,7 @@ impl Broker {
         let mut store_config = config.store_config();
         tweak_store(&mut store_config);
         let store = Arc::new(MessageStore::open(store_config)?);
+        let tiering = crate::tiering::Tiering::start(&config, &store)?;
         let pool = Arc::new(
             StorePool::new(config.store_pool_threads, config.store_pool_queue_capacity)
                 .map_err(BrokerError::io("starting the store pool"))?,
@@ -239,6 +242,7 @@ impl Broker {
             role,
             access,
             quotas,
+            tiering,
         }))
     }
 
@@ -271,6 +275,9 @@ impl Broker {
             me.schedule.persist().map_err(BrokerError::io("writing the delay offsets"))?;
             me.timer.persist().map_err(BrokerError::io("writing the timer checkpoint"))?;
             me.replication.stop();
+            if let Some(tiering) = &me.tiering {
+                tiering.stop();
+            }
             me.pool.shutdown();
             me.store.shutdown()?;
             Ok(())

@@ -106,6 +106,9 @@ pub enum BrokerError {
     /// Replication could not start (the HA port, its threads).
     #[error("replication: {0}")]
     Replication(#[from] petrel_replication::ReplicationError),
+    /// The cold tier could not start, or an object store operation failed.
+    #[error("cold tier: {0}")]
+    Tier(#[from] petrel_tier::TierError),
     /// A broken invariant or an unexpected state; the text says what.
     #[error("{0}")]
     Internal(String),

@@ -22,6 +22,7 @@ pub mod role;
 pub mod services;
 mod stats;
 mod store_pool;
+pub mod tiering;
 pub mod traffic;
 
 pub use broker::Broker;

@@ -402,7 +402,13 @@ pub struct CommitLog {
     threads: Mutex<Vec<JoinHandle<()>>>,
     recovery: RecoveryReport,
     closed: AtomicBool,
+    /// Whether a segment (by its start offset) may leave the local disk: set when a cold tier
+    /// holds the log's old segments, which then go only once the tier holds them.
+    deletable: std::sync::OnceLock<RetentionGuard>,
 }
+
+/// Says whether the segment starting at an offset may be deleted locally.
+pub type RetentionGuard = Arc<dyn Fn(u64) -> bool + Send + Sync>;
 
 use petrel_kit::clock::now_ms;
 
@@ -809,6 +815,7 @@ impl CommitLog {
             threads: Mutex::new(threads),
             recovery: report,
             closed: AtomicBool::new(false),
+            deletable: std::sync::OnceLock::new(),
         })
     }
 
@@ -900,6 +907,14 @@ impl CommitLog {
     /// The durable end of the log; SYNC_FLUSH sends wait on it.
     pub fn flushed_watermark(&self) -> &Arc<Watermark> {
         &self.shared.flushed
+    }
+
+    /// Registers what a segment must pass before retention deletes it (once; later calls are
+    /// ignored): with a cold tier, that the tier holds it. A segment that does not pass stays,
+    /// and so do the ones after it (the log is deleted oldest first), whatever their age or the
+    /// disk's fill.
+    pub fn set_retention_guard(&self, guard: RetentionGuard) {
+        let _ = self.deletable.set(guard);
     }
 
     /// Registers what runs when more of the log becomes readable (once; later calls are ignored).
@@ -1260,6 +1275,11 @@ impl CommitLog {
                     .and_then(|t| t.elapsed().ok())
                     .unwrap_or_default();
                 if age < s.config.file_reserved_time && !(disk_full && deleted == 0) {
+                    break;
+                }
+                if self.deletable.get().is_some_and(|may| !may(first.start_offset())) {
+                    // Not in the cold tier yet: kept until it is (the disk-full guard then
+                    // refuses sends rather than lose it).
                     break;
                 }
                 first.clone()

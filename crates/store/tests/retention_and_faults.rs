@@ -193,3 +193,28 @@ fn a_slow_flush_answers_with_a_timeout_and_the_record_becomes_durable_later() {
     assert!(log.flushed_offset() >= offset, "the flush caught up");
     assert_eq!(log.read_record(offset - r.len() as u64).unwrap().as_deref(), Some(r.as_slice()));
 }
+
+#[test]
+fn with_a_retention_guard_a_segment_goes_only_once_the_guard_passes_it_whatever_its_age_or_the_disks_fill() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = store_config(dir.path());
+    config.commit_log.disk_max_used_ratio = 0.0; // every disk is "full"
+    let store = MessageStore::open(config).unwrap();
+    // The tier "holds" the segments up to this offset.
+    let tiered_below = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let held = tiered_below.clone();
+    store
+        .commit_log()
+        .set_retention_guard(Arc::new(move |start| start + 8192 <= held.load(Ordering::SeqCst)));
+    fill(&store, 60);
+    let segs = segments(dir.path());
+    let old = SystemTime::now() - Duration::from_secs(100 * 3600);
+    for p in &segs[..3] {
+        std::fs::File::options().write(true).open(p).unwrap().set_modified(old).unwrap();
+    }
+    assert_eq!(store.run_retention().unwrap(), 0, "expired and the disk full, but in no tier");
+    assert_eq!(store.commit_log().min_offset(), 0);
+    tiered_below.store(2 * 8192, Ordering::SeqCst);
+    while store.run_retention().unwrap() > 0 {}
+    assert_eq!(store.commit_log().min_offset(), 2 * 8192, "the two the tier holds, and no more");
+}

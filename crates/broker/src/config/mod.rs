@@ -111,6 +111,22 @@ petrel_kit::config_table! {
             "Percent of the disk the store may fill before the oldest segments are deleted early, 10 to 95."
         "cleanFileForciblyEnable" => clean_file_forcibly_enable: bool = true;
             "Whether a disk fuller than `diskMaxUsedSpaceRatio` deletes segments younger than `fileReservedTime` (the oldest, one per pass). `false`: nothing unexpired is deleted, and once the disk is full sends are answered `SERVICE_NOT_AVAILABLE` (14) until space is freed."
+        "objectStoreEndpoint" => object_store_endpoint: String = String::new();
+            "The cold tier: an S3-compatible endpoint (`http://host:port` or `https://…`; RocketMQ tieredstore's key). With `objectStoreBucket` set too, every sealed commit-log segment is uploaded there (verified against its parts' checksums), and a local segment is deleted only once the tier holds it (whatever its age or the disk's fill). Unset: no tier."
+        "objectStoreBucket" => object_store_bucket: String = String::new();
+            "The cold tier's bucket; it must exist (or the store must create buckets on first write)."
+        "objectStoreRegion" => object_store_region: String = "us-east-1".to_owned();
+            "The region the cold tier's requests are signed for."
+        "objectStoreAccessKey" => object_store_access_key: String = String::new();
+            "The cold tier's access key id."
+        "objectStoreSecretKey" => object_store_secret_key: Option<Secret> = None;
+            "The cold tier's secret key. Shown masked, never logged."
+        "tieredStoreFilePath" => tiered_store_file_path: String = String::new();
+            "Key prefix of this broker's objects in the bucket (RocketMQ tieredstore's base path). Empty: `petrel/CLUSTER/BROKER_NAME/BROKER_ID`."
+        "tieredUploadBytesPerSecond" => tiered_upload_bytes_per_second: u64 = 0;
+            "Upload bandwidth of the cold tier, bytes per second; 0: unbounded. Uploads run on their own thread, never on the append path."
+        "tieredReadCacheBytes" => tiered_read_cache_bytes: u64 = 64 << 20, check at_least(1 << 20);
+            "Bytes of verified blocks read back from the cold tier kept in memory."
         "messageIndexEnable" => message_index_enable: bool = true;
             "Index every message by its `UNIQ_KEY` and each of its `KEYS` (files under `index/`), so that QUERY_MESSAGE (`mqadmin queryMsgByKey`, `queryMsgByUniqueKey`, `queryMsgById`) finds it. `false`: no index; queries find nothing."
         "maxHashSlotNum" => max_hash_slot_num: i32 = 262_144, check within(1, 50_000_000);

@@ -36,7 +36,8 @@ pub fn code_of(e: &BrokerError) -> i32 {
         BrokerError::SubscriptionParseFailed(_) => resp::SUBSCRIPTION_PARSE_FAILED,
         BrokerError::ConsumerNotOnline(_) => resp::CONSUMER_NOT_ONLINE,
         BrokerError::QueryNotFound(_) => resp::QUERY_NOT_FOUND,
-        BrokerError::Busy(_) => resp::SYSTEM_BUSY,
+        // The object store slow or failing: the client retries, as after a busy broker.
+        BrokerError::Busy(_) | BrokerError::Tier(_) => resp::SYSTEM_BUSY,
         BrokerError::Unavailable(_) => resp::SERVICE_NOT_AVAILABLE,
         BrokerError::Store(s) => match s {
             StoreError::DiskFull { .. } | StoreError::NotWritable(_) | StoreError::FlushFailed(_) | StoreError::DispatchStuck { .. } => {

@@ -1,0 +1,124 @@
+//! The cold tier's offload: a thread of its own that uploads every sealed commit-log segment to
+//! the object store, oldest first, and the retention guard that keeps a local segment until the
+//! tier holds it.
+//!
+//! Owns: when a segment is uploaded. Must never: run on the append path or on the async
+//! runtime (uploads block); let retention delete a segment the tier does not hold.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use petrel_store::MessageStore;
+use petrel_tier::{Tier, TierConfig};
+
+use crate::config::BrokerConfig;
+use crate::error::BrokerError;
+
+/// How often the offload looks for newly sealed segments.
+const SCAN_INTERVAL: Duration = Duration::from_secs(1);
+/// How long a shutdown waits for an upload under way.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+/// How long the offload waits after a failed upload before trying again.
+const RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// The tier and the thread that fills it.
+#[derive(Debug)]
+pub struct Tiering {
+    /// The object store's side: its manifest, uploads and reads.
+    pub tier: Arc<Tier>,
+    stop: Arc<AtomicBool>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Tiering {
+    /// The tier `config` names (none when `objectStoreEndpoint` or `objectStoreBucket` is
+    /// unset), its retention guard set on `store`, its offload thread started.
+    ///
+    /// # Errors
+    /// Settings the tier cannot use; its manifest unreadable; the thread not started.
+    pub fn start(config: &BrokerConfig, store: &Arc<MessageStore>) -> Result<Option<Tiering>, BrokerError> {
+        if config.object_store_endpoint.is_empty() && config.object_store_bucket.is_empty() {
+            return Ok(None);
+        }
+        let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
+        let guard = tier.clone();
+        store.commit_log().set_retention_guard(Arc::new(move |start| guard.holds(start)));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::Builder::new().name("tier-offload".into()).spawn({
+            let (tier, store, stop) = (tier.clone(), store.clone(), stop.clone());
+            move || offload_loop(&tier, &store, &stop)
+        });
+        let thread = thread.map_err(BrokerError::io("starting the tier's offload thread"))?;
+        tracing::info!(endpoint = %config.object_store_endpoint, bucket = %config.object_store_bucket, prefix = %tier.config().prefix, "cold tier on");
+        Ok(Some(Tiering {
+            tier,
+            stop,
+            thread: Mutex::new(Some(thread)),
+        }))
+    }
+
+    /// Stops the offload and waits for it, [`STOP_WAIT`] at most: an upload hanging on a slow
+    /// object store is abandoned (its segment is not in the manifest, so it stays on disk and
+    /// is uploaded again after the restart).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        let Some(thread) = self.thread.lock().take() else {
+            return;
+        };
+        thread.thread().unpark();
+        let deadline = std::time::Instant::now() + STOP_WAIT;
+        while !thread.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        if thread.is_finished() {
+            let _ = thread.join();
+        } else {
+            tracing::warn!("an upload to the cold tier was still running at shutdown; it starts again after the restart");
+        }
+    }
+}
+
+fn tier_config(config: &BrokerConfig) -> TierConfig {
+    let mut c = TierConfig::new(&config.object_store_endpoint, &config.object_store_bucket);
+    c.region.clone_from(&config.object_store_region);
+    c.access_key.clone_from(&config.object_store_access_key);
+    c.secret_key.clone_from(&config.object_store_secret_key);
+    c.prefix = if config.tiered_store_file_path.is_empty() {
+        format!("petrel/{}/{}/{}", config.broker_cluster_name, config.broker_name, config.broker_id)
+    } else {
+        config.tiered_store_file_path.trim_matches('/').to_owned()
+    };
+    c.upload_bytes_per_second = config.tiered_upload_bytes_per_second;
+    c.read_cache_bytes = usize::try_from(config.tiered_read_cache_bytes).unwrap_or(usize::MAX);
+    c
+}
+
+/// Uploads each sealed segment (not the one being written, and durable locally) that the tier
+/// does not hold yet, oldest first; pauses after a failure.
+fn offload_loop(tier: &Tier, store: &MessageStore, stop: &AtomicBool) {
+    let log = store.commit_log();
+    let segment_bytes = log.config().segment_size_bytes;
+    while !stop.load(Ordering::Acquire) {
+        let segments = log.segments_snapshot();
+        let sealed = segments.len().saturating_sub(1);
+        let mut pause = SCAN_INTERVAL;
+        for segment in segments.iter().take(sealed) {
+            let start = segment.start_offset();
+            if stop.load(Ordering::Acquire) {
+                return;
+            }
+            if tier.holds(start) || start + segment_bytes > log.flushed_offset() {
+                continue;
+            }
+            if let Err(e) = tier.upload(start, segment.path()) {
+                tracing::warn!(start_offset = start, error = %e, "uploading a segment to the cold tier failed; retrying later");
+                pause = RETRY_PAUSE;
+                break;
+            }
+        }
+        std::thread::park_timeout(pause);
+    }
+}

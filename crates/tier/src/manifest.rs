@@ -1,0 +1,168 @@
+//! The local manifest: which segments the object store holds, each line written (and fsynced)
+//! only after its upload was confirmed, so that a local file is deleted only once a durable
+//! record says where its bytes are.
+//!
+//! One JSON line per segment. A line cut by a crash is the last one and was never confirmed to
+//! anyone: it is dropped on load. A removal rewrites the file beside itself and renames it over.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Result, TierError};
+
+/// A segment the object store holds: where it starts in the log, its length, and the CRC-32
+/// of each block (what every range read is checked against).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TieredSegment {
+    /// The segment's first offset in the commit log (its file name).
+    pub start_offset: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// Bytes per checksummed block.
+    pub block_bytes: u64,
+    /// CRC-32 of each block, in order (the last may be short).
+    pub block_crcs: Vec<u32>,
+    /// The object's ETag as the object store confirmed it.
+    pub e_tag: String,
+}
+
+impl TieredSegment {
+    /// The offset just past the segment.
+    #[must_use]
+    pub fn end_offset(&self) -> u64 {
+        self.start_offset + self.bytes
+    }
+}
+
+/// Bounds a manifest line: a 1 GiB segment of 1 MiB blocks is about 12 KiB of JSON.
+const MAX_LINE_BYTES: usize = 4 << 20;
+
+pub(crate) struct Manifest {
+    path: PathBuf,
+    segments: BTreeMap<u64, TieredSegment>,
+}
+
+impl Manifest {
+    pub(crate) fn open(dir: &Path) -> Result<Manifest> {
+        std::fs::create_dir_all(dir).map_err(|e| TierError::io(dir, e))?;
+        let path = dir.join("tier.manifest");
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(TierError::io(&path, e)),
+        };
+        let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
+        let mut segments = BTreeMap::new();
+        for (i, line) in lines.iter().enumerate() {
+            let parsed = (line.len() <= MAX_LINE_BYTES)
+                .then(|| serde_json::from_slice::<TieredSegment>(line).ok())
+                .flatten();
+            match parsed {
+                Some(s) => {
+                    segments.insert(s.start_offset, s);
+                }
+                // Cut by a crash before its fsync returned: never confirmed.
+                None if i + 1 == lines.len() && !text.ends_with(b"\n") => {
+                    tracing::warn!(path = %path.display(), "dropped a torn last line of the tier manifest");
+                }
+                None => return Err(TierError::Manifest(format!("{}: line {} is not a segment", path.display(), i + 1))),
+            }
+        }
+        Ok(Manifest { path, segments })
+    }
+
+    pub(crate) fn get(&self, start_offset: u64) -> Option<&TieredSegment> {
+        self.segments.get(&start_offset)
+    }
+
+    pub(crate) fn segments(&self) -> impl Iterator<Item = &TieredSegment> {
+        self.segments.values()
+    }
+
+    /// Records `segment` durably (appended and fsynced) before returning.
+    pub(crate) fn add(&mut self, segment: TieredSegment) -> Result<()> {
+        let mut line = serde_json::to_vec(&segment).map_err(|e| TierError::Manifest(e.to_string()))?;
+        assert!(line.len() <= MAX_LINE_BYTES, "a manifest line of {} bytes", line.len());
+        line.push(b'\n');
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .map_err(|e| TierError::io(&self.path, e))?;
+        file.write_all(&line).map_err(|e| TierError::io(&self.path, e))?;
+        file.sync_data().map_err(|e| TierError::io(&self.path, e))?;
+        self.segments.insert(segment.start_offset, segment);
+        Ok(())
+    }
+
+    /// Forgets a segment durably: the manifest is rewritten without it.
+    pub(crate) fn remove(&mut self, start_offset: u64) -> Result<()> {
+        if self.segments.remove(&start_offset).is_none() {
+            return Ok(());
+        }
+        let mut text = Vec::new();
+        for s in self.segments.values() {
+            text.extend(serde_json::to_vec(s).map_err(|e| TierError::Manifest(e.to_string()))?);
+            text.push(b'\n');
+        }
+        let tmp = self.path.with_extension("manifest.tmp");
+        let mut file = std::fs::File::create(&tmp).map_err(|e| TierError::io(&tmp, e))?;
+        file.write_all(&text).map_err(|e| TierError::io(&tmp, e))?;
+        file.sync_data().map_err(|e| TierError::io(&tmp, e))?;
+        std::fs::rename(&tmp, &self.path).map_err(|e| TierError::io(&self.path, e))?;
+        let dir = self.path.parent().expect("the manifest lies in a directory");
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| TierError::io(dir, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn segment(start_offset: u64) -> TieredSegment {
+        TieredSegment {
+            start_offset,
+            bytes: 10,
+            block_bytes: 4,
+            block_crcs: vec![1, 2, 3],
+            e_tag: "e".into(),
+        }
+    }
+
+    #[test]
+    fn what_was_added_and_not_removed_is_there_after_a_reopen() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut m = Manifest::open(dir.path()).expect("opened");
+        for start in [0, 10, 20] {
+            m.add(segment(start)).expect("added");
+        }
+        m.remove(10).expect("removed");
+        let m = Manifest::open(dir.path()).expect("reopened");
+        let starts: Vec<u64> = m.segments().map(|s| s.start_offset).collect();
+        assert_eq!(starts, vec![0, 20]);
+        assert_eq!(m.get(20), Some(&segment(20)));
+    }
+
+    #[test]
+    fn a_torn_last_line_is_dropped_and_a_bad_middle_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut m = Manifest::open(dir.path()).expect("opened");
+        m.add(segment(0)).expect("added");
+        let path = dir.path().join("tier.manifest");
+        let mut text = std::fs::read(&path).expect("read");
+        text.extend_from_slice(b"{\"start_offset\":10,\"by");
+        std::fs::write(&path, &text).expect("written");
+        let m = Manifest::open(dir.path()).expect("a torn tail is no error");
+        assert_eq!(m.segments().count(), 1);
+        text.extend_from_slice(b"\n");
+        text.extend(serde_json::to_vec(&segment(20)).expect("json"));
+        text.extend_from_slice(b"\n");
+        std::fs::write(&path, &text).expect("written");
+        assert!(matches!(Manifest::open(dir.path()), Err(TierError::Manifest(_))));
+    }
+}

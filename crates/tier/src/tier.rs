@@ -1,0 +1,435 @@
+//! `Tier`: uploads a sealed segment, reads ranges of it back, deletes it.
+//!
+//! Every call blocks (the tier runs its own small runtime for the object store's client): it is
+//! for the store's threads, never for an async task.
+
+use std::collections::{HashMap, VecDeque};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use md5::{Digest, Md5};
+use object_store::aws::AmazonS3Builder;
+use object_store::path::Path as Key;
+use object_store::{BackoffConfig, ClientOptions, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
+use parking_lot::Mutex;
+
+use crate::config::TierConfig;
+use crate::error::{Result, TierError};
+use crate::manifest::{Manifest, TieredSegment};
+
+/// What the tier did, for metrics.
+#[derive(Debug, Default)]
+pub struct TierStats {
+    /// Segments uploaded and confirmed.
+    pub uploaded_segments: AtomicU64,
+    /// Their bytes.
+    pub uploaded_bytes: AtomicU64,
+    /// Bytes fetched from the object store by reads.
+    pub fetched_bytes: AtomicU64,
+    /// Blocks a read found in the cache.
+    pub cache_hits: AtomicU64,
+    /// Blocks (or whole objects) whose checksum did not match.
+    pub checksum_failures: AtomicU64,
+}
+
+/// The cold tier of one broker's commit log.
+pub struct Tier {
+    config: TierConfig,
+    client: Arc<dyn ObjectStore>,
+    runtime: tokio::runtime::Runtime,
+    manifest: Mutex<Manifest>,
+    cache: Mutex<BlockCache>,
+    stats: TierStats,
+}
+
+impl std::fmt::Debug for Tier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tier").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl Tier {
+    /// A tier with the settings of `config`, its manifest in `dir`. Contacts nobody yet.
+    ///
+    /// # Errors
+    /// Settings that cannot work; a manifest that cannot be read.
+    pub fn open(config: TierConfig, dir: &Path) -> Result<Tier> {
+        if let Some(problem) = config.problem() {
+            return Err(TierError::Config(problem));
+        }
+        let retry = RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(5),
+                base: 2.0,
+            },
+            max_retries: config.max_retries,
+            retry_timeout: config.request_timeout * u32::try_from(config.max_retries + 1).unwrap_or(u32::MAX),
+        };
+        let client = AmazonS3Builder::new()
+            .with_endpoint(&config.endpoint)
+            .with_bucket_name(&config.bucket)
+            .with_region(&config.region)
+            .with_access_key_id(&config.access_key)
+            .with_secret_access_key(config.secret_key.as_ref().map_or("", petrel_kit::config::Secret::expose))
+            .with_virtual_hosted_style_request(false)
+            .with_retry(retry)
+            // The client's options carry `allow_http` too: set here, not before them.
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(config.endpoint.starts_with("http://"))
+                    .with_timeout(config.request_timeout)
+                    .with_connect_timeout(Duration::from_secs(5)),
+            )
+            .build()
+            .map_err(|e| TierError::store("configuring the S3 client", e))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tier-io")
+            .enable_all()
+            .build()
+            .map_err(|e| TierError::io(dir, e))?;
+        let cache = BlockCache::new(config.read_cache_bytes);
+        Ok(Tier {
+            manifest: Mutex::new(Manifest::open(dir)?),
+            client: Arc::new(client),
+            runtime,
+            cache: Mutex::new(cache),
+            stats: TierStats::default(),
+            config,
+        })
+    }
+
+    /// The settings.
+    #[must_use]
+    pub fn config(&self) -> &TierConfig {
+        &self.config
+    }
+
+    /// What the tier did.
+    #[must_use]
+    pub fn stats(&self) -> &TierStats {
+        &self.stats
+    }
+
+    /// Whether the object store is known (durably) to hold the segment starting at `start_offset`.
+    #[must_use]
+    pub fn holds(&self, start_offset: u64) -> bool {
+        self.manifest.lock().get(start_offset).is_some()
+    }
+
+    /// The segments the object store holds, oldest first.
+    #[must_use]
+    pub fn segments(&self) -> Vec<TieredSegment> {
+        self.manifest.lock().segments().cloned().collect()
+    }
+
+    fn key(&self, start_offset: u64) -> Key {
+        Key::from(format!("{}/commitlog/{start_offset:020}", self.config.prefix))
+    }
+
+    fn record_key(&self, start_offset: u64) -> Key {
+        Key::from(format!("{}/commitlog/{start_offset:020}.json", self.config.prefix))
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        assert!(
+            tokio::runtime::Handle::try_current().is_err(),
+            "the tier blocks: call it from a thread of the store's, not from an async task"
+        );
+        self.runtime.block_on(f)
+    }
+
+    /// Uploads the sealed segment at `path` (which starts the log at `start_offset`) and
+    /// records it in the manifest once the object store has confirmed every byte: the ETag it
+    /// answers must be the one computed from the parts sent, and the object's size the file's.
+    /// A failed upload is aborted and leaves the manifest as it was.
+    ///
+    /// # Errors
+    /// The file unreadable; the object store failing past its retries; a checksum mismatch.
+    pub fn upload(&self, start_offset: u64, path: &Path) -> Result<TieredSegment> {
+        let file = std::fs::File::open(path).map_err(|e| TierError::io(path, e))?;
+        let bytes = file.metadata().map_err(|e| TierError::io(path, e))?.len();
+        let key = self.key(start_offset);
+        let mut upload = self
+            .block_on(self.client.put_multipart(&key))
+            .map_err(|e| TierError::store(format!("starting the upload of {key}"), e))?;
+        let sent = match self.send_parts(&file, path, bytes, upload.as_mut()) {
+            Ok(sent) => sent,
+            Err(e) => {
+                let _ = self.block_on(upload.abort());
+                return Err(e);
+            }
+        };
+        let done = self
+            .block_on(upload.complete())
+            .map_err(|e| TierError::store(format!("completing the upload of {key}"), e))?;
+        let segment = TieredSegment {
+            start_offset,
+            bytes,
+            block_bytes: self.config.block_bytes as u64,
+            block_crcs: sent.block_crcs,
+            e_tag: done.e_tag.clone().unwrap_or_default(),
+        };
+        if let Err(e) = self.confirm(&key, &segment, &sent.e_tag) {
+            self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
+            let _ = self.block_on(self.client.delete(&key));
+            return Err(e);
+        }
+        let record = serde_json::to_vec(&segment).map_err(|e| TierError::Manifest(e.to_string()))?;
+        self.block_on(self.client.put(&self.record_key(start_offset), PutPayload::from(record)))
+            .map_err(|e| TierError::store(format!("writing the record of {key}"), e))?;
+        self.manifest.lock().add(segment.clone())?;
+        self.stats.uploaded_segments.fetch_add(1, Ordering::Relaxed);
+        self.stats.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
+        tracing::info!(start_offset, bytes, %key, "segment uploaded to the tier");
+        Ok(segment)
+    }
+
+    /// Sends the file in parts, paced to the bandwidth bound; returns each block's CRC and
+    /// the multipart ETag the object store must answer (the MD5 of the parts' MD5s, `-N`).
+    fn send_parts(&self, file: &std::fs::File, path: &Path, bytes: u64, upload: &mut dyn MultipartUpload) -> Result<Sent> {
+        let part_bytes = self.config.part_bytes as u64;
+        let parts = bytes.div_ceil(part_bytes).max(1);
+        let mut pace = Pace::new(self.config.upload_bytes_per_second);
+        let mut part_md5s = Vec::with_capacity(usize::try_from(parts).unwrap_or(0) * 16);
+        let mut block_crcs = Vec::new();
+        for part in 0..parts {
+            let at = part * part_bytes;
+            let len = usize::try_from((bytes - at).min(part_bytes)).expect("a part fits memory");
+            let mut buf = vec![0u8; len];
+            file.read_exact_at(&mut buf, at).map_err(|e| TierError::io(path, e))?;
+            block_crcs.extend(buf.chunks(self.config.block_bytes).map(crc32fast::hash));
+            part_md5s.extend_from_slice(&Md5::digest(&buf));
+            pace.wait_for(len);
+            self.block_on(upload.put_part(PutPayload::from(buf)))
+                .map_err(|e| TierError::store(format!("sending part {} of {}", part + 1, path.display()), e))?;
+        }
+        Ok(Sent {
+            block_crcs,
+            e_tag: format!("{}-{parts}", hex(&Md5::digest(&part_md5s))),
+        })
+    }
+
+    /// Checks what the object store confirmed against what was sent.
+    fn confirm(&self, key: &Key, segment: &TieredSegment, expected_e_tag: &str) -> Result<()> {
+        let answered = segment.e_tag.trim_matches('"');
+        if answered != expected_e_tag {
+            return Err(TierError::Checksum(format!(
+                "{key}: the object store answered ETag {answered:?}, the parts sent make {expected_e_tag:?}"
+            )));
+        }
+        let head = self
+            .block_on(self.client.head(key))
+            .map_err(|e| TierError::store(format!("checking {key}"), e))?;
+        if head.size != segment.bytes {
+            return Err(TierError::Checksum(format!(
+                "{key}: {} bytes stored, {} sent",
+                head.size, segment.bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// `len` bytes at `pos` of the tiered segment starting at `start_offset`, each block
+    /// checked against its CRC (and kept in the read cache).
+    ///
+    /// # Errors
+    /// [`TierError::NotTiered`]; a range past the segment; the object store failing past its
+    /// retries; [`TierError::Checksum`] for a block that is not what was uploaded.
+    pub fn read(&self, start_offset: u64, pos: u64, len: usize) -> Result<Bytes> {
+        let segment = self
+            .manifest
+            .lock()
+            .get(start_offset)
+            .cloned()
+            .ok_or(TierError::NotTiered(start_offset))?;
+        let end = pos + len as u64;
+        if end > segment.bytes {
+            return Err(TierError::Checksum(format!(
+                "bytes {pos}..{end} asked of a segment of {} bytes",
+                segment.bytes
+            )));
+        }
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let block_bytes = segment.block_bytes;
+        let mut out = BytesMut::with_capacity(len);
+        for index in pos / block_bytes..=(end - 1) / block_bytes {
+            let block = self.block(&segment, index)?;
+            let block_start = index * block_bytes;
+            let from = usize::try_from(pos.max(block_start) - block_start).expect("within a block");
+            let to = usize::try_from(end.min(block_start + block.len() as u64) - block_start).expect("within a block");
+            out.extend_from_slice(&block[from..to]);
+        }
+        assert_eq!(out.len(), len);
+        Ok(out.freeze())
+    }
+
+    fn block(&self, segment: &TieredSegment, index: u64) -> Result<Bytes> {
+        let id = (segment.start_offset, index);
+        if let Some(hit) = self.cache.lock().get(id) {
+            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(hit);
+        }
+        let from = index * segment.block_bytes;
+        let to = (from + segment.block_bytes).min(segment.bytes);
+        let key = self.key(segment.start_offset);
+        let bytes = self
+            .block_on(self.client.get_range(&key, from..to))
+            .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
+        self.stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+        let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();
+        if bytes.len() as u64 != to - from || want != Some(crc32fast::hash(&bytes)) {
+            self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
+            return Err(TierError::Checksum(format!(
+                "{key} bytes {from}..{to}: {} bytes read, their CRC is not the uploaded one",
+                bytes.len()
+            )));
+        }
+        self.cache.lock().put(id, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Deletes a tiered segment: first from the manifest (durably), then its objects, so a
+    /// crash between leaves an orphan object, never a manifest naming a missing one.
+    ///
+    /// # Errors
+    /// The manifest unwritable; the object store failing past its retries.
+    pub fn delete(&self, start_offset: u64) -> Result<()> {
+        self.manifest.lock().remove(start_offset)?;
+        self.cache.lock().forget(start_offset);
+        for key in [self.key(start_offset), self.record_key(start_offset)] {
+            match self.block_on(self.client.delete(&key)) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(TierError::store(format!("deleting {key}"), e)),
+            }
+        }
+        tracing::info!(start_offset, "tiered segment deleted");
+        Ok(())
+    }
+}
+
+struct Sent {
+    block_crcs: Vec<u32>,
+    e_tag: String,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Paces uploads to a bandwidth bound: each part waits until the bytes before it have had
+/// their time.
+struct Pace {
+    bytes_per_second: u64,
+    next: Instant,
+}
+
+impl Pace {
+    fn new(bytes_per_second: u64) -> Pace {
+        Pace {
+            bytes_per_second,
+            next: Instant::now(),
+        }
+    }
+
+    fn wait_for(&mut self, bytes: usize) {
+        if self.bytes_per_second == 0 {
+            return;
+        }
+        let now = Instant::now();
+        if self.next > now {
+            std::thread::sleep(self.next - now);
+        }
+        #[expect(clippy::cast_precision_loss, reason = "a pace, not an account")]
+        let takes = Duration::from_secs_f64(bytes as f64 / self.bytes_per_second as f64);
+        self.next = self.next.max(now) + takes;
+    }
+}
+
+/// Verified blocks, the oldest dropped first once they exceed the byte bound.
+struct BlockCache {
+    limit_bytes: usize,
+    held_bytes: usize,
+    blocks: HashMap<(u64, u64), Bytes>,
+    order: VecDeque<(u64, u64)>,
+}
+
+impl BlockCache {
+    fn new(limit_bytes: usize) -> BlockCache {
+        BlockCache {
+            limit_bytes,
+            held_bytes: 0,
+            blocks: HashMap::new(),
+            order: VecDeque::new(),
+        }
+    }
+
+    fn get(&self, id: (u64, u64)) -> Option<Bytes> {
+        self.blocks.get(&id).cloned()
+    }
+
+    fn put(&mut self, id: (u64, u64), block: Bytes) {
+        if block.len() > self.limit_bytes || self.blocks.contains_key(&id) {
+            return;
+        }
+        while self.held_bytes + block.len() > self.limit_bytes {
+            let oldest = self.order.pop_front().expect("bytes held are in blocks");
+            if let Some(gone) = self.blocks.remove(&oldest) {
+                self.held_bytes -= gone.len();
+            }
+        }
+        self.held_bytes += block.len();
+        self.blocks.insert(id, block);
+        self.order.push_back(id);
+        assert!(self.held_bytes <= self.limit_bytes);
+    }
+
+    fn forget(&mut self, start_offset: u64) {
+        self.order.retain(|id| id.0 != start_offset);
+        let held = &mut self.held_bytes;
+        self.blocks.retain(|id, b| {
+            let keep = id.0 != start_offset;
+            if !keep {
+                *held -= b.len();
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_holds_at_most_its_bound_and_drops_the_oldest() {
+        let mut c = BlockCache::new(10);
+        c.put((0, 0), Bytes::from(vec![0; 4]));
+        c.put((0, 1), Bytes::from(vec![1; 4]));
+        c.put((0, 2), Bytes::from(vec![2; 4]));
+        assert!(c.get((0, 0)).is_none() && c.get((0, 2)).is_some());
+        assert_eq!(c.held_bytes, 8);
+        c.put((1, 0), Bytes::from(vec![3; 11]));
+        assert!(c.get((1, 0)).is_none(), "a block over the bound is not kept");
+        c.forget(0);
+        assert_eq!((c.held_bytes, c.blocks.len()), (0, 0));
+    }
+
+    #[test]
+    fn the_pace_spreads_parts_over_the_bound() {
+        let mut p = Pace::new(1_000_000);
+        let started = Instant::now();
+        for _ in 0..3 {
+            p.wait_for(100_000);
+        }
+        // The third part waits for the first two's 0.2 s.
+        assert!(started.elapsed() >= Duration::from_millis(199), "{:?}", started.elapsed());
+    }
+}

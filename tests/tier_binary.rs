@@ -1,0 +1,152 @@
+//! The cold tier through `petrel serve`, against a real S3-compatible server (SeaweedFS, from
+//! `PETREL_WEED`; `scripts/tier-s3.sh` builds it and runs this; without it the test says so
+//! and passes): every sealed segment is uploaded and holds exactly the log's bytes, a local
+//! segment is deleted only once the tier holds it, and a kill -9 while an upload hangs loses
+//! nothing and uploads that segment after the restart.
+#![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use common::{Petrel, send_v2};
+use object_store::ObjectStoreExt;
+use object_store::path::Path as Key;
+use petrel_protocol::codes::response_code as resp;
+use petrel_tier::testing::{ACCESS_KEY, SECRET_KEY, SeaweedFs, weed_binary};
+
+const BUCKET: &str = "petrel-tier";
+const SEGMENT_BYTES: u64 = 1 << 20;
+
+fn send(p: &Petrel, from: usize, count: usize) {
+    let mut c = p.broker();
+    for i in from..from + count {
+        let body = format!("tier-body-{i:06}-{}", "x".repeat(980));
+        let r = c.call(send_v2("TierTopic", 0, "T", i, body.as_bytes()));
+        assert_eq!(r.code, resp::SUCCESS, "send {i}: {:?}", r.remark);
+    }
+}
+
+/// The start offsets the broker's manifest records.
+fn tiered(p: &Petrel) -> BTreeSet<u64> {
+    let text = std::fs::read_to_string(p.data_dir().join("tier/tier.manifest")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["start_offset"].as_u64())
+        .collect()
+}
+
+fn local_segments(p: &Petrel) -> BTreeSet<u64> {
+    std::fs::read_dir(p.data_dir().join("commitlog"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().to_str().and_then(|n| n.parse::<u64>().ok()))
+        .collect()
+}
+
+fn wait_for(what: &str, patience: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + patience;
+    while !done() {
+        assert!(Instant::now() < deadline, "waited {patience:?} for {what}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The message numbers whose bodies the tier's objects hold, read straight from the bucket.
+fn bodies_in_bucket(weed: &SeaweedFs, starts: &BTreeSet<u64>) -> Vec<usize> {
+    let client = weed.client(BUCKET);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let mut seen = Vec::new();
+    for start in starts {
+        let key = Key::from(format!("it/commitlog/{start:020}"));
+        let bytes = runtime.block_on(async { client.get(&key).await.unwrap().bytes().await.unwrap() });
+        assert_eq!(bytes.len() as u64, SEGMENT_BYTES, "{key}");
+        let text = String::from_utf8_lossy(&bytes);
+        seen.extend(
+            text.match_indices("tier-body-")
+                .map(|(at, _)| text[at + 10..at + 16].parse::<usize>().unwrap()),
+        );
+    }
+    seen
+}
+
+fn args(weed: &SeaweedFs) -> Vec<String> {
+    [
+        format!("mappedFileSizeCommitLog={SEGMENT_BYTES}"),
+        format!("objectStoreEndpoint={}", weed.endpoint()),
+        format!("objectStoreBucket={BUCKET}"),
+        format!("objectStoreAccessKey={ACCESS_KEY}"),
+        format!("objectStoreSecretKey={SECRET_KEY}"),
+        "tieredStoreFilePath=it".into(),
+        "fileReservedTime=0".into(),
+    ]
+    .into_iter()
+    .flat_map(|kv| ["--set".to_owned(), kv])
+    .collect()
+}
+
+#[test]
+fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_kill_9() {
+    let Some(bin) = weed_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let weed = SeaweedFs::start(&bin, dir.path(), BUCKET);
+    let args = args(&weed);
+    let mut p = Petrel::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(!p.log().contains(SECRET_KEY), "the secret key is never logged");
+
+    // About 4.4 MiB of records: four sealed segments, a fifth being written.
+    send(&p, 0, 3800);
+    wait_for("four sealed segments in the tier", Duration::from_secs(60), || {
+        tiered(&p).len() >= 4
+    });
+    let before = tiered(&p);
+    let k = before.len() as u64;
+    assert_eq!(
+        before,
+        (0..k).map(|i| i * SEGMENT_BYTES).collect(),
+        "the oldest segments, none skipped"
+    );
+    // What the bucket holds is the log: every message of the sealed segments, in order, once;
+    // the last ones sent are in the segment being written, which is not uploaded.
+    let seen = bodies_in_bucket(&weed, &before);
+    let sealed_before = seen.len();
+    assert!(seen.len() > 3000 && seen.len() < 3800, "{} bodies", seen.len());
+    assert_eq!(seen, (0..seen.len()).collect::<Vec<_>>());
+    // fileReservedTime=0: retention deletes what the tier holds (every 10 s), never the rest.
+    wait_for("the tiered segments deleted locally", Duration::from_secs(40), || {
+        local_segments(&p).is_disjoint(&before)
+    });
+    assert!(local_segments(&p).contains(&(k * SEGMENT_BYTES)), "the segment being written stays");
+
+    // The object store hangs; the segment being written is sealed meanwhile, its upload hangs
+    // too, and the broker is killed. Its local file stays (the tier does not hold it); after
+    // the restart, with the store back, it is uploaded.
+    weed.signal("-STOP");
+    send(&p, 3800, 1100);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(!tiered(&p).contains(&(k * SEGMENT_BYTES)));
+    p.kill();
+    assert!(local_segments(&p).contains(&(k * SEGMENT_BYTES)), "kept: not in the tier");
+    weed.signal("-CONT");
+    p.spawn();
+    wait_for(
+        "the interrupted segment in the tier after the restart",
+        Duration::from_secs(60),
+        || tiered(&p).contains(&(k * SEGMENT_BYTES)),
+    );
+    let after = tiered(&p);
+    let manifest = std::fs::read_to_string(p.data_dir().join("tier/tier.manifest")).unwrap();
+    assert_eq!(manifest.lines().count(), after.len(), "each segment recorded once:\n{manifest}");
+    let seen = bodies_in_bucket(&weed, &after);
+    assert_eq!(seen, (0..seen.len()).collect::<Vec<_>>(), "the whole log, in order, once");
+    assert!(seen.len() > sealed_before, "{} bodies, {sealed_before} before", seen.len());
+    // Nothing between the tier and the disk is missing.
+    let local = local_segments(&p);
+    let end = *local.last().unwrap();
+    for start in (0..end).step_by(usize::try_from(SEGMENT_BYTES).unwrap()) {
+        assert!(
+            tiered(&p).contains(&start) || local.contains(&start),
+            "segment {start} is neither in the tier nor on disk"
+        );
+    }
+}
