@@ -10,7 +10,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{Petrel, send_v2};
+use common::{Petrel, pull, pull_bodies, send_v2};
 use object_store::ObjectStoreExt;
 use object_store::path::Path as Key;
 use petrel_protocol::codes::response_code as resp;
@@ -79,6 +79,8 @@ fn args(weed: &SeaweedFs) -> Vec<String> {
         format!("objectStoreSecretKey={SECRET_KEY}"),
         "tieredStoreFilePath=it".into(),
         "fileReservedTime=0".into(),
+        // One block: a re-read of an early message goes to the bucket again.
+        "tieredReadCacheBytes=1048576".into(),
     ]
     .into_iter()
     .flat_map(|kv| ["--set".to_owned(), kv])
@@ -117,6 +119,29 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
         local_segments(&p).is_disjoint(&before)
     });
     assert!(local_segments(&p).contains(&(k * SEGMENT_BYTES)), "the segment being written stays");
+
+    // Read-through: a consumer from offset 0 gets every message, the ones that left the disk
+    // from the bucket, the rest from the disk, as if all were local.
+    let mut c = p.broker();
+    let bodies = pull_bodies(&mut c, "TierTopic", 0, 0, 3800, Duration::from_secs(60));
+    assert_eq!(bodies.len(), 3800);
+    for (i, body) in bodies.iter().enumerate() {
+        assert!(
+            body.starts_with(&format!("tier-body-{i:06}-")),
+            "message {i}: {}",
+            &body[..20.min(body.len())]
+        );
+    }
+    // The object store stopped: a pull of a cold message is answered SYSTEM_BUSY (the client
+    // backs off and pulls again) within the read deadline, not held; once it runs, it is served.
+    weed.signal("-STOP");
+    let asked = Instant::now();
+    let r = c.call(pull("BodyReaders", "TierTopic", 0, 0, 0));
+    assert_eq!(r.code, resp::SYSTEM_BUSY, "{:?}", r.remark);
+    assert!(asked.elapsed() < Duration::from_secs(20), "{:?}", asked.elapsed());
+    weed.signal("-CONT");
+    let again = pull_bodies(&mut c, "TierTopic", 0, 0, 10, Duration::from_secs(30));
+    assert!(again[0].starts_with("tier-body-000000-"));
 
     // The object store hangs; the segment being written is sealed meanwhile, its upload hangs
     // too, and the broker is killed. Its local file stays (the tier does not hold it); after

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use petrel_store::MessageStore;
+use petrel_store::{ColdLog, MessageStore};
 use petrel_tier::{Tier, TierConfig};
 
 use crate::config::BrokerConfig;
@@ -46,10 +46,15 @@ impl Tiering {
         let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
         let guard = tier.clone();
         store.commit_log().set_retention_guard(Arc::new(move |start| guard.holds(start)));
+        store.set_cold_log(Arc::new(TierReads {
+            tier: tier.clone(),
+            segment_bytes: store.commit_log().config().segment_size_bytes,
+        }));
+        let reserved_ms = config.tiered_store_file_reserved_time_hours.saturating_mul(3_600_000);
         let stop = Arc::new(AtomicBool::new(false));
         let thread = std::thread::Builder::new().name("tier-offload".into()).spawn({
             let (tier, store, stop) = (tier.clone(), store.clone(), stop.clone());
-            move || offload_loop(&tier, &store, &stop)
+            move || offload_loop(&tier, &store, &stop, reserved_ms)
         });
         let thread = thread.map_err(BrokerError::io("starting the tier's offload thread"))?;
         tracing::info!(endpoint = %config.object_store_endpoint, bucket = %config.object_store_bucket, prefix = %tier.config().prefix, "cold tier on");
@@ -96,12 +101,30 @@ fn tier_config(config: &BrokerConfig) -> TierConfig {
     c
 }
 
+/// Reads below the local log from the tier: a record lies whole in one segment.
+struct TierReads {
+    tier: Arc<Tier>,
+    segment_bytes: u64,
+}
+
+impl ColdLog for TierReads {
+    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, String> {
+        let start = offset - offset % self.segment_bytes;
+        self.tier.read(start, offset - start, len).map_err(|e| e.to_string())
+    }
+
+    fn min_offset(&self) -> Option<u64> {
+        self.tier.min_offset()
+    }
+}
+
 /// Uploads each sealed segment (not the one being written, and durable locally) that the tier
-/// does not hold yet, oldest first; pauses after a failure.
-fn offload_loop(tier: &Tier, store: &MessageStore, stop: &AtomicBool) {
+/// does not hold yet, oldest first; pauses after a failure. Then applies the tier's retention.
+fn offload_loop(tier: &Tier, store: &MessageStore, stop: &AtomicBool, reserved_ms: u64) {
     let log = store.commit_log();
     let segment_bytes = log.config().segment_size_bytes;
     while !stop.load(Ordering::Acquire) {
+        expire(tier, store, reserved_ms);
         let segments = log.segments_snapshot();
         let sealed = segments.len().saturating_sub(1);
         let mut pause = SCAN_INTERVAL;
@@ -120,5 +143,28 @@ fn offload_loop(tier: &Tier, store: &MessageStore, stop: &AtomicBool) {
             }
         }
         std::thread::park_timeout(pause);
+    }
+}
+
+/// Deletes from the tier, oldest first, the segments no longer on local disk whose last write is
+/// older than `tieredStoreFileReservedTime`; the store then drops their queue entries.
+fn expire(tier: &Tier, store: &MessageStore, reserved_ms: u64) {
+    let local_min = store.commit_log().min_offset();
+    let now_ms = u64::try_from(petrel_kit::clock::now_ms()).unwrap_or(0);
+    let mut deleted = 0;
+    for segment in tier.segments() {
+        if segment.start_offset >= local_min || now_ms.saturating_sub(segment.written_ms) < reserved_ms {
+            break;
+        }
+        if let Err(e) = tier.delete(segment.start_offset) {
+            tracing::warn!(start_offset = segment.start_offset, error = %e, "deleting an expired segment from the cold tier failed");
+            break;
+        }
+        deleted += 1;
+    }
+    if deleted > 0
+        && let Err(e) = store.run_retention()
+    {
+        tracing::warn!(error = %e, "retention after the cold tier's failed");
     }
 }

@@ -117,6 +117,8 @@ pub enum GetStatus {
     OffsetTooSmall,
     /// The store has no such topic-queue.
     NoMatchedLogicQueue,
+    /// The messages lie in the cold tier, which did not answer in time: try again later.
+    ColdUnavailable,
     /// Never from the store: the broker's answer to a pull of a queue an admin reset.
     OffsetReset,
 }
@@ -132,6 +134,7 @@ impl GetStatus {
             GetStatus::OffsetOverflowBadly => "OFFSET_OVERFLOW_BADLY",
             GetStatus::OffsetTooSmall => "OFFSET_TOO_SMALL",
             GetStatus::NoMatchedLogicQueue => "NO_MATCHED_LOGIC_QUEUE",
+            GetStatus::ColdUnavailable => "COLD_TIER_UNAVAILABLE",
             GetStatus::OffsetReset => "OFFSET_RESET",
         }
     }
@@ -222,6 +225,10 @@ struct Inner {
     new_entries: Condvar,
     /// Told which queues got entries, once per dispatched batch (the broker's long polling).
     listener: RwLock<Option<DispatchListener>>,
+    /// Where records below the local log's start are read from, if anywhere (a cold tier).
+    cold: std::sync::OnceLock<Arc<dyn ColdLog>>,
+    /// The oldest readable record at the last retention pass.
+    retained: AtomicU64,
     /// Wakes the dispatcher when more of the log is readable.
     wakeup: Arc<Wakeup>,
     /// Queues whose consume queue could not be opened or written (EMFILE, `max_map_count`,
@@ -278,6 +285,18 @@ const REMOVED_QUEUE_PREFIX: &str = ".removed-";
 
 /// How often a broken queue is tried again.
 const BROKEN_QUEUE_RETRY: Duration = Duration::from_secs(1);
+
+/// Records the local log no longer holds, kept elsewhere (a cold tier): reads below the log's
+/// start fall through to it, and consume-queue entries are kept down to its start.
+pub trait ColdLog: Send + Sync {
+    /// `len` bytes of the log at `offset` (one whole record), or why they cannot be read now.
+    ///
+    /// # Errors
+    /// Whatever keeps the bytes from being read: the caller answers "retry later".
+    fn read(&self, offset: u64, len: usize) -> std::result::Result<bytes::Bytes, String>;
+    /// The oldest offset it holds, if any.
+    fn min_offset(&self) -> Option<u64>;
+}
 
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
 pub type DispatchListener = Arc<dyn Fn(&str, i32) + Send + Sync>;
@@ -381,7 +400,7 @@ impl Inner {
                 // Retention ran over the queues opened in earlier runs' memory, not over keys:
                 // the entries of records it deleted go now, outside the map's lock (a long walk
                 // for an idle queue must not hold back the others).
-                q.delete_below(self.log.min_offset())?;
+                q.delete_below(self.retained_min())?;
             }
             return Ok(q);
         }
@@ -682,11 +701,34 @@ impl Inner {
         write_dispatch_checkpoint(&self.config.root, at)
     }
 
+    /// The oldest record readable: the local log's start, or the cold tier's when it holds
+    /// older ones. Consume-queue entries and index keys are kept down to it.
+    fn retained_min(&self) -> u64 {
+        let local = self.log.min_offset();
+        self.cold.get().and_then(|c| c.min_offset()).map_or(local, |cold| cold.min(local))
+    }
+
+    /// The record at `offset` of `size` bytes from the cold tier, checked to be one.
+    fn cold_record(&self, offset: u64, size: u32) -> std::result::Result<bytes::Bytes, String> {
+        let cold = self
+            .cold
+            .get()
+            .ok_or_else(|| format!("offset {offset} is below the log and there is no cold tier"))?;
+        let record = cold.read(offset, size as usize)?;
+        let head = record.get(0..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
+        if head != Some(size) {
+            return Err(format!("the cold tier's bytes at {offset} are not a record of {size} bytes"));
+        }
+        Ok(record)
+    }
+
     fn run_retention(&self) -> Result<usize> {
         let _one = self.retention.lock();
         let deleted = self.log.delete_expired(self.dispatched.load(Ordering::Acquire))?;
-        if deleted > 0 {
-            let log_min = self.log.min_offset();
+        // The cold tier's own retention moves the oldest readable record too.
+        let retained = self.retained_min();
+        if deleted > 0 || retained > self.retained.swap(retained, Ordering::AcqRel) {
+            let log_min = retained;
             for q in self.opened_queues() {
                 q.delete_below(log_min)?;
             }
@@ -857,6 +899,8 @@ impl MessageStore {
             generation: Mutex::new(0),
             new_entries: Condvar::new(),
             listener: RwLock::new(None),
+            cold: std::sync::OnceLock::new(),
+            retained: AtomicU64::new(0),
             wakeup: Arc::new(Wakeup::default()),
             broken: Mutex::new(HashMap::new()),
             broken_count: AtomicU64::new(0),
@@ -1321,6 +1365,7 @@ impl MessageStore {
         }
         let scan = self.inner.config.max_scan_entries.max(max_msgs);
         let mut next = offset;
+        let mut cold_failed = false;
         while next < max && (next - offset) < scan as i64 && result.message_count < max_msgs.max(1) {
             let Some(e) = q.get(next) else { break };
             if filter.is_some_and(|f| !f.matches_tags_code(e.tags_code)) {
@@ -1331,7 +1376,7 @@ impl MessageStore {
                 break;
             }
             let body = &mut result.body;
-            let kept = self.inner.log.with_record(e.commit_log_offset, |rec| {
+            let mut keep = |rec: &[u8]| {
                 let by_properties = filter.filter(|f| f.needs_properties());
                 // A record that does not parse is not this filter's to drop: the client sees it.
                 if by_properties.is_some_and(|f| RecordView::parse(rec).is_ok_and(|m| !f.matches_properties(m.properties))) {
@@ -1339,7 +1384,22 @@ impl MessageStore {
                 }
                 body.extend_from_slice(rec);
                 true
-            });
+            };
+            let kept = match self.inner.log.with_record(e.commit_log_offset, &mut keep) {
+                // Below the local log, with a cold tier: read there (without one, the entry is
+                // one retention is about to drop, and the read ends as before).
+                None if self.inner.cold.get().is_some() && e.commit_log_offset < self.inner.log.min_offset() => {
+                    match self.inner.cold_record(e.commit_log_offset, e.size_bytes) {
+                        Ok(record) => Some(keep(&record)),
+                        Err(why) => {
+                            tracing::warn!(topic, queue_id, offset = next, "a read from the cold tier failed: {why}");
+                            cold_failed = true;
+                            break;
+                        }
+                    }
+                }
+                other => other,
+            };
             match kept {
                 None => break,
                 Some(true) => result.message_count += 1,
@@ -1348,12 +1408,32 @@ impl MessageStore {
             next += 1;
         }
         result.next_begin_offset = next;
-        result.status = if result.message_count == 0 {
-            GetStatus::NoMatchedMessage
-        } else {
-            GetStatus::Found
+        result.status = match (result.message_count, cold_failed) {
+            (0, true) => GetStatus::ColdUnavailable,
+            (0, false) => GetStatus::NoMatchedMessage,
+            _ => GetStatus::Found,
         };
         result
+    }
+
+    /// Sets where records below the local log's start are read from (once; later calls are
+    /// ignored): reads fall through to it, and retention keeps the consume-queue entries of
+    /// what it holds.
+    pub fn set_cold_log(&self, cold: Arc<dyn ColdLog>) {
+        let _ = self.inner.cold.set(cold);
+    }
+
+    /// Whether the message at `offset` of the queue lies below the local log (a read of it
+    /// goes to the cold tier, which may block: not for an async task's fast path).
+    pub fn is_cold(&self, topic: &str, queue_id: i32, offset: i64) -> bool {
+        let log_min = self.inner.log.min_offset();
+        self.inner.cold.get().is_some()
+            && log_min > 0
+            && self
+                .inner
+                .queue(topic, queue_id)
+                .and_then(|q| q.get(offset))
+                .is_some_and(|e| e.commit_log_offset < log_min)
     }
 
     /// Waits until the queue has an entry at `offset` or `timeout` passes; true if it has.

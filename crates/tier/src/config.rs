@@ -29,6 +29,9 @@ pub struct TierConfig {
     pub read_cache_bytes: usize,
     /// How long one request may take before it is retried.
     pub request_timeout: Duration,
+    /// How long a read waits for a block, retries included, before it fails (a consumer is
+    /// then told to retry, rather than held).
+    pub read_deadline: Duration,
     /// Retries of a failed request (with exponential backoff) before the operation fails.
     pub max_retries: usize,
 }
@@ -38,7 +41,7 @@ pub const MIN_PART_BYTES: usize = 5 << 20;
 
 impl TierConfig {
     /// A tier at `endpoint`/`bucket` with the defaults: 8 MiB parts, 1 MiB blocks, a 64 MiB
-    /// read cache, no bandwidth bound, 30 s per request, 5 retries.
+    /// read cache, no bandwidth bound, 30 s per request, 5 retries, 5 s for a read.
     #[must_use]
     pub fn new(endpoint: impl Into<String>, bucket: impl Into<String>) -> TierConfig {
         TierConfig {
@@ -53,6 +56,7 @@ impl TierConfig {
             block_bytes: 1 << 20,
             read_cache_bytes: 64 << 20,
             request_timeout: Duration::from_secs(30),
+            read_deadline: Duration::from_secs(5),
             max_retries: 5,
         }
     }

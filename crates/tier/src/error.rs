@@ -29,6 +29,9 @@ pub enum TierError {
     /// What the object store holds is not what was sent: a checksum or a size differs.
     #[error("checksum: {0}")]
     Checksum(String),
+    /// The object store did not answer in time.
+    #[error("timeout: {0}")]
+    Timeout(String),
     /// The local manifest cannot be read.
     #[error("tier manifest: {0}")]
     Manifest(String),

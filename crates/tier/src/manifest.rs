@@ -27,6 +27,10 @@ pub struct TieredSegment {
     pub block_crcs: Vec<u32>,
     /// The object's ETag as the object store confirmed it.
     pub e_tag: String,
+    /// When the segment was last written (its file's modification time), ms since the epoch:
+    /// the tier's retention counts from it, as the local one does.
+    #[serde(default)]
+    pub written_ms: u64,
 }
 
 impl TieredSegment {
@@ -76,6 +80,10 @@ impl Manifest {
 
     pub(crate) fn get(&self, start_offset: u64) -> Option<&TieredSegment> {
         self.segments.get(&start_offset)
+    }
+
+    pub(crate) fn first(&self) -> Option<&TieredSegment> {
+        self.segments.values().next()
     }
 
     pub(crate) fn segments(&self) -> impl Iterator<Item = &TieredSegment> {
@@ -131,6 +139,7 @@ mod tests {
             block_bytes: 4,
             block_crcs: vec![1, 2, 3],
             e_tag: "e".into(),
+            written_ms: 0,
         }
     }
 

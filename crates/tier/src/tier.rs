@@ -122,6 +122,12 @@ impl Tier {
         self.manifest.lock().get(start_offset).is_some()
     }
 
+    /// The start of the oldest segment the object store holds.
+    #[must_use]
+    pub fn min_offset(&self) -> Option<u64> {
+        self.manifest.lock().first().map(|s| s.start_offset)
+    }
+
     /// The segments the object store holds, oldest first.
     #[must_use]
     pub fn segments(&self) -> Vec<TieredSegment> {
@@ -134,6 +140,20 @@ impl Tier {
 
     fn record_key(&self, start_offset: u64) -> Key {
         Key::from(format!("{}/commitlog/{start_offset:020}.json", self.config.prefix))
+    }
+
+    /// Runs `f` on the tier's runtime and waits for it from any thread: a broker's read may
+    /// come from an async task (its worker then waits, as on a page fault, for at most the
+    /// read deadline).
+    fn wait<T: Send + 'static>(&self, f: impl std::future::Future<Output = T> + Send + 'static) -> T {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return self.runtime.block_on(f);
+        }
+        let (done, result) = std::sync::mpsc::sync_channel(1);
+        self.runtime.spawn(async move {
+            let _ = done.send(f.await);
+        });
+        result.recv().expect("the tier's runtime runs as long as the tier")
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
@@ -153,7 +173,13 @@ impl Tier {
     /// The file unreadable; the object store failing past its retries; a checksum mismatch.
     pub fn upload(&self, start_offset: u64, path: &Path) -> Result<TieredSegment> {
         let file = std::fs::File::open(path).map_err(|e| TierError::io(path, e))?;
-        let bytes = file.metadata().map_err(|e| TierError::io(path, e))?.len();
+        let meta = file.metadata().map_err(|e| TierError::io(path, e))?;
+        let bytes = meta.len();
+        let written_ms = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let key = self.key(start_offset);
         let mut upload = self
             .block_on(self.client.put_multipart(&key))
@@ -174,6 +200,7 @@ impl Tier {
             block_bytes: self.config.block_bytes as u64,
             block_crcs: sent.block_crcs,
             e_tag: done.e_tag.clone().unwrap_or_default(),
+            written_ms,
         };
         if let Err(e) = self.confirm(&key, &segment, &sent.e_tag) {
             self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
@@ -236,11 +263,13 @@ impl Tier {
     }
 
     /// `len` bytes at `pos` of the tiered segment starting at `start_offset`, each block
-    /// checked against its CRC (and kept in the read cache).
+    /// checked against its CRC (and kept in the read cache). Callable from any thread; a block
+    /// not fetched within the read deadline is an error.
     ///
     /// # Errors
     /// [`TierError::NotTiered`]; a range past the segment; the object store failing past its
-    /// retries; [`TierError::Checksum`] for a block that is not what was uploaded.
+    /// retries; [`TierError::Timeout`]; [`TierError::Checksum`] for a block that is not what
+    /// was uploaded.
     pub fn read(&self, start_offset: u64, pos: u64, len: usize) -> Result<Bytes> {
         let segment = self
             .manifest
@@ -280,8 +309,10 @@ impl Tier {
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
         let key = self.key(segment.start_offset);
-        let bytes = self
-            .block_on(self.client.get_range(&key, from..to))
+        let (client, at, deadline) = (self.client.clone(), key.clone(), self.config.read_deadline);
+        let fetched = self.wait(async move { tokio::time::timeout(deadline, client.get_range(&at, from..to)).await });
+        let bytes = fetched
+            .map_err(|_| TierError::Timeout(format!("reading {key} bytes {from}..{to} took over {deadline:?}")))?
             .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
         self.stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();

@@ -31,6 +31,7 @@ fn config(weed: &SeaweedFs, prefix: &str) -> TierConfig {
     c.block_bytes = 1 << 20;
     c.request_timeout = Duration::from_secs(2);
     c.max_retries = 2;
+    c.read_deadline = Duration::from_secs(10);
     c
 }
 

@@ -123,6 +123,8 @@ petrel_kit::config_table! {
             "The cold tier's secret key. Shown masked, never logged."
         "tieredStoreFilePath" => tiered_store_file_path: String = String::new();
             "Key prefix of this broker's objects in the bucket (RocketMQ tieredstore's base path). Empty: `petrel/CLUSTER/BROKER_NAME/BROKER_ID`."
+        "tieredStoreFileReservedTime" => tiered_store_file_reserved_time_hours: u64 = 72;
+            "Hours a segment is kept in the cold tier, counted from its last write, once it has left the local disk (RocketMQ tieredstore's key); then it is deleted from the bucket and its messages are gone. Locally, `fileReservedTime` still applies: with a tier it is the hot retention, and reads of older messages go to the bucket."
         "tieredUploadBytesPerSecond" => tiered_upload_bytes_per_second: u64 = 0;
             "Upload bandwidth of the cold tier, bytes per second; 0: unbounded. Uploads run on their own thread, never on the append path."
         "tieredReadCacheBytes" => tiered_read_cache_bytes: u64 = 64 << 20, check at_least(1 << 20);

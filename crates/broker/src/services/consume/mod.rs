@@ -299,7 +299,9 @@ impl ConsumeService {
     async fn read(&self, req: &PullRequest, filter: Arc<Option<PullFilter>>) -> Result<GetResult, BrokerError> {
         let max = usize::try_from(req.max_msgs.max(1)).unwrap_or(1).min(MAX_MSGS_PER_PULL);
         let (_, queue_max) = self.store.queue_offsets(&req.topic, req.queue_id);
-        let got = if queue_max - req.queue_offset <= HOT_QUEUE_ENTRIES {
+        // Cold-tier reads may wait on the object store: never inline.
+        let hot = queue_max - req.queue_offset <= HOT_QUEUE_ENTRIES && !self.store.is_cold(&req.topic, req.queue_id, req.queue_offset);
+        let got = if hot {
             self.store
                 .get_messages(&req.topic, req.queue_id, req.queue_offset, max, as_filter(&filter))
         } else {

@@ -64,6 +64,8 @@ fn code_of(status: GetStatus, offset: i64) -> i32 {
     match status {
         GetStatus::Found => resp::SUCCESS,
         GetStatus::NoMatchedMessage => resp::PULL_RETRY_IMMEDIATELY,
+        // The cold tier slow or down: the client backs off and pulls again.
+        GetStatus::ColdUnavailable => resp::SYSTEM_BUSY,
         s if nothing_yet(s, offset) => resp::PULL_NOT_FOUND,
         GetStatus::NoMatchedLogicQueue
         | GetStatus::NoMessageInQueue
