@@ -116,7 +116,8 @@ pub struct WorkloadArgs {
     /// Request timeout, milliseconds.
     #[arg(long, default_value_t = 10_000)]
     pub timeout_ms: u64,
-    /// consume: start at the beginning of each queue instead of its end.
+    /// consume: start at the beginning of each queue instead of its end (the backlog counts in
+    /// the consume rate; latencies are of messages sent during the run).
     #[arg(long)]
     pub from_beginning: bool,
     /// Sign every request as this user, as RocketMQ's `AclClientRPCHook` does (a broker with

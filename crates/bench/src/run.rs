@@ -398,8 +398,17 @@ async fn consume_queue(
         let mut s = stats.lock();
         for m in &result.messages {
             let born = m.body.get(..8).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
-            if start_us == 0 || born < start_us {
-                continue; // warm-up traffic
+            if start_us == 0 {
+                continue; // warm-up
+            }
+            if born < start_us {
+                // Sent before the run: warm-up traffic, or (from the beginning) the backlog,
+                // which counts in the rate but not in the latencies.
+                if w.from_beginning {
+                    s.consumed += 1;
+                    s.last_consumed_us = now;
+                }
+                continue;
             }
             record(&mut s.born, now.saturating_sub(born));
             record(&mut s.interval_born, now.saturating_sub(born));

@@ -172,6 +172,7 @@ impl Tier {
     /// # Errors
     /// The file unreadable; the object store failing past its retries; a checksum mismatch.
     pub fn upload(&self, start_offset: u64, path: &Path) -> Result<TieredSegment> {
+        let started = Instant::now();
         let file = std::fs::File::open(path).map_err(|e| TierError::io(path, e))?;
         let meta = file.metadata().map_err(|e| TierError::io(path, e))?;
         let bytes = meta.len();
@@ -213,7 +214,8 @@ impl Tier {
         self.manifest.lock().add(segment.clone())?;
         self.stats.uploaded_segments.fetch_add(1, Ordering::Relaxed);
         self.stats.uploaded_bytes.fetch_add(bytes, Ordering::Relaxed);
-        tracing::info!(start_offset, bytes, %key, "segment uploaded to the tier");
+        let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(start_offset, bytes, elapsed_ms, %key, "segment uploaded to the tier");
         Ok(segment)
     }
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The cold tier's figures (docs/benchmarks.md, "The cold tier"): `petrel serve` without a tier,
+# then with one (SeaweedFS's S3 gateway on loopback, from scripts/seaweedfs-build.sh), the same
+# workload from `petrel bench`: sends (the tier's offload running beside them), then a consumer
+# from the beginning — hot (all on disk) without the tier, cold (the tiered segments deleted
+# locally, fileReservedTime=0) with it; and each segment's upload time from the broker's log.
+#
+#   scripts/bench-tier.sh [OUT]
+#     env: MESSAGES=300000 SIZE=1024 SEGMENT=67108864 PRODUCERS=4
+#
+# Not part of the suite (minutes). Prints a Markdown table; reports land in OUT.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-bench-results/tier}
+msgs=${MESSAGES:-300000}
+size=${SIZE:-1024}
+segment=${SEGMENT:-67108864}
+producers=${PRODUCERS:-4}
+cargo build --quiet --release --bin petrel
+weed=$(scripts/seaweedfs-build.sh | tail -1)
+mkdir -p "$out"
+work=$(mktemp -d)
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done; rm -rf "$work"' EXIT
+ports() { python3 -c '
+import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"; }
+
+cat >"$work/s3.json" <<'JSON'
+{"identities":[{"name":"bench","credentials":[{"accessKey":"bench-access","secretKey":"bench-secret-0123"}],"actions":["Admin","Read","Write","List","Tagging"]}]}
+JSON
+read -r -a p <<<"$(ports 10)"
+mkdir -p "$work/weed"
+"$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -metricsPort=0 -filer -s3 -volume.max=64 \
+  -dir="$work/weed" -s3.config="$work/s3.json" -master.port="${p[0]}" -master.port.grpc="${p[1]}" \
+  -volume.port="${p[2]}" -volume.port.grpc="${p[3]}" -filer.port="${p[4]}" -filer.port.grpc="${p[5]}" \
+  -s3.port="${p[6]}" -s3.port.grpc="${p[7]}" -s3.port.iceberg="${p[8]}" -s3.port.lance="${p[9]}" >"$work/weed.log" 2>&1 &
+pids+=($!)
+endpoint="http://127.0.0.1:${p[6]}"
+for _ in $(seq 1 120); do curl -s -o /dev/null "$endpoint" && break; sleep 0.5; done
+sleep 5 # the filer and a volume come up after the S3 port
+
+# run NAME EXTRA_SET...: a broker, the sends, (with a tier: until the sealed segments left the
+# disk), a consumer from the beginning; one table row.
+run() {
+  local name=$1
+  shift
+  local ns broker data="$work/$name"
+  read -r ns broker <<<"$(ports 2)"
+  local sets=(--set haListenPort=0 --set "mappedFileSizeCommitLog=$segment")
+  for kv in "$@"; do sets+=(--set "$kv"); done
+  target/release/petrel serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+    --broker-ip 127.0.0.1 "${sets[@]}" >"$work/$name.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 100); do grep -q "boot success" "$work/$name.log" && break; sleep 0.1; done
+  target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierBench -s "$size" -p "$producers" --count "$msgs" -d 600 \
+    --warmup 0 --broker-pid "$pid" -o "$out/$name-produce" >"$out/$name-produce.txt" 2>&1
+  if [ "$name" = tier ]; then
+    # Until the first segments are uploaded and gone from the disk, then one more retention pass
+    # (every 10 s) for the rest of what was uploaded.
+    for _ in $(seq 1 600); do
+      [ ! -e "$data/commitlog/$(printf %020d 0)" ] && break
+      sleep 0.5
+    done
+    sleep 12
+  fi
+  target/release/petrel bench consume -n "127.0.0.1:$ns" -t TierBench -s "$size" -c 1 --from-beginning \
+    --count "$((msgs * 9 / 10))" -d 600 --warmup 0 -o "$out/$name-consume" >"$out/$name-consume.txt" 2>&1
+  local uploads
+  uploads=$({ grep "segment uploaded" "$work/$name.log" || true; } | sed -n 's/.*bytes=\([0-9]*\) elapsed_ms=\([0-9]*\).*/\1 \2/p' |
+    awk '{b+=$1; t+=$2} END {if (t > 0) printf "%d segments, %.0f MB/s", NR, b / t / 1000; else print "–"}' || true)
+  printf '| %s | %s | %s | %s |\n' "$name" \
+    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-produce.txt" || echo '?')" \
+    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "$uploads"
+  kill -9 "$pid" 2>/dev/null || true
+}
+
+echo "| broker | send | consume from the beginning | uploads |"
+echo "|---|---:|---:|---|"
+run no-tier
+run tier objectStoreEndpoint="$endpoint" objectStoreBucket=petrel-bench objectStoreAccessKey=bench-access \
+  objectStoreSecretKey=bench-secret-0123 fileReservedTime=0
