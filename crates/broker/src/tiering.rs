@@ -44,8 +44,10 @@ impl Tiering {
             return Ok(None);
         }
         let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
-        let guard = tier.clone();
-        store.commit_log().set_retention_guard(Arc::new(move |start| guard.holds(start)));
+        let (guard, dir) = (tier.clone(), store.commit_log().config().dir.clone());
+        store
+            .commit_log()
+            .set_retention_guard(Arc::new(move |start| may_delete(&guard, start, &dir.join(format!("{start:020}")))));
         store.set_cold_log(Arc::new(TierReads {
             tier: tier.clone(),
             segment_bytes: store.commit_log().config().segment_size_bytes,
@@ -99,6 +101,31 @@ fn tier_config(config: &BrokerConfig) -> TierConfig {
     c.upload_bytes_per_second = config.tiered_upload_bytes_per_second;
     c.read_cache_bytes = usize::try_from(config.tiered_read_cache_bytes).unwrap_or(usize::MAX);
     c
+}
+
+/// Whether retention may delete the local segment at `path`: only if the tier holds the very
+/// same bytes. A tiered copy that differs (the segment was rewritten after its upload, as a
+/// replica's cut log is) is dropped from the tier, and the offload uploads the segment again.
+fn may_delete(tier: &Tier, start: u64, path: &std::path::Path) -> bool {
+    match tier.holds_same(start, path) {
+        Ok(true) => true,
+        Ok(false) => {
+            if tier.holds(start) {
+                tracing::warn!(
+                    start_offset = start,
+                    "the tier's copy of a segment differs from the local file; uploading it again"
+                );
+                if let Err(e) = tier.delete(start) {
+                    tracing::warn!(start_offset = start, error = %e, "dropping the tier's stale copy failed");
+                }
+            }
+            false
+        }
+        Err(e) => {
+            tracing::warn!(start_offset = start, error = %e, "checking a segment against the tier failed; kept");
+            false
+        }
+    }
 }
 
 /// Reads below the local log from the tier: a record lies whole in one segment.

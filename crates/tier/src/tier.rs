@@ -122,6 +122,36 @@ impl Tier {
         self.manifest.lock().get(start_offset).is_some()
     }
 
+    /// Whether the tier holds exactly the bytes of the local file at `path` for the segment
+    /// starting at `start_offset`: same length, and every block's CRC the one recorded at upload.
+    /// What retention asks right before deleting the local file, so that a segment rewritten
+    /// after its upload (a replica's log cut back and written again) is never deleted on the
+    /// strength of an older copy.
+    ///
+    /// # Errors
+    /// The local file unreadable.
+    pub fn holds_same(&self, start_offset: u64, path: &Path) -> Result<bool> {
+        let Some(segment) = self.manifest.lock().get(start_offset).cloned() else {
+            return Ok(false);
+        };
+        let file = std::fs::File::open(path).map_err(|e| TierError::io(path, e))?;
+        let bytes = file.metadata().map_err(|e| TierError::io(path, e))?.len();
+        if bytes != segment.bytes {
+            return Ok(false);
+        }
+        let block_bytes = usize::try_from(segment.block_bytes).expect("a block fits memory");
+        let mut buf = vec![0u8; block_bytes];
+        for (index, want) in segment.block_crcs.iter().enumerate() {
+            let at = index as u64 * segment.block_bytes;
+            let len = usize::try_from((bytes - at).min(segment.block_bytes)).expect("within a block");
+            file.read_exact_at(&mut buf[..len], at).map_err(|e| TierError::io(path, e))?;
+            if crc32fast::hash(&buf[..len]) != *want {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
     /// The start of the oldest segment the object store holds.
     #[must_use]
     pub fn min_offset(&self) -> Option<u64> {

@@ -64,6 +64,14 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     assert_eq!((uploaded.bytes, uploaded.block_crcs.len()), (data.len() as u64, 13));
     assert!(uploaded.e_tag.trim_matches('"').ends_with("-3"), "{}", uploaded.e_tag);
     assert!(tier.holds(12 << 20) && !tier.holds(0));
+    // The local file is the tier's copy, byte for byte; rewritten after the upload, it is not.
+    assert!(tier.holds_same(12 << 20, &path).expect("checked"));
+    let rewritten = local.path().join("rewritten");
+    let mut other = data.clone();
+    other[(7 << 20) + 1] ^= 1;
+    std::fs::write(&rewritten, &other).expect("written");
+    assert!(!tier.holds_same(12 << 20, &rewritten).expect("checked"));
+    assert!(!tier.holds_same(0, &path).expect("checked"), "a segment the tier does not hold");
     for (pos, len) in [(0, 10), ((1 << 20) - 5, 10), (3 << 20, 2 << 20), (data.len() - 3, 3), (17, 0)] {
         let got = tier.read(12 << 20, pos as u64, len).expect("read");
         assert_eq!(&got[..], &data[pos..pos + len], "bytes {pos}..{}", pos + len);
