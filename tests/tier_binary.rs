@@ -175,3 +175,49 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
         );
     }
 }
+
+#[test]
+fn the_tiers_retention_deletes_from_the_bucket_and_consumers_are_moved_past_what_it_deleted() {
+    let Some(bin) = weed_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let weed = SeaweedFs::start(&bin, dir.path(), BUCKET);
+    // tieredStoreFileReservedTime=0: a segment leaves the bucket as soon as it left the disk.
+    let mut args = args(&weed);
+    args.extend(["--set".to_owned(), "tieredStoreFileReservedTime=0".to_owned()]);
+    let p = Petrel::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    send(&p, 0, 3800);
+    wait_for(
+        "three segments through the tier and gone from both",
+        Duration::from_secs(90),
+        || {
+            let local = local_segments(&p);
+            local.first().is_some_and(|first| *first >= 3 * SEGMENT_BYTES) && tiered(&p).iter().all(|s| local.contains(s))
+        },
+    );
+    // Nothing of theirs is left in the bucket.
+    let client = weed.client(BUCKET);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    for start in [0, SEGMENT_BYTES, 2 * SEGMENT_BYTES] {
+        let key = Key::from(format!("it/commitlog/{start:020}"));
+        let head = runtime.block_on(client.head(&key));
+        assert!(matches!(head, Err(object_store::Error::NotFound { .. })), "{key}: {head:?}");
+    }
+    // A consumer at offset 0 is told where the queue now begins, and reads on from there.
+    let mut c = p.broker();
+    let mut first = 0;
+    wait_for(
+        "the queue's minimum to move past the deleted segments",
+        Duration::from_secs(30),
+        || {
+            let r = c.call(pull("BodyReaders", "TierTopic", 0, 0, 0));
+            first = r.ext("nextBeginOffset").and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+            r.code == resp::PULL_OFFSET_MOVED && first > 0
+        },
+    );
+    let bodies = pull_bodies(&mut c, "TierTopic", 0, first, 10, Duration::from_secs(30));
+    assert!(
+        bodies[0].starts_with(&format!("tier-body-{first:06}-")),
+        "{first}: {}",
+        &bodies[0][..20]
+    );
+}
