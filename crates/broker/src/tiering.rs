@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use petrel_store::{ColdLog, MessageStore};
+use petrel_store::{ColdLog, MessageStore, StoreError};
 use petrel_tier::{Tier, TierConfig};
 
 use crate::config::BrokerConfig;
@@ -135,9 +135,12 @@ struct TierReads {
 }
 
 impl ColdLog for TierReads {
-    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes, String> {
+    fn read(&self, offset: u64, len: usize) -> petrel_store::Result<bytes::Bytes> {
         let start = offset - offset % self.segment_bytes;
-        self.tier.read(start, offset - start, len).map_err(|e| e.to_string())
+        self.tier.read(start, offset - start, len).map_err(|e| StoreError::ColdTier {
+            offset,
+            source: Box::new(e),
+        })
     }
 
     fn min_offset(&self) -> Option<u64> {

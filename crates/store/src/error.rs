@@ -134,6 +134,16 @@ pub enum StoreError {
         /// What does not fit.
         reason: String,
     },
+    /// A record below the local log could not be read from the cold tier (slow, stopped, or
+    /// holding other bytes): the reader is told to try again later.
+    #[error("cold tier, reading at offset {offset}: {source}")]
+    ColdTier {
+        /// Where the record starts.
+        offset: u64,
+        /// Why the tier could not give it.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A checkpoint delta block failed part-way and could not be cut off: the next checkpoint
     /// must be a whole new base.
     #[error("checkpoint delta {0} holds a torn block; a new base follows")]

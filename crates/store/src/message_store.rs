@@ -289,11 +289,12 @@ const BROKEN_QUEUE_RETRY: Duration = Duration::from_secs(1);
 /// Records the local log no longer holds, kept elsewhere (a cold tier): reads below the log's
 /// start fall through to it, and consume-queue entries are kept down to its start.
 pub trait ColdLog: Send + Sync {
-    /// `len` bytes of the log at `offset` (one whole record), or why they cannot be read now.
+    /// `len` bytes of the log at `offset` (one whole record).
     ///
     /// # Errors
-    /// Whatever keeps the bytes from being read: the caller answers "retry later".
-    fn read(&self, offset: u64, len: usize) -> std::result::Result<bytes::Bytes, String>;
+    /// [`StoreError::ColdTier`] with whatever keeps the bytes from being read: the caller
+    /// answers "retry later".
+    fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes>;
     /// The oldest offset it holds, if any.
     fn min_offset(&self) -> Option<u64>;
 }
@@ -708,16 +709,16 @@ impl Inner {
         self.cold.get().and_then(|c| c.min_offset()).map_or(local, |cold| cold.min(local))
     }
 
-    /// The record at `offset` of `size` bytes from the cold tier, checked to be one.
-    fn cold_record(&self, offset: u64, size: u32) -> std::result::Result<bytes::Bytes, String> {
-        let cold = self
-            .cold
-            .get()
-            .ok_or_else(|| format!("offset {offset} is below the log and there is no cold tier"))?;
+    /// The record at `offset` of `size` bytes from the cold tier, checked to be one. Only
+    /// called with a cold tier set.
+    fn cold_record(&self, offset: u64, size: u32) -> Result<bytes::Bytes> {
+        let cold = self.cold.get().expect("a cold read is asked only of a store with a cold tier");
         let record = cold.read(offset, size as usize)?;
         let head = record.get(0..4).map(|b| u32::from_be_bytes(b.try_into().expect("4 bytes")));
         if head != Some(size) {
-            return Err(format!("the cold tier's bytes at {offset} are not a record of {size} bytes"));
+            return Err(StoreError::BadRecord(format!(
+                "the cold tier's bytes at {offset} are not a record of {size} bytes"
+            )));
         }
         Ok(record)
     }
@@ -1391,8 +1392,8 @@ impl MessageStore {
                 None if self.inner.cold.get().is_some() && e.commit_log_offset < self.inner.log.min_offset() => {
                     match self.inner.cold_record(e.commit_log_offset, e.size_bytes) {
                         Ok(record) => Some(keep(&record)),
-                        Err(why) => {
-                            tracing::warn!(topic, queue_id, offset = next, "a read from the cold tier failed: {why}");
+                        Err(e) => {
+                            tracing::warn!(topic, queue_id, offset = next, error = %e, "a read from the cold tier failed");
                             cold_failed = true;
                             break;
                         }
