@@ -14,4 +14,4 @@ weed=$(scripts/seaweedfs-build.sh | tail -1)
 # One server at a time: each test's timeouts are seconds, and the suite's machine is small.
 PETREL_WEED="$weed" cargo test --quiet -p petrel-tier --test s3 -- --test-threads 1
 # And through `petrel serve`: offload, retention after the tier, a kill -9 mid-upload.
-PETREL_WEED="$weed" cargo test --quiet --test tier_binary
+PETREL_WEED="$weed" cargo test --quiet --test tier_binary -- --test-threads 1

@@ -125,8 +125,13 @@ impl Broker {
         let root = config.store_path_root_dir.clone();
         let mut store_config = config.store_config();
         tweak_store(&mut store_config);
+        let tiering = crate::tiering::Tiering::open(&config)?;
+        store_config.cold = tiering.as_ref().map(|(_, cold)| cold.clone());
         let store = Arc::new(MessageStore::open(store_config)?);
-        let tiering = crate::tiering::Tiering::start(&config, &store)?;
+        let tiering = tiering.map(|(tiering, _)| tiering);
+        if let Some(tiering) = &tiering {
+            tiering.start(&store)?;
+        }
         let pool = Arc::new(
             StorePool::new(config.store_pool_threads, config.store_pool_queue_capacity)
                 .map_err(BrokerError::io("starting the store pool"))?,

@@ -11,7 +11,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use petrel_store::{ColdLog, MessageStore, StoreError};
+use petrel_store::{ColdLog, ColdTier, MessageStore, StoreError};
 use petrel_tier::{Tier, TierConfig};
 
 use crate::config::BrokerConfig;
@@ -29,42 +29,62 @@ const RETRY_PAUSE: Duration = Duration::from_secs(5);
 pub struct Tiering {
     /// The object store's side: its manifest, uploads and reads.
     pub tier: Arc<Tier>,
+    /// `tieredStoreFileReservedTime`, ms.
+    reserved_ms: u64,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl Tiering {
     /// The tier `config` names (none when `objectStoreEndpoint` or `objectStoreBucket` is
-    /// unset), its retention guard set on `store`, its offload thread started.
+    /// unset), with the store's view of it (reads below the log and the retention guard), which
+    /// the store must have from its opening on.
     ///
     /// # Errors
-    /// Settings the tier cannot use; its manifest unreadable; the thread not started.
-    pub fn start(config: &BrokerConfig, store: &Arc<MessageStore>) -> Result<Option<Tiering>, BrokerError> {
+    /// Settings the tier cannot use (in controller mode, a prefix shared by the replicas); its
+    /// manifest unreadable.
+    pub fn open(config: &BrokerConfig) -> Result<Option<(Tiering, ColdTier)>, BrokerError> {
         if config.object_store_endpoint.is_empty() && config.object_store_bucket.is_empty() {
             return Ok(None);
         }
+        if config.enable_controller_mode && config.tiered_store_file_path.is_empty() {
+            // Ids are given at runtime there: the default prefix would be every replica's.
+            return Err(BrokerError::InvalidParameter(
+                "a cold tier in controller mode needs tieredStoreFilePath, a prefix of this replica's own".into(),
+            ));
+        }
         let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
-        let (guard, dir) = (tier.clone(), store.commit_log().config().dir.clone());
-        store
-            .commit_log()
-            .set_retention_guard(Arc::new(move |start| may_delete(&guard, start, &dir.join(format!("{start:020}")))));
-        store.set_cold_log(Arc::new(TierReads {
-            tier: tier.clone(),
-            segment_bytes: store.commit_log().config().segment_size_bytes,
-        }));
+        let (guard, dir) = (tier.clone(), config.store_path_root_dir.join("commitlog"));
+        let cold = ColdTier {
+            log: Arc::new(TierReads {
+                tier: tier.clone(),
+                segment_bytes: config.mapped_file_size_commit_log,
+            }),
+            guard: Arc::new(move |start| may_delete(&guard, start, &dir.join(format!("{start:020}")))),
+        };
         let reserved_ms = config.tiered_store_file_reserved_time_hours.saturating_mul(3_600_000);
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::Builder::new().name("tier-offload".into()).spawn({
-            let (tier, store, stop) = (tier.clone(), store.clone(), stop.clone());
-            move || offload_loop(&tier, &store, &stop, reserved_ms)
-        });
-        let thread = thread.map_err(BrokerError::io("starting the tier's offload thread"))?;
         tracing::info!(endpoint = %config.object_store_endpoint, bucket = %config.object_store_bucket, prefix = %tier.config().prefix, "cold tier on");
-        Ok(Some(Tiering {
+        let tiering = Tiering {
             tier,
-            stop,
-            thread: Mutex::new(Some(thread)),
-        }))
+            reserved_ms,
+            stop: Arc::new(AtomicBool::new(false)),
+            thread: Mutex::new(None),
+        };
+        Ok(Some((tiering, cold)))
+    }
+
+    /// Starts the offload thread over `store`.
+    ///
+    /// # Errors
+    /// The thread not started.
+    pub fn start(&self, store: &Arc<MessageStore>) -> Result<(), BrokerError> {
+        let (tier, store, stop, reserved_ms) = (self.tier.clone(), store.clone(), self.stop.clone(), self.reserved_ms);
+        let thread = std::thread::Builder::new()
+            .name("tier-offload".into())
+            .spawn(move || offload_loop(&tier, &store, &stop, reserved_ms))
+            .map_err(BrokerError::io("starting the tier's offload thread"))?;
+        *self.thread.lock() = Some(thread);
+        Ok(())
     }
 
     /// Stops the offload and waits for it, [`STOP_WAIT`] at most: an upload hanging on a slow
@@ -84,6 +104,16 @@ impl Tiering {
             let _ = thread.join();
         } else {
             tracing::warn!("an upload to the cold tier was still running at shutdown; it starts again after the restart");
+        }
+    }
+}
+
+impl Drop for Tiering {
+    /// A broker dropped without its shutdown (a failed open) still ends its offload thread.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.lock().as_ref() {
+            thread.thread().unpark();
         }
     }
 }

@@ -1277,14 +1277,23 @@ impl CommitLog {
                 if age < s.config.file_reserved_time && !(disk_full && deleted == 0) {
                     break;
                 }
-                if self.deletable.get().is_some_and(|may| !may(first.start_offset())) {
-                    // Not in the cold tier yet: kept until it is (the disk-full guard then
-                    // refuses sends rather than lose it).
-                    break;
-                }
                 first.clone()
             };
-            s.segments.write().retain(|x| !Arc::ptr_eq(x, &victim));
+            // Asked outside the segments' lock: the guard may read the whole file and call the
+            // tier, and a segment roll must not wait behind it.
+            if self.deletable.get().is_some_and(|may| !may(victim.start_offset())) {
+                // Not in the cold tier yet: kept until it is (the disk-full guard then
+                // refuses sends rather than lose it).
+                break;
+            }
+            {
+                let mut segs = s.segments.write();
+                if !segs.first().is_some_and(|f| Arc::ptr_eq(f, &victim)) || segs.len() < 2 {
+                    // The log changed while the guard was asked: the next pass decides again.
+                    break;
+                }
+                segs.retain(|x| !Arc::ptr_eq(x, &victim));
+            }
             // Readers holding the Arc keep their mapping; the file's blocks go once they drop it.
             std::fs::remove_file(victim.path()).map_err(|e| StoreError::io(victim.path(), e))?;
             tracing::info!(segment = %victim.path().display(), disk_full, "deleted an expired commit-log segment");

@@ -35,7 +35,7 @@ pub use index::{INDEX_DIR, IndexConfig, MAX_WALK, key_hash};
 pub use light_queue::{LIGHT_QUEUE_DIR, LightQueue, LightQueues};
 pub use mapped_file::{MAX_DATA_RANGES, data_ranges};
 pub use message_store::{
-    Boundary, ColdLog, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore,
+    Boundary, ColdLog, ColdTier, DispatchListener, DispatchStall, GetResult, GetStatus, MAX_QUERY_BYTES, MessageFilter, MessageStore,
     MessageStoreConfig, QueryResult,
 };
 pub use page_cache::{DEFAULT_BUDGET_CAP_BYTES, KEEP_INTERVAL, PageCacheStats, RELEASE_FRACTION, default_budget_bytes};

@@ -79,6 +79,25 @@ pub struct MessageStoreConfig {
     pub confirm_gate: bool,
     /// The key index for queries by key (`messageIndexEnable`); `None`: no index.
     pub index: Option<IndexConfig>,
+    /// A cold tier below the log, in place from the store's first step (recovery's re-dispatch
+    /// trims queues against it); `None`: none.
+    pub cold: Option<ColdTier>,
+}
+
+/// A cold tier as the store sees it: where records below the local log are read, and what a
+/// segment must pass before retention deletes it.
+#[derive(Clone)]
+pub struct ColdTier {
+    /// Reads below the local log.
+    pub log: Arc<dyn ColdLog>,
+    /// Asked before a segment is deleted (see [`CommitLog::set_retention_guard`]).
+    pub guard: crate::commit_log::RetentionGuard,
+}
+
+impl std::fmt::Debug for ColdTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ColdTier")
+    }
 }
 
 impl MessageStoreConfig {
@@ -96,6 +115,7 @@ impl MessageStoreConfig {
             page_cache_budget_bytes: None,
             confirm_gate: false,
             index: Some(IndexConfig::default()),
+            cold: None,
         }
     }
 }
@@ -728,7 +748,7 @@ impl Inner {
         let deleted = self.log.delete_expired(self.dispatched.load(Ordering::Acquire))?;
         // The cold tier's own retention moves the oldest readable record too.
         let retained = self.retained_min();
-        if deleted > 0 || retained > self.retained.swap(retained, Ordering::AcqRel) {
+        if deleted > 0 || retained > self.retained.load(Ordering::Acquire) {
             let log_min = retained;
             for q in self.opened_queues() {
                 q.delete_below(log_min)?;
@@ -736,6 +756,8 @@ impl Inner {
             if let Some(indexer) = &self.index {
                 indexer.lock().index.delete_below(log_min)?;
             }
+            // Recorded once every queue was trimmed: a failed trim is tried again next pass.
+            self.retained.store(retained, Ordering::Release);
         }
         Ok(deleted)
     }
@@ -854,6 +876,7 @@ impl MessageStore {
             log_config.durable_below = log_config.durable_below.max(read_dispatch_checkpoint(&config.root).unwrap_or(0));
         }
         let log = CommitLog::open(log_config)?;
+        config.cold.iter().for_each(|cold| log.set_retention_guard(cold.guard.clone()));
         let end = log.max_offset();
         // Re-dispatch from the last recorded dispatch point (entries already there are skipped);
         // if recovery cut the log below it, from the new end.
@@ -900,7 +923,11 @@ impl MessageStore {
             generation: Mutex::new(0),
             new_entries: Condvar::new(),
             listener: RwLock::new(None),
-            cold: std::sync::OnceLock::new(),
+            cold: config
+                .cold
+                .as_ref()
+                .map(|c| c.log.clone())
+                .map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             retained: AtomicU64::new(0),
             wakeup: Arc::new(Wakeup::default()),
             broken: Mutex::new(HashMap::new()),
@@ -1287,7 +1314,12 @@ impl MessageStore {
     }
 
     fn store_timestamp(&self, e: &CqEntry) -> Option<i64> {
-        let bytes = self.inner.log.read_record(e.commit_log_offset).ok()??;
+        let bytes = match self.inner.log.read_record(e.commit_log_offset).ok()? {
+            Some(bytes) => bytes,
+            // Below the local log: the cold tier's copy (a reset by time, the queue's oldest).
+            None if self.inner.cold.get().is_some() => self.inner.cold_record(e.commit_log_offset, e.size_bytes).ok()?.to_vec(),
+            None => return None,
+        };
         let sys_flag = i32::from_be_bytes(bytes.get(36..40)?.try_into().ok()?);
         let pos = petrel_protocol::message::store_timestamp_pos(sys_flag);
         Some(i64::from_be_bytes(bytes.get(pos..pos + 8)?.try_into().ok()?))
@@ -1415,13 +1447,6 @@ impl MessageStore {
             _ => GetStatus::Found,
         };
         result
-    }
-
-    /// Sets where records below the local log's start are read from (once; later calls are
-    /// ignored): reads fall through to it, and retention keeps the consume-queue entries of
-    /// what it holds.
-    pub fn set_cold_log(&self, cold: Arc<dyn ColdLog>) {
-        let _ = self.inner.cold.set(cold);
     }
 
     /// Whether the message at `offset` of the queue lies below the local log (a read of it

@@ -53,11 +53,24 @@ impl Manifest {
     pub(crate) fn open(dir: &Path) -> Result<Manifest> {
         std::fs::create_dir_all(dir).map_err(|e| TierError::io(dir, e))?;
         let path = dir.join("tier.manifest");
-        let text = match std::fs::read(&path) {
+        let mut text = match std::fs::read(&path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(TierError::io(&path, e)),
         };
+        if !text.is_empty() && !text.ends_with(b"\n") {
+            // A last line cut by a crash (or a failed write) was never confirmed: cut it off,
+            // so that the next line does not follow its fragment.
+            let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+            tracing::warn!(path = %path.display(), "dropped a torn last line of the tier manifest");
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| TierError::io(&path, e))?;
+            file.set_len(keep as u64).map_err(|e| TierError::io(&path, e))?;
+            file.sync_all().map_err(|e| TierError::io(&path, e))?;
+            text.truncate(keep);
+        }
         let lines: Vec<&[u8]> = text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).collect();
         let mut segments = BTreeMap::new();
         for (i, line) in lines.iter().enumerate() {
@@ -67,10 +80,6 @@ impl Manifest {
             match parsed {
                 Some(s) => {
                     segments.insert(s.start_offset, s);
-                }
-                // Cut by a crash before its fsync returned: never confirmed.
-                None if i + 1 == lines.len() && !text.ends_with(b"\n") => {
-                    tracing::warn!(path = %path.display(), "dropped a torn last line of the tier manifest");
                 }
                 None => return Err(TierError::Manifest(format!("{}: line {} is not a segment", path.display(), i + 1))),
             }
@@ -95,13 +104,21 @@ impl Manifest {
         let mut line = serde_json::to_vec(&segment).map_err(|e| TierError::Manifest(e.to_string()))?;
         assert!(line.len() <= MAX_LINE_BYTES, "a manifest line of {} bytes", line.len());
         line.push(b'\n');
+        let created = !self.path.exists();
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
             .map_err(|e| TierError::io(&self.path, e))?;
-        file.write_all(&line).map_err(|e| TierError::io(&self.path, e))?;
-        file.sync_data().map_err(|e| TierError::io(&self.path, e))?;
+        let before = file.metadata().map_err(|e| TierError::io(&self.path, e))?.len();
+        if let Err(e) = file.write_all(&line).and_then(|()| file.sync_data()) {
+            // A part written (a full disk) must not stay in front of the next line.
+            let _ = file.set_len(before);
+            return Err(TierError::io(&self.path, e));
+        }
+        if created {
+            sync_dir(&self.path)?;
+        }
         self.segments.insert(segment.start_offset, segment);
         Ok(())
     }
@@ -121,11 +138,16 @@ impl Manifest {
         file.write_all(&text).map_err(|e| TierError::io(&tmp, e))?;
         file.sync_data().map_err(|e| TierError::io(&tmp, e))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| TierError::io(&self.path, e))?;
-        let dir = self.path.parent().expect("the manifest lies in a directory");
-        std::fs::File::open(dir)
-            .and_then(|d| d.sync_all())
-            .map_err(|e| TierError::io(dir, e))
+        sync_dir(&self.path)
     }
+}
+
+/// Makes the directory entry of `path` durable (its creation, or a rename onto it).
+fn sync_dir(path: &Path) -> Result<()> {
+    let dir = path.parent().expect("the manifest lies in a directory");
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| TierError::io(dir, e))
 }
 
 #[cfg(test)]
@@ -166,9 +188,14 @@ mod tests {
         let mut text = std::fs::read(&path).expect("read");
         text.extend_from_slice(b"{\"start_offset\":10,\"by");
         std::fs::write(&path, &text).expect("written");
-        let m = Manifest::open(dir.path()).expect("a torn tail is no error");
+        let mut m = Manifest::open(dir.path()).expect("a torn tail is no error");
         assert_eq!(m.segments().count(), 1);
-        text.extend_from_slice(b"\n");
+        // Cut off at open: the next line starts on a line of its own.
+        m.add(segment(30)).expect("added");
+        let m = Manifest::open(dir.path()).expect("reopened after an add");
+        assert_eq!(m.segments().map(|s| s.start_offset).collect::<Vec<_>>(), vec![0, 30]);
+        let mut text = std::fs::read(&path).expect("read");
+        text.extend_from_slice(b"not a segment\n");
         text.extend(serde_json::to_vec(&segment(20)).expect("json"));
         text.extend_from_slice(b"\n");
         std::fs::write(&path, &text).expect("written");

@@ -49,6 +49,22 @@ impl SeaweedFs {
     /// If the server cannot be started or never answers.
     #[must_use]
     pub fn start(bin: &Path, dir: &Path, bucket: &str) -> SeaweedFs {
+        // The ports are free when chosen, but another process may take one before the server
+        // binds it: a server that exits at once is started again on new ones.
+        for _ in 0..3 {
+            let mut weed = Self::spawn(bin, dir);
+            std::thread::sleep(Duration::from_millis(500));
+            if weed.child.try_wait().ok().flatten().is_none() {
+                weed.wait_ready(bucket);
+                return weed;
+            }
+        }
+        let weed = Self::spawn(bin, dir);
+        weed.wait_ready(bucket);
+        weed
+    }
+
+    fn spawn(bin: &Path, dir: &Path) -> SeaweedFs {
         let config = dir.join("s3.json");
         let identity = format!(
             r#"{{"identities":[{{"name":"petrel","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","Write","List","Tagging"]}}]}}"#
@@ -86,9 +102,7 @@ impl SeaweedFs {
             .stdin(Stdio::null())
             .spawn()
             .expect("weed started");
-        let weed = SeaweedFs { child, s3_port: p[6], log };
-        weed.wait_ready(bucket);
-        weed
+        SeaweedFs { child, s3_port: p[6], log }
     }
 
     fn wait_ready(&self, bucket: &str) {

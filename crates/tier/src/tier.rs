@@ -40,10 +40,23 @@ pub struct TierStats {
 pub struct Tier {
     config: TierConfig,
     client: Arc<dyn ObjectStore>,
-    runtime: tokio::runtime::Runtime,
+    runtime: Option<tokio::runtime::Runtime>,
     manifest: Mutex<Manifest>,
     cache: Mutex<BlockCache>,
     stats: TierStats,
+    /// One upload or deletion at a time: a deletion's late request must not remove the object
+    /// a new upload of the same segment just wrote.
+    writes: Mutex<()>,
+}
+
+impl Drop for Tier {
+    fn drop(&mut self) {
+        // The last handle may go inside an async context (the broker's shutdown), where a
+        // runtime may not block while it stops.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl std::fmt::Debug for Tier {
@@ -97,7 +110,8 @@ impl Tier {
         Ok(Tier {
             manifest: Mutex::new(Manifest::open(dir)?),
             client: Arc::new(client),
-            runtime,
+            runtime: Some(runtime),
+            writes: Mutex::new(()),
             cache: Mutex::new(cache),
             stats: TierStats::default(),
             config,
@@ -141,6 +155,9 @@ impl Tier {
         }
         let block_bytes = usize::try_from(segment.block_bytes).expect("a block fits memory");
         let mut buf = vec![0u8; block_bytes];
+        if segment.block_crcs.len() as u64 != bytes.div_ceil(segment.block_bytes) {
+            return Ok(false);
+        }
         for (index, want) in segment.block_crcs.iter().enumerate() {
             let at = index as u64 * segment.block_bytes;
             let len = usize::try_from((bytes - at).min(segment.block_bytes)).expect("within a block");
@@ -177,10 +194,10 @@ impl Tier {
     /// read deadline).
     fn wait<T: Send + 'static>(&self, f: impl std::future::Future<Output = T> + Send + 'static) -> T {
         if tokio::runtime::Handle::try_current().is_err() {
-            return self.runtime.block_on(f);
+            return self.rt().block_on(f);
         }
         let (done, result) = std::sync::mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        self.rt().spawn(async move {
             let _ = done.send(f.await);
         });
         result.recv().expect("the tier's runtime runs as long as the tier")
@@ -191,7 +208,11 @@ impl Tier {
             tokio::runtime::Handle::try_current().is_err(),
             "the tier blocks: call it from a thread of the store's, not from an async task"
         );
-        self.runtime.block_on(f)
+        self.rt().block_on(f)
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.runtime.as_ref().expect("the runtime lives until the tier is dropped")
     }
 
     /// Uploads the sealed segment at `path` (which starts the log at `start_offset`) and
@@ -202,6 +223,7 @@ impl Tier {
     /// # Errors
     /// The file unreadable; the object store failing past its retries; a checksum mismatch.
     pub fn upload(&self, start_offset: u64, path: &Path) -> Result<TieredSegment> {
+        let _one = self.writes.lock();
         let started = Instant::now();
         let file = std::fs::File::open(path).map_err(|e| TierError::io(path, e))?;
         let meta = file.metadata().map_err(|e| TierError::io(path, e))?;
@@ -222,9 +244,13 @@ impl Tier {
                 return Err(e);
             }
         };
-        let done = self
-            .block_on(upload.complete())
-            .map_err(|e| TierError::store(format!("completing the upload of {key}"), e))?;
+        let done = match self.block_on(upload.complete()) {
+            Ok(done) => done,
+            Err(e) => {
+                let _ = self.block_on(upload.abort());
+                return Err(TierError::store(format!("completing the upload of {key}"), e));
+            }
+        };
         let segment = TieredSegment {
             start_offset,
             bytes,
@@ -334,9 +360,14 @@ impl Tier {
 
     fn block(&self, segment: &TieredSegment, index: u64) -> Result<Bytes> {
         let id = (segment.start_offset, index);
+        let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();
         if let Some(hit) = self.cache.lock().get(id) {
-            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(hit);
+            // Checked again: a block cached from an older upload of the segment is not this one.
+            if want == Some(crc32fast::hash(&hit)) {
+                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(hit);
+            }
+            self.cache.lock().forget(segment.start_offset);
         }
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
@@ -347,7 +378,6 @@ impl Tier {
             .map_err(|_| TierError::Timeout(format!("reading {key} bytes {from}..{to} took over {deadline:?}")))?
             .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
         self.stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();
         if bytes.len() as u64 != to - from || want != Some(crc32fast::hash(&bytes)) {
             self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
             return Err(TierError::Checksum(format!(
@@ -365,6 +395,7 @@ impl Tier {
     /// # Errors
     /// The manifest unwritable; the object store failing past its retries.
     pub fn delete(&self, start_offset: u64) -> Result<()> {
+        let _one = self.writes.lock();
         self.manifest.lock().remove(start_offset)?;
         self.cache.lock().forget(start_offset);
         for key in [self.key(start_offset), self.record_key(start_offset)] {

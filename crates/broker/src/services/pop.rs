@@ -443,6 +443,10 @@ impl PopService {
             .collect();
         for offset in due {
             let got = self.store.get_messages(&req.topic, queue_id, offset, 1, None);
+            if got.status == GetStatus::ColdUnavailable {
+                // In the cold tier, which did not answer now: kept, handed out on a later pop.
+                break;
+            }
             if got.status != GetStatus::Found || got.message_count != 1 {
                 // Gone with retention (or the queue was deleted): nothing to hand out again.
                 st.inflight.remove(&offset);
