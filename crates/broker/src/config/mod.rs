@@ -122,7 +122,7 @@ petrel_kit::config_table! {
         "objectStoreSecretKey" => object_store_secret_key: Option<Secret> = None;
             "The cold tier's secret key. Shown masked, never logged."
         "tieredStoreFilePath" => tiered_store_file_path: String = String::new();
-            "Key prefix of this broker's objects in the bucket (RocketMQ tieredstore's base path). Empty: `petrel/CLUSTER/BROKER_NAME/BROKER_ID`."
+            "Key prefix of this broker's objects in the bucket (RocketMQ tieredstore's base path). Empty: `petrel/CLUSTER/BROKER_NAME/BROKER_ID`; required in controller mode, where ids are given at runtime (each replica needs its own)."
         "tieredStoreFileReservedTime" => tiered_store_file_reserved_time_hours: u64 = 72;
             "Hours a segment is kept in the cold tier, counted from its last write, once it has left the local disk (RocketMQ tieredstore's key); then it is deleted from the bucket and its messages are gone. Locally, `fileReservedTime` still applies: with a tier it is the hot retention, and reads of older messages go to the bucket."
         "tieredUploadBytesPerSecond" => tiered_upload_bytes_per_second: u64 = 0;
