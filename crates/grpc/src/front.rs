@@ -146,29 +146,27 @@ answered!(
     pb::SyncLiteSubscriptionResponse,
 );
 
-impl Answered for Vec<pb::ReceiveMessageResponse> {
-    fn code(&self) -> i32 {
-        use pb::receive_message_response::Content;
-        self.iter()
-            .find_map(|r| match &r.content {
-                Some(Content::Status(s)) => Some(s.code),
-                _ => None,
-            })
-            .unwrap_or(Code::Unspecified as i32)
-    }
+/// A streamed answer's code: its status item's.
+macro_rules! answered_stream {
+    ($($answer:ty => $content:path),* $(,)?) => {
+        $(impl Answered for Vec<$answer> {
+            fn code(&self) -> i32 {
+                use $content as Content;
+                self.iter()
+                    .find_map(|r| match &r.content {
+                        Some(Content::Status(s)) => Some(s.code),
+                        _ => None,
+                    })
+                    .unwrap_or(Code::Unspecified as i32)
+            }
+        })*
+    };
 }
 
-impl Answered for Vec<pb::PullMessageResponse> {
-    fn code(&self) -> i32 {
-        use pb::pull_message_response::Content;
-        self.iter()
-            .find_map(|r| match &r.content {
-                Some(Content::Status(s)) => Some(s.code),
-                _ => None,
-            })
-            .unwrap_or(Code::Unspecified as i32)
-    }
-}
+answered_stream!(
+    pb::ReceiveMessageResponse => pb::receive_message_response::Content,
+    pb::PullMessageResponse => pb::pull_message_response::Content,
+);
 
 impl GrpcFront {
     /// Counts a call in `rocketmq_rpc_latency` (`protocol_type="grpc"`, the method as its
