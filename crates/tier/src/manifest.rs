@@ -51,13 +51,11 @@ pub(crate) struct Manifest {
 
 impl Manifest {
     pub(crate) fn open(dir: &Path) -> Result<Manifest> {
-        std::fs::create_dir_all(dir).map_err(|e| TierError::io(dir, e))?;
+        petrel_kit::fs::create_dir_durably(dir).map_err(|e| TierError::io(dir, e))?;
         let path = dir.join("tier.manifest");
-        let mut text = match std::fs::read(&path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(TierError::io(&path, e)),
-        };
+        let mut text = petrel_kit::fs::read_if_exists(&path)
+            .map_err(|e| TierError::io(&path, e))?
+            .unwrap_or_default();
         if !text.is_empty() && !text.ends_with(b"\n") {
             // A last line cut by a crash (or a failed write) was never confirmed: cut it off,
             // so that the next line does not follow its fragment.
@@ -133,21 +131,14 @@ impl Manifest {
             text.extend(serde_json::to_vec(s).map_err(|e| TierError::Manifest(e.to_string()))?);
             text.push(b'\n');
         }
-        let tmp = self.path.with_extension("manifest.tmp");
-        let mut file = std::fs::File::create(&tmp).map_err(|e| TierError::io(&tmp, e))?;
-        file.write_all(&text).map_err(|e| TierError::io(&tmp, e))?;
-        file.sync_data().map_err(|e| TierError::io(&tmp, e))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| TierError::io(&self.path, e))?;
-        sync_dir(&self.path)
+        petrel_kit::fs::write_atomically(&self.path, &text, petrel_kit::fs::Mode::Default).map_err(|e| TierError::io(&self.path, e))
     }
 }
 
-/// Makes the directory entry of `path` durable (its creation, or a rename onto it).
+/// Makes the directory entry of `path` durable (its creation).
 fn sync_dir(path: &Path) -> Result<()> {
     let dir = path.parent().expect("the manifest lies in a directory");
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| TierError::io(dir, e))
+    petrel_kit::fs::sync_dir(dir).map_err(|e| TierError::io(dir, e))
 }
 
 #[cfg(test)]
