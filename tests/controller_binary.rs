@@ -795,8 +795,16 @@ fn a_master_back_with_less_than_the_set_confirmed_lets_another_lead() {
     // Time for a debug build to restart before the controllers give up on it.
     let (_ns, group, mut brokers) = controlled_set(dir.path(), &["--set", "controllerHeartBeatTimeoutMills=6000"]);
     let (master_addr, m, mut c, acked) = master_with_twenty(&group, &brokers);
-    // Where the 11th message starts in the master's log.
-    let r = c.call(common::pull("Probe", "Fail", 0, 10, 0));
+    // Where the 11th message starts in the master's log (dispatched after its send was
+    // answered, so asked until it is there).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let r = loop {
+        let r = c.call(common::pull("Probe", "Fail", 0, 10, 0));
+        if r.code == resp::SUCCESS || Instant::now() >= deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
     let cut_at = petrel_protocol::decode_messages(&r.body).unwrap()[0].commit_log_offset;
     // The confirm and dispatch checkpoints are written every second.

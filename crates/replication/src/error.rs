@@ -55,6 +55,13 @@ pub enum ReplicationError {
         /// The offset the frame started at.
         got: u64,
     },
+    /// The master no longer holds the offset a slave needs next: retention deleted it while the
+    /// slave was behind.
+    #[error("offset {0} is no longer in the master's log (deleted while the slave was behind)")]
+    Gone(u64),
+    /// The master's own log failed (a write error): nothing more can be sent.
+    #[error("the master's log failed: {0}")]
+    LogFailed(std::sync::Arc<str>),
     /// The master's epoch could not be recorded.
     #[error("the master's epoch {epoch} at {start}: {source}")]
     Epoch {

@@ -23,5 +23,5 @@ pub mod wire;
 
 pub use acks::{AckGate, AckMode, AckPolicy, Refusal, ReplicaWait, SlaveStatus, SyncStateView, agreed_offset, confirm_offset};
 pub use error::ReplicationError;
-pub use master::{AutoSwitchMaster, HaMaster, MasterConfig, MasterTls};
+pub use master::{AutoSwitchMaster, FrameCounts, HaMaster, MasterConfig, MasterTls};
 pub use slave::{AutoSwitchSlave, HaSlave, SlaveConfig, SlaveState};

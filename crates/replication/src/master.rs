@@ -1,11 +1,15 @@
 //! The master's HA server: accepts slaves on `haListenPort` and streams its commit log to each,
 //! concurrently and independently — a slow or dead slave delays nobody but itself.
 //!
-//! Each slave gets two threads, as in RocketMQ: a reader that takes its reports (the acks) and
-//! a transfer that sends `[offset][size][bytes]` frames of the log as it is written, up to
-//! `haTransferBatchSize` bytes each, or a heartbeat frame after `haSendHeartbeatInterval`
-//! without data. A transfer never waits per message: it wakes on the `written` watermark and
-//! sends everything written since, so one frame carries many records at high load.
+//! Each slave gets a reader of its reports (the acks) and a sender of `[offset][size][bytes]`
+//! frames of the log, up to `haTransferBatchSize` bytes each, or a heartbeat frame after
+//! `haSendHeartbeatInterval` without data. The reader is a task on the broker's runtime: a
+//! report wakes the worker that answers the sends it releases (a thread of its own, as in
+//! RocketMQ, cost a wake-up of the thread and then one of the worker per round trip). Frames
+//! leave from whoever is awake when one is due — the thread that published the records, the
+//! reader that took an ack — or from the slave's transfer thread for what may block or must
+//! stream (see [`outbox`]). A frame carries everything written since the last one, so one frame
+//! carries many records at high load.
 //!
 //! Where a slave starts: at the offset it reports; an empty slave (offset 0) gets the
 //! master's whole log from its oldest segment, or only the newest segment with
@@ -13,11 +17,11 @@
 //! reports an offset the master cannot serve (below its oldest segment, or past its end: the
 //! slave diverged) is disconnected with an error naming both offsets.
 //!
-//! Owns: the listener, the slave connections and their threads. Must never: block the async
-//! runtime (these are threads), hold more than `maxSlaves` connections, or send a byte the
-//! master has not written.
+//! Owns: the listener, the slave connections, their threads and reader tasks. Must never: block
+//! the async runtime (its tasks only read what arrived, and send what the socket takes at once),
+//! hold more than `maxSlaves` connections, or send a byte the master has not written.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -27,11 +31,14 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use petrel_store::{EpochFile, MessageStore, Watermark};
 
+mod outbox;
+
 use crate::acks::AckGate;
 use crate::error::{ReplicationError, Step};
-use crate::stream::HaStream;
+use crate::stream::{AsyncReader, HaStream};
 use crate::wire::autoswitch::{MasterHeader, SLAVE_HANDSHAKE_BYTES, SlaveMessage, encode_epochs};
 use crate::wire::{FrameHeader, REPORT_BYTES, decode_report};
+use outbox::Outbox;
 
 /// Controller mode's extras on the master side: the epochs its frames name and the confirm
 /// offset they carry (RocketMQ's AutoSwitch protocol, see [`crate::wire::autoswitch`]).
@@ -113,11 +120,18 @@ struct Slave {
     stream: HaStream,
     /// The latest report (the first tells the transfer where to start; each one is an ack).
     acked: Mutex<Option<u64>>,
+    /// The same, for inline senders, which must not wait on a lock (0 before the first).
+    last_ack: AtomicU64,
     /// Signalled on every report.
     reported: Condvar,
     closed: AtomicBool,
-    /// Next offset the transfer sends.
-    next_offset: AtomicU64,
+    /// The sending side, once the transfer has its start point (see [`outbox`]).
+    out: Mutex<Option<Outbox>>,
+    /// A send was asked for: set before the sender tries `out`, so that its holder looks again.
+    wanted: AtomicBool,
+    /// Set, under its lock, to call the transfer thread back; `kicked` wakes it.
+    kick: Mutex<bool>,
+    kicked: Condvar,
     /// Controller mode: the slave's handshake, once read.
     handshake: Mutex<Option<Handshake>>,
 }
@@ -128,7 +142,17 @@ impl Slave {
             tracing::info!(slave = self.id, addr = %self.addr, why, "slave connection closed");
             self.stream.shutdown();
             self.reported.notify_all();
+            self.call_thread();
         }
+    }
+
+    /// Takes a report: the ack that lets the next frame go.
+    fn take_report(&self, inner: &Inner, offset: u64) {
+        *self.acked.lock() = Some(offset);
+        self.last_ack.store(offset, Ordering::Release);
+        self.reported.notify_all();
+        inner.gate.acked(self.id, offset);
+        self.pump(inner);
     }
 }
 
@@ -146,6 +170,23 @@ struct Inner {
     pending: std::sync::atomic::AtomicUsize,
     /// Peers refused (no or a wrong proof, too many handshakes at once), for metrics.
     pub(crate) refused: AtomicU64,
+    /// Frames leave inline (see [`outbox`]): sends wait for the slaves, and the store tells
+    /// this server of each new written end.
+    inline: bool,
+    /// The runtime the slaves' reports are read on: the broker's, when it started this server.
+    runtime: Option<tokio::runtime::Handle>,
+    /// Frames sent so far, by who sent them.
+    frames: FrameCounts,
+}
+
+/// Frames a master sent to its slaves (heartbeats included), by who sent them: in the steady
+/// state of sends that wait, nearly all leave inline (see [`outbox`]).
+#[derive(Debug, Default)]
+pub struct FrameCounts {
+    /// Sent from the thread that published the records, or the one that read an ack.
+    pub inline: AtomicU64,
+    /// Sent by a slave's transfer thread: starts, backlogs, the rest of a frame, heartbeats.
+    pub by_thread: AtomicU64,
 }
 
 /// A running HA server.
@@ -171,17 +212,35 @@ impl HaMaster {
         );
         let listener = TcpListener::bind(config.listen)?;
         let local_addr = listener.local_addr()?;
-        let inner = Arc::new(Inner {
-            store,
-            config,
-            gate,
-            slaves: Mutex::new(Vec::new()),
-            threads: Mutex::new(Vec::new()),
-            next_id: AtomicU64::new(1),
-            stop: AtomicBool::new(false),
-            accepting: AtomicBool::new(true),
-            pending: std::sync::atomic::AtomicUsize::new(0),
-            refused: AtomicU64::new(0),
+        let inner = Arc::new_cyclic(|me: &std::sync::Weak<Inner>| {
+            let me = me.clone();
+            let listener: Arc<dyn Fn() + Send + Sync> = Arc::new(move || {
+                if let Some(inner) = me.upgrade() {
+                    for slave in inner.slaves.lock().iter() {
+                        slave.pump(&inner);
+                    }
+                }
+            });
+            let registered = store.commit_log().set_written_listener(listener);
+            if !registered {
+                tracing::warn!("another HA server registered with this store first: frames leave from the transfer threads only");
+            }
+            let inline = config.linger.is_zero() && registered;
+            Inner {
+                store,
+                config,
+                gate,
+                slaves: Mutex::new(Vec::new()),
+                threads: Mutex::new(Vec::new()),
+                next_id: AtomicU64::new(1),
+                stop: AtomicBool::new(false),
+                accepting: AtomicBool::new(true),
+                pending: std::sync::atomic::AtomicUsize::new(0),
+                refused: AtomicU64::new(0),
+                inline,
+                runtime: tokio::runtime::Handle::try_current().ok(),
+                frames: FrameCounts::default(),
+            }
         });
         let acceptor = {
             let inner = inner.clone();
@@ -214,6 +273,12 @@ impl HaMaster {
     #[must_use]
     pub fn gate(&self) -> &Arc<AckGate> {
         &self.inner.gate
+    }
+
+    /// Frames sent so far, by who sent them.
+    #[must_use]
+    pub fn frames(&self) -> &FrameCounts {
+        &self.inner.frames
     }
 
     /// Peers refused so far: no proof of `haSecret`, a wrong one, or too many at once.
@@ -378,16 +443,18 @@ fn admit(inner: &Arc<Inner>, stream: HaStream) -> std::io::Result<()> {
         tracing::warn!(%addr, max = inner.config.max_slaves, "refusing a slave: the master already serves its maximum");
         return Ok(());
     }
-    stream.set_read_timeout(Some(inner.config.housekeeping_interval))?;
-    stream.set_write_timeout(Some(inner.config.housekeeping_interval))?;
     let slave = Arc::new(Slave {
         id: inner.next_id.fetch_add(1, Ordering::Relaxed),
         addr,
         stream,
         acked: Mutex::new(None),
+        last_ack: AtomicU64::new(0),
         reported: Condvar::new(),
         closed: AtomicBool::new(false),
-        next_offset: AtomicU64::new(0),
+        out: Mutex::new(None),
+        wanted: AtomicBool::new(false),
+        kick: Mutex::new(false),
+        kicked: Condvar::new(),
         handshake: Mutex::new(None),
     });
     tracing::info!(slave = slave.id, %addr, tls = matches!(slave.stream, HaStream::Tls(..)), "slave connected");
@@ -397,12 +464,18 @@ fn admit(inner: &Arc<Inner>, stream: HaStream) -> std::io::Result<()> {
     let (reader, writer) = (slave.stream.try_clone()?, slave.stream.try_clone()?);
     let mut threads = inner.threads.lock();
     threads.retain(|h| !h.is_finished());
-    let (i, s) = (inner.clone(), slave.clone());
-    threads.push(
-        std::thread::Builder::new()
-            .name(format!("ha-read-{}", slave.id))
-            .spawn(move || read_reports(&i, &s, reader))?,
-    );
+    let reading = read_reports(inner.clone(), slave.clone(), reader);
+    match &inner.runtime {
+        Some(runtime) => drop(runtime.spawn(reading)),
+        None => {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("ha-read-{}", slave.id))
+                    .spawn(move || runtime.block_on(reading))?,
+            );
+        }
+    }
     let (i, s) = (inner.clone(), slave);
     threads.push(
         std::thread::Builder::new()
@@ -413,12 +486,16 @@ fn admit(inner: &Arc<Inner>, stream: HaStream) -> std::io::Result<()> {
 }
 
 /// The reader: every report is an ack. Ends on EOF, an error, or silence past housekeeping.
-fn read_reports(inner: &Inner, slave: &Slave, stream: HaStream) {
-    if inner.config.autoswitch.is_some() {
-        read_autoswitch_reports(inner, slave, stream);
-        return;
-    }
-    read_classic_reports(inner, slave, stream);
+/// Runs on the broker's runtime where there is one (a report then wakes the worker that answers
+/// the sends it releases), else on a thread of its own.
+async fn read_reports(inner: Arc<Inner>, slave: Arc<Slave>, stream: HaStream) {
+    let why = match AsyncReader::new(stream) {
+        Ok(mut reader) if inner.config.autoswitch.is_some() => read_autoswitch_reports(&inner, &slave, &mut reader).await,
+        Ok(mut reader) => read_classic_reports(&inner, &slave, &mut reader).await,
+        Err(e) => format!("read: {e}"),
+    };
+    slave.close(&why);
+    inner.gate.disconnected(slave.id);
 }
 
 fn read_error(inner: &Inner, e: &std::io::Error) -> String {
@@ -429,15 +506,16 @@ fn read_error(inner: &Inner, e: &std::io::Error) -> String {
     }
 }
 
-/// Controller mode: a handshake naming the slave, then reports.
-fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
+/// Controller mode: a handshake naming the slave, then reports. Returns why it ended.
+async fn read_autoswitch_reports(inner: &Inner, slave: &Slave, stream: &mut AsyncReader) -> String {
     let mut buf = [0u8; SLAVE_HANDSHAKE_BYTES];
-    let why = loop {
-        if let Err(e) = stream.read_exact(&mut buf[..4]) {
-            break read_error(inner, &e);
+    let silence = inner.config.housekeeping_interval;
+    loop {
+        if let Err(e) = stream.read_exact_within(&mut buf[..4], silence).await {
+            return read_error(inner, &e);
         }
         if buf[..4] == crate::handshake::MAGIC[..4] {
-            break "the slave authenticates with haSecret, and this master has none".to_owned();
+            return "the slave authenticates with haSecret, and this master has none".to_owned();
         }
         let state = i32::from_be_bytes(buf[..4].try_into().expect("4 bytes"));
         let len = if state == crate::wire::autoswitch::STATE_HANDSHAKE {
@@ -445,8 +523,8 @@ fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         } else {
             crate::wire::autoswitch::SLAVE_REPORT_BYTES
         };
-        if let Err(e) = stream.read_exact(&mut buf[4..len]) {
-            break read_error(inner, &e);
+        if let Err(e) = stream.read_exact_within(&mut buf[4..len], silence).await {
+            return read_error(inner, &e);
         }
         match SlaveMessage::decode(&buf[..len]) {
             Ok(Some((
@@ -461,44 +539,35 @@ fn read_autoswitch_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
                 inner.gate.identified(slave.id, broker_id, async_learner);
                 *slave.handshake.lock() = Some(Handshake { sync_from_last_file });
             }
-            Ok(Some((SlaveMessage::Report { max_offset }, _))) => {
-                *slave.acked.lock() = Some(max_offset);
-                slave.reported.notify_all();
-                inner.gate.acked(slave.id, max_offset);
-            }
+            Ok(Some((SlaveMessage::Report { max_offset }, _))) => slave.take_report(inner, max_offset),
             Ok(None) => unreachable!("read a whole message"),
-            Err(e) => break e.to_string(),
+            Err(e) => return e.to_string(),
         }
         if slave.closed.load(Ordering::Acquire) {
-            break "closed".into();
+            return "closed".into();
         }
-    };
-    slave.close(&why.to_string());
-    inner.gate.disconnected(slave.id);
+    }
 }
 
-fn read_classic_reports(inner: &Inner, slave: &Slave, mut stream: HaStream) {
+/// The classic protocol: reports only. Returns why it ended.
+async fn read_classic_reports(inner: &Inner, slave: &Slave, stream: &mut AsyncReader) -> String {
     let mut buf = [0u8; REPORT_BYTES];
-    let why = loop {
-        if let Err(e) = stream.read_exact(&mut buf) {
-            break read_error(inner, &e);
+    loop {
+        if let Err(e) = stream.read_exact_within(&mut buf, inner.config.housekeeping_interval).await {
+            return read_error(inner, &e);
         }
         if crate::handshake::opens_handshake(&buf) {
-            break "the slave authenticates with haSecret, and this master has none".to_owned();
+            return "the slave authenticates with haSecret, and this master has none".to_owned();
         }
         let offset = match decode_report(buf) {
             Ok(o) => o,
-            Err(e) => break e.to_string(),
+            Err(e) => return e.to_string(),
         };
-        *slave.acked.lock() = Some(offset);
-        slave.reported.notify_all();
-        inner.gate.acked(slave.id, offset);
+        slave.take_report(inner, offset);
         if slave.closed.load(Ordering::Acquire) {
-            break "closed".into();
+            return "closed".into();
         }
-    };
-    slave.close(&why.to_string());
-    inner.gate.disconnected(slave.id);
+    }
 }
 
 /// Where the transfer to a slave that reported `reported` starts, or why it cannot.
@@ -554,7 +623,7 @@ fn autoswitch_handshake(
         last_epoch: auto.epochs.last_epoch(),
     };
     stream
-        .write_all(&[header.encode(), body].concat())
+        .write_all_within(&[header.encode(), body].concat(), inner.config.housekeeping_interval)
         .step("answering the handshake")?;
     Ok(hs)
 }
@@ -628,7 +697,7 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         slave.close("no first report");
         return;
     };
-    let mut next = match start_offset(inner, reported, sync_from_last_file) {
+    let next = match start_offset(inner, reported, sync_from_last_file) {
         Ok(o) => o,
         Err(why) => {
             tracing::error!(slave = slave.id, addr = %slave.addr, "{why}");
@@ -637,96 +706,19 @@ fn transfer(inner: &Inner, slave: &Slave, mut stream: HaStream) {
         }
     };
     tracing::info!(slave = slave.id, reported, from = next, "transfer starts");
-    let log = inner.store.commit_log();
-    let mut last_sent = Instant::now();
-    let mut held_since: Option<Instant> = None;
-    let mut frame = Vec::with_capacity(crate::wire::autoswitch::MASTER_TRANSFER_BYTES + inner.config.transfer_batch_bytes);
+    let capacity = crate::wire::autoswitch::MASTER_TRANSFER_BYTES + inner.config.transfer_batch_bytes;
+    *slave.out.lock() = Some(Outbox::new(stream, next, capacity));
     let why = loop {
         if slave.closed.load(Ordering::Acquire) || inner.stop.load(Ordering::Acquire) {
             break "stopped".to_owned();
         }
-        slave.next_offset.store(next, Ordering::Release);
-        let Some(bytes) = log.read_raw(next, inner.config.transfer_batch_bytes) else {
-            break format!("offset {next} is no longer in the master's log (deleted while the slave was behind)");
-        };
-        if bytes.is_empty() && last_sent.elapsed() < inner.config.heartbeat_interval {
-            // Short enough that a stop or a closed connection is noticed soon.
-            let wait = inner
-                .config
-                .heartbeat_interval
-                .saturating_sub(last_sent.elapsed())
-                .min(Duration::from_millis(500));
-            let target = next + 1;
-            if let Err(petrel_store::WaitError::Failed(reason)) = log.written_watermark().wait_blocking(target, wait) {
-                break format!("the master's log failed: {reason}");
-            }
-            continue;
+        if let Err(why) = outbox::transfer_step(inner, slave) {
+            break why.to_string();
         }
-        if !bytes.is_empty() && bytes.len() < inner.config.transfer_batch_bytes {
-            let held = if inner.config.linger.is_zero() {
-                hold(slave, next, &mut held_since)
-            } else {
-                linger(
-                    log,
-                    next + inner.config.transfer_batch_bytes as u64,
-                    inner.config.linger,
-                    &mut held_since,
-                )
-            };
-            if held {
-                continue;
-            }
-        }
-        held_since = None;
-        let mut len = bytes.len();
-        let header = frame_header(inner, next, &mut len);
-        // One write per frame: header and bytes together.
-        frame.clear();
-        frame.extend_from_slice(&header);
-        frame.extend_from_slice(&bytes[..len]);
-        if let Err(e) = stream.write_all(&frame) {
-            break format!("write: {e}");
-        }
-        next += len as u64;
-        last_sent = Instant::now();
     };
-    slave.close(&why.to_string());
-}
-
-/// Longest a partial frame waits for the previous frame's ack.
-const MAX_HOLD: Duration = Duration::from_millis(2);
-
-/// Whether to hold a partial frame back, waiting (here, up to [`MAX_HOLD`] in all) for the
-/// slave to ack what was sent before it. While a frame is on its way, the records that arrive
-/// then travel together in the next one — one frame, one ack, one wake-up on each side for
-/// many messages when many senders wait — and a lone sender, whose previous record is already
-/// acknowledged, is never held.
-fn hold(slave: &Slave, sent_end: u64, held_since: &mut Option<Instant>) -> bool {
-    let since = *held_since.get_or_insert_with(Instant::now);
-    let Some(left) = MAX_HOLD.checked_sub(since.elapsed()) else {
-        return false;
-    };
-    let mut acked = slave.acked.lock();
-    if acked.is_none_or(|a| a >= sent_end) || slave.closed.load(Ordering::Acquire) {
-        return false;
-    }
-    let _ = slave.reported.wait_for(&mut acked, left);
-    // Look again at the log: more may have been written meanwhile.
-    true
-}
-
-/// Whether to hold a partial frame back for more records (up to `limit` in all, or until the
-/// log reaches `full`, a whole frame). Only where no send waits for the slave.
-fn linger(log: &petrel_store::CommitLog, full: u64, limit: Duration, held_since: &mut Option<Instant>) -> bool {
-    let since = *held_since.get_or_insert_with(Instant::now);
-    let Some(left) = limit.checked_sub(since.elapsed()) else {
-        return false;
-    };
-    if log.max_offset() >= full {
-        return false;
-    }
-    let _ = log.written_watermark().wait_blocking(full, left);
-    true
+    slave.close(&why);
+    // The writing half goes now, not when the slave's entry is pruned at the next admission.
+    *slave.out.lock() = None;
 }
 
 /// Re-derives sync states every second: a master with no traffic still notices a slave that

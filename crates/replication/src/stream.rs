@@ -70,6 +70,56 @@ impl HaStream {
         }
     }
 
+    /// Writes what the socket takes now without waiting (`MSG_DONTWAIT`, for a caller that must
+    /// not block: the append path). Returns the bytes taken, 0 when the socket's buffer is full.
+    pub(crate) fn send_now(&self, buf: &[u8]) -> std::io::Result<usize> {
+        use nix::sys::socket::{MsgFlags, send};
+        use std::os::fd::AsRawFd;
+        let fd = match self {
+            HaStream::Tcp(s) => s.as_raw_fd(),
+            HaStream::Tls(s, ..) => s.as_raw_fd(),
+        };
+        match send(fd, buf, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL) {
+            Ok(n) => Ok(n),
+            Err(nix::errno::Errno::EAGAIN | nix::errno::Errno::EINTR) => Ok(0),
+            Err(e) => Err(std::io::Error::from(e)),
+        }
+    }
+
+    /// Writes all of `buf` within `timeout`, whether the socket is blocking or not (the master's
+    /// reader makes it non-blocking): what the socket takes now, then a wait until it takes more.
+    pub(crate) fn write_all_within(&self, buf: &[u8], timeout: Duration) -> std::io::Result<()> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let deadline = std::time::Instant::now() + timeout;
+        let mut at = 0;
+        // Bounded: each turn writes something or waits, and the waits end at the deadline.
+        while at < buf.len() {
+            let n = self.send_now(&buf[at..])?;
+            at += n;
+            if n > 0 || at == buf.len() {
+                continue;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("the peer took no bytes for {timeout:?}"),
+                ));
+            }
+            let fd = match self {
+                HaStream::Tcp(s) => s.as_fd(),
+                HaStream::Tls(s, ..) => s.as_fd(),
+            };
+            let wait = PollTimeout::try_from(left).unwrap_or(PollTimeout::MAX);
+            match poll(&mut [PollFd::new(fd, PollFlags::POLLOUT)], wait) {
+                Ok(_) | Err(nix::errno::Errno::EINTR) => {}
+                Err(e) => return Err(std::io::Error::from(e)),
+            }
+        }
+        Ok(())
+    }
+
     pub(crate) fn peer_addr(&self) -> std::io::Result<SocketAddr> {
         match self {
             HaStream::Tcp(s) => s.peer_addr(),
@@ -99,6 +149,47 @@ impl Write for HaStream {
         match self {
             HaStream::Tcp(s) => s.flush(),
             HaStream::Tls(s, ..) => s.flush(),
+        }
+    }
+}
+
+/// The reading half of an HA connection on the async runtime (the master's reports): a report
+/// wakes the runtime's worker that answers the sends it releases, not a thread that then has
+/// to wake one.
+pub(crate) enum AsyncReader {
+    Tcp(tokio::net::TcpStream),
+    Tls(tokio::net::UnixStream),
+}
+
+impl AsyncReader {
+    /// Takes a clone of the stream onto the runtime of the calling task. The socket becomes
+    /// non-blocking for every clone: the writers use [`HaStream::send_now`] and
+    /// [`HaStream::write_all_within`], which do not depend on it.
+    pub(crate) fn new(stream: HaStream) -> std::io::Result<AsyncReader> {
+        Ok(match stream {
+            HaStream::Tcp(s) => {
+                s.set_nonblocking(true)?;
+                AsyncReader::Tcp(tokio::net::TcpStream::from_std(s)?)
+            }
+            HaStream::Tls(s, ..) => {
+                s.set_nonblocking(true)?;
+                AsyncReader::Tls(tokio::net::UnixStream::from_std(s)?)
+            }
+        })
+    }
+
+    /// Fills `buf`, or fails (end of stream included) or times out after `timeout`.
+    pub(crate) async fn read_exact_within(&mut self, buf: &mut [u8], timeout: Duration) -> std::io::Result<()> {
+        use tokio::io::AsyncReadExt;
+        let read = async {
+            match self {
+                AsyncReader::Tcp(s) => s.read_exact(buf).await,
+                AsyncReader::Tls(s) => s.read_exact(buf).await,
+            }
+        };
+        match tokio::time::timeout(timeout, read).await {
+            Ok(r) => r.map(|_| ()),
+            Err(_) => Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "no bytes within the timeout")),
         }
     }
 }

@@ -382,6 +382,9 @@ pub(crate) struct Shared {
     pub(crate) checkpoint_wakeup: Wakeup,
     /// Told when more of the log becomes readable (the store's dispatcher).
     pub(crate) on_readable: OnceLock<Arc<dyn Fn() + Send + Sync>>,
+    /// Told, on the thread that published it, each time the written end moves (a master's HA
+    /// server, which sends new bytes to its slaves from there instead of waking a thread).
+    pub(crate) on_written: OnceLock<Arc<dyn Fn() + Send + Sync>>,
     /// When set, readers see nothing past this watermark either (a master whose consumers may
     /// only read what every in-sync replica holds: RocketMQ's confirmOffset).
     pub(crate) reader_gate: OnceLock<Arc<Watermark>>,
@@ -443,6 +446,9 @@ impl Shared {
     pub(crate) fn publish(&self, end: u64) {
         self.published.store(end, Ordering::SeqCst);
         self.written.advance(end);
+        if let Some(f) = self.on_written.get() {
+            f();
+        }
         match self.config.flush_mode {
             FlushMode::Sync => self.flusher_wakeup.wake(),
             FlushMode::Async => self.notify_readable(),
@@ -866,6 +872,7 @@ impl CommitLog {
                 ..CheckpointState::default()
             }),
             on_readable: OnceLock::new(),
+            on_written: OnceLock::new(),
             reader_gate: OnceLock::new(),
             shutdown: AtomicBool::new(false),
             flush_requested: AtomicBool::new(false),
@@ -920,6 +927,13 @@ impl CommitLog {
     /// Registers what runs when more of the log becomes readable (once; later calls are ignored).
     pub fn set_readable_listener(&self, f: Arc<dyn Fn() + Send + Sync>) {
         let _ = self.shared.on_readable.set(f);
+    }
+
+    /// Registers what runs each time the written end moves, on the thread that moved it. It
+    /// must not block: it runs on the append path. Only the first call registers; it returns
+    /// whether this one did.
+    pub fn set_written_listener(&self, f: Arc<dyn Fn() + Send + Sync>) -> bool {
+        self.shared.on_written.set(f).is_ok()
     }
 
     /// The end of what is written into the page cache (readable, and what ASYNC_FLUSH sends
