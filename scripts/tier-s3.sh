@@ -13,5 +13,7 @@ weed=$(scripts/seaweedfs-build.sh | tail -1)
 "$weed" version
 # One server at a time: each test's timeouts are seconds, and the suite's machine is small.
 PETREL_WEED="$weed" cargo test --quiet -p petrel-tier --test s3 -- --test-threads 1
-# And through `petrel serve`: offload, retention after the tier, a kill -9 mid-upload.
+# And through `petrel serve`: offload, retention after the tier, a kill -9 mid-upload, and
+# RocketMQ's Java client reading four times what the disk keeps back from the first offset.
+mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 PETREL_WEED="$weed" cargo test --quiet --test tier_binary -- --test-threads 1

@@ -443,6 +443,39 @@ pub fn mqadmin(namesrv: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs a scenario of the official Java client's test (`tests/clients/java`, built by `mvn
+/// package`: scripts/test.sh builds it before the scripts that run this) and returns its output;
+/// panics with the output unless it says all its checks passed.
+pub fn java_client(args: &[&str]) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/java/target");
+    assert!(
+        root.join("classes/petrel/ClientTest.class").exists(),
+        "the Java client's test is not built: mvn -q -B -f tests/clients/java/pom.xml package -DskipTests"
+    );
+    let classpath = format!("{}:{}/lib/*", root.join("classes").display(), root.display());
+    let out = Command::new("timeout")
+        .args([
+            "--signal=QUIT",
+            "--kill-after=10",
+            "300",
+            "java",
+            "-Xmx256m",
+            "-cp",
+            &classpath,
+            "petrel.ClientTest",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && text.contains("all checks passed"),
+        "java {args:?}: {}\n{text}",
+        out.status
+    );
+    text
+}
+
 /// Prints the failover distribution and checks the targets (median ≤ 5 s, max ≤ 10 s).
 pub fn report_failovers(failovers: &mut [Duration]) {
     failovers.sort();

@@ -209,7 +209,8 @@ impl Broker {
                 long_poll.clone(),
             )
             .map_err(BrokerError::io("opening the POP state"))?
-            .with_stats(stats.clone()),
+            .with_stats(stats.clone())
+            .with_pool(pool.clone()),
         );
         let admin = Arc::new(AdminService::new(
             config.clone(),

@@ -743,6 +743,33 @@ impl Inner {
         Ok(record)
     }
 
+    /// The record starting at `offset`: from the local log, or, below it, from the cold tier
+    /// (checked as the local read checks: a record's magic, and a size its segment can hold).
+    /// `Ok(None)` when no record starts there.
+    fn record_anywhere(&self, offset: u64) -> Result<Option<Vec<u8>>> {
+        if let Some(bytes) = self.log.read_record(offset)? {
+            return Ok(Some(bytes));
+        }
+        if self.cold.get().is_none() || offset >= self.log.min_offset() {
+            return Ok(None);
+        }
+        let cold = self.cold.get().expect("checked above");
+        let segment_bytes = self.log.config().segment_size_bytes;
+        let head = match cold.read(offset, 8) {
+            Ok(head) if head.len() == 8 => head,
+            Ok(_) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
+        let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
+        let fits = u64::try_from(size).is_ok_and(|s| s > 0 && offset % segment_bytes + s <= segment_bytes);
+        if !fits || (magic != petrel_protocol::message::MAGIC_CODE_V1 && magic != petrel_protocol::message::MAGIC_CODE_V2) {
+            return Ok(None);
+        }
+        let size = u32::try_from(size).expect("positive, checked above");
+        Ok(Some(self.cold_record(offset, size)?.to_vec()))
+    }
+
     fn run_retention(&self) -> Result<usize> {
         let _one = self.retention.lock();
         let deleted = self.log.delete_expired(self.dispatched.load(Ordering::Acquire))?;
@@ -1153,7 +1180,9 @@ impl MessageStore {
             if result.count >= max || (result.count > 0 && result.body.len() >= MAX_QUERY_BYTES) {
                 break;
             }
-            let Ok(Some(bytes)) = self.inner.log.read_record(offset) else {
+            // A record the tier holds is read from it: the index keeps keys down to the oldest
+            // record the store still has, local or not.
+            let Ok(Some(bytes)) = self.inner.record_anywhere(offset) else {
                 continue;
             };
             let Ok(m) = RecordView::parse(&bytes) else {
@@ -1304,6 +1333,16 @@ impl MessageStore {
         let opened = map.remove(&(topic.to_owned(), lmq_id)).is_some();
         let removed = light.remove_keys(topic, lmq_id)?;
         Ok(usize::from(opened || removed > 0))
+    }
+
+    /// The record starting at commit-log `offset`, wherever it is kept: on the local disk, or in
+    /// the cold tier once it left the disk (a read that may wait up to the tier's deadline:
+    /// callers run it off the async runtime). `Ok(None)` when no record starts there.
+    ///
+    /// # Errors
+    /// [`StoreError::ColdTier`] when the tier holds the offset but cannot answer now.
+    pub fn read_record(&self, offset: u64) -> Result<Option<Vec<u8>>> {
+        self.inner.record_anywhere(offset)
     }
 
     /// (min, max) queue offsets; (0, 0) for a queue that has nothing.

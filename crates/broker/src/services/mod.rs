@@ -219,18 +219,15 @@ pub(crate) fn valid_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'%' || b == b'|' || b == b'_' || b == b'-'
 }
 
-/// The stored record that starts at commit-log `offset`, read on the store pool; `None` when
-/// no record starts there (a negative offset, past the end, mid-record, or removed).
+/// The stored record that starts at commit-log `offset`, read on the store pool, from the cold
+/// tier when it left the disk; `None` when no record starts there (a negative offset, past the
+/// end, mid-record, or removed) or the tier cannot answer now.
 pub(crate) async fn record_at(
     store: &std::sync::Arc<petrel_store::MessageStore>,
     pool: &crate::store_pool::StorePool,
     offset: i64,
 ) -> Result<Option<Vec<u8>>, BrokerError> {
     let store = store.clone();
-    pool.run(move || {
-        u64::try_from(offset)
-            .ok()
-            .and_then(|o| store.commit_log().read_record(o).ok().flatten())
-    })?
-    .await
+    pool.run(move || u64::try_from(offset).ok().and_then(|o| store.read_record(o).ok().flatten()))?
+        .await
 }

@@ -153,6 +153,8 @@ pub struct PopService {
     rotation: AtomicUsize,
     /// Where pops, acks and revivals are counted for the metrics.
     stats: Arc<crate::BrokerStats>,
+    /// Where a look that may read the cold tier runs (see [`PopService::may_read_cold`]).
+    pool: Option<Arc<crate::store_pool::StorePool>>,
 }
 
 fn mode_key(topic: &str, group: &str) -> String {
@@ -190,7 +192,15 @@ impl PopService {
             persist: Coalesced::new("messageRequestMode.json"),
             rotation: AtomicUsize::new(0),
             stats: Arc::default(),
+            pool: None,
         })
+    }
+
+    /// The same service running its looks that may read the cold tier on `pool`.
+    #[must_use]
+    pub fn with_pool(mut self, pool: Arc<crate::store_pool::StorePool>) -> PopService {
+        self.pool = Some(pool);
+        self
     }
 
     /// The same service counting into `stats` (the broker's).
@@ -326,7 +336,7 @@ impl PopService {
     ///
     /// # Errors
     /// An unknown topic or group, no read permission, a bad queue id or invisible time.
-    pub async fn pop(&self, req: PopRequest) -> Result<Popped, BrokerError> {
+    pub async fn pop(self: &Arc<Self>, req: PopRequest) -> Result<Popped, BrokerError> {
         let topic = self.topics.readable(&req.topic, "peeking")?;
         if req.queue_id >= topic.read_queue_nums || req.queue_id < -1 {
             return Err(BrokerError::InvalidParameter(format!(
@@ -351,9 +361,17 @@ impl PopService {
             (0..n).map(|i| i32::try_from((start + i) % n).unwrap_or(0)).collect()
         };
         let deadline = tokio::time::Instant::now() + req.poll.unwrap_or_default().min(MAX_POP_POLL);
+        let (req, queues) = (Arc::new(req), Arc::new(queues));
         loop {
             let started = std::time::Instant::now();
-            let popped = self.pop_once(&req, &queues);
+            let popped = match &self.pool {
+                // A read from the cold tier may wait up to its deadline: not on a runtime worker.
+                Some(pool) if self.may_read_cold(&req, &queues) => {
+                    let (me, req, queues) = (self.clone(), req.clone(), queues.clone());
+                    pool.run(move || me.pop_once(&req, &queues))?.await?
+                }
+                _ => self.pop_once(&req, &queues),
+            };
             let traffic = &self.stats.traffic;
             traffic
                 .pop_scan
@@ -383,6 +401,21 @@ impl PopService {
                 .min(REVIVE_LOOK_INTERVAL);
             self.long_poll.wait(&place, &req.topic, -1, wait, || false).await;
         }
+    }
+
+    /// Whether one look may read the cold tier: a queue's lowest offset it would read (the
+    /// oldest in flight, the next new one, or where a first pop may start) is no longer on disk.
+    fn may_read_cold(&self, req: &PopRequest, queues: &[i32]) -> bool {
+        queues.iter().any(|&queue_id| {
+            let lowest = match self.existing_state(&req.group, &req.topic, queue_id) {
+                Some(state) => {
+                    let st = state.lock();
+                    st.inflight.keys().next().copied().into_iter().chain(st.next).min()
+                }
+                None => Some(self.store.queue_offsets(&req.topic, queue_id).0),
+            };
+            lowest.is_some_and(|offset| self.store.is_cold(&req.topic, queue_id, offset))
+        })
     }
 
     /// One look at each queue: messages visible again first, then new ones.

@@ -48,6 +48,7 @@ import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.client.utils.MessageUtil;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageClientExt;
 import org.apache.rocketmq.common.message.MessageExt;
 import org.apache.rocketmq.common.message.MessageQueue;
 import org.apache.rocketmq.common.message.MessageRequestMode;
@@ -2066,6 +2067,102 @@ public final class ClientTest {
             + expected.get(lmqs[1]).size() + ", " + expected.get(lmqs[2]).size() + " messages), long polling woke after " + waited + " ms");
     }
 
+    /** The body of the cold tier's message {@code i}: its number, then about 1 KiB. */
+    static String tierBody(int i) {
+        return String.format("tier-java-%06d-", i) + "y".repeat(1000);
+    }
+
+    /** The cold tier: {@code count} messages of about 1 KiB to {@code topic}, each acknowledged. */
+    static void tierProduce(String ns, String topic, int count) throws Exception {
+        DefaultMQProducer p = producer(ns, "pg_tier_" + stamp());
+        for (int i = 0; i < count; i++) {
+            Message m = new Message(topic, "T", "tier-" + i, tierBody(i).getBytes(StandardCharsets.UTF_8));
+            SendResult r = p.send(m);
+            check(r.getSendStatus() == SendStatus.SEND_OK, "tier: send " + i + ": " + r);
+        }
+        p.shutdown();
+        System.out.println("tier-produce: " + count + " messages sent");
+    }
+
+    /**
+     * The cold tier: a lite pull consumer of a new group reads {@code topic} from its first offset
+     * (most of it no longer on the broker's disk) and gets every message once, with its body.
+     */
+    static void tierConsume(String ns, String topic, int count) throws Exception {
+        DefaultLitePullConsumer pull = new DefaultLitePullConsumer("cg_tier_" + stamp());
+        pull.setNamesrvAddr(ns);
+        pull.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pull.subscribe(topic, "*");
+        pull.start();
+        Set<Integer> seen = new HashSet<>();
+        int duplicates = 0;
+        MessageExt first = null;
+        long deadline = System.currentTimeMillis() + 2 * WAIT_MS;
+        while (seen.size() < count && System.currentTimeMillis() < deadline) {
+            for (MessageExt m : pull.poll(1_000)) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                int i = Integer.parseInt(body.substring(10, 16));
+                check(body.equals(tierBody(i)), "tier: message " + i + " came back with another body");
+                if (!seen.add(i)) {
+                    duplicates++;
+                }
+                if (i == 0) {
+                    first = m;
+                }
+            }
+        }
+        int extra = pull.poll(1_000).size(); // once all were read, any message is one too many
+        pull.shutdown();
+        check(extra == 0, "tier: " + extra + " messages after all were read");
+        check(seen.size() == count, "tier: " + seen.size() + " of " + count + " messages read back");
+        check(duplicates == 0, "tier: " + duplicates + " messages read twice");
+        // The first message, long gone from the disk, found as an operator finds it: by its
+        // offset id (VIEW_MESSAGE_BY_ID), its key and its unique id (QUERY_MESSAGE).
+        check(first != null, "tier: message 0 not read");
+        DefaultMQProducer admin = producer(ns, "pg_tier_view_" + stamp());
+        String want = tierBody(0);
+        MessageExt byOffset = admin.viewMessage(topic, ((MessageClientExt) first).getOffsetMsgId());
+        check(byOffset != null && new String(byOffset.getBody(), StandardCharsets.UTF_8).equals(want), "tier: message 0 by its offset id: " + byOffset);
+        boolean byKey = admin.queryMessage(topic, "tier-0", 32, 0, Long.MAX_VALUE).getMessageList().stream()
+                .anyMatch(m -> new String(m.getBody(), StandardCharsets.UTF_8).equals(want));
+        check(byKey, "tier: message 0 by its key");
+        MessageExt byUniq = admin.viewMessage(topic, first.getMsgId());
+        check(byUniq != null && new String(byUniq.getBody(), StandardCharsets.UTF_8).equals(want), "tier: message 0 by its unique id: " + byUniq);
+        admin.shutdown();
+        // And a POP consumer of a new group, from the first offset: every message, acked once.
+        String group = "cg_tier_pop_" + stamp();
+        DefaultMQAdminExt modes = admin(ns, "tier-pop-admin");
+        String addr = modes.examineBrokerClusterInfo().getBrokerAddrTable().values().iterator().next().selectBrokerAddr();
+        modes.setMessageRequestMode(addr, topic, group, MessageRequestMode.POP, 0, 5_000);
+        modes.shutdown();
+        Set<Integer> popped = ConcurrentHashMap.newKeySet();
+        AtomicInteger wrong = new AtomicInteger();
+        DefaultMQPushConsumer pop = pushConsumer(ns, group, "tier-pop", topic);
+        pop.setClientRebalance(false);
+        pop.setPopInvisibleTime(60_000);
+        pop.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                String body = new String(m.getBody(), StandardCharsets.UTF_8);
+                int i = Integer.parseInt(body.substring(10, 16));
+                if (!body.equals(tierBody(i))) {
+                    wrong.incrementAndGet();
+                }
+                popped.add(i);
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        pop.start();
+        long popDeadline = System.currentTimeMillis() + 2 * WAIT_MS;
+        while (popped.size() < count && System.currentTimeMillis() < popDeadline) {
+            Thread.sleep(200);
+        }
+        pop.shutdown();
+        check(wrong.get() == 0, "tier: " + wrong.get() + " popped messages with another body");
+        check(popped.size() == count, "tier: " + popped.size() + " of " + count + " messages popped");
+        System.out.println("tier-consume: " + seen.size() + " messages read back from the first offset and " + popped.size()
+            + " popped; the first found by offset id, key and unique id");
+    }
+
     static void run(String[] args) throws Exception {
         switch (args[0]) {
             case "setup":
@@ -2139,6 +2236,12 @@ public final class ClientTest {
                 break;
             case "consumed-verify":
                 consumedVerify(args[1], Paths.get(args[2]), args.length > 3 && args[3].equals("strict"));
+                break;
+            case "tier-produce":
+                tierProduce(args[1], args[2], Integer.parseInt(args[3]));
+                break;
+            case "tier-consume":
+                tierConsume(args[1], args[2], Integer.parseInt(args[3]));
                 break;
             default:
                 System.err.println("unknown scenario " + args[0]);
