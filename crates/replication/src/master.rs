@@ -221,11 +221,15 @@ impl HaMaster {
                     }
                 }
             });
-            let registered = store.commit_log().set_written_listener(listener);
-            if !registered {
-                tracing::warn!("another HA server registered with this store first: frames leave from the transfer threads only");
-            }
-            let inline = config.linger.is_zero() && registered;
+            // Only where sends wait (SYNC_MASTER): elsewhere frames linger on the transfer
+            // thread, and the append path is not asked to look.
+            let inline = config.linger.is_zero() && {
+                let registered = store.commit_log().set_written_listener(listener);
+                if !registered {
+                    tracing::warn!("another HA server registered with this store first: frames leave from the transfer threads only");
+                }
+                registered
+            };
             Inner {
                 store,
                 config,
