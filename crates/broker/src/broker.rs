@@ -125,7 +125,7 @@ impl Broker {
         let root = config.store_path_root_dir.clone();
         let mut store_config = config.store_config();
         tweak_store(&mut store_config);
-        let tiering = crate::tiering::Tiering::open(&config)?;
+        let tiering = crate::tiering::Tiering::open(&config, &store_config)?;
         store_config.cold = tiering.as_ref().map(|(_, cold)| cold.clone());
         let store = Arc::new(MessageStore::open(store_config)?);
         let tiering = tiering.map(|(tiering, _)| tiering);

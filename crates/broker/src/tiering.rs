@@ -43,7 +43,7 @@ impl Tiering {
     /// # Errors
     /// Settings the tier cannot use (in controller mode, a prefix shared by the replicas); its
     /// manifest unreadable.
-    pub fn open(config: &BrokerConfig) -> Result<Option<(Tiering, ColdTier)>, BrokerError> {
+    pub fn open(config: &BrokerConfig, store: &petrel_store::MessageStoreConfig) -> Result<Option<(Tiering, ColdTier)>, BrokerError> {
         if config.object_store_endpoint.is_empty() && config.object_store_bucket.is_empty() {
             return Ok(None);
         }
@@ -54,11 +54,13 @@ impl Tiering {
             ));
         }
         let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
-        let (guard, dir) = (tier.clone(), config.store_path_root_dir.join("commitlog"));
+        // The store's own settings (a caller may have changed them from the broker's): where
+        // its segments are and how long they are.
+        let (guard, dir) = (tier.clone(), store.root.join("commitlog"));
         let cold = ColdTier {
             log: Arc::new(TierReads {
                 tier: tier.clone(),
-                segment_bytes: config.mapped_file_size_commit_log,
+                segment_bytes: store.commit_log.segment_size_bytes,
             }),
             guard: Arc::new(move |start| may_delete(&guard, start, &dir.join(format!("{start:020}")))),
         };

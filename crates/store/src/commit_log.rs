@@ -446,12 +446,18 @@ impl Shared {
     pub(crate) fn publish(&self, end: u64) {
         self.published.store(end, Ordering::SeqCst);
         self.written.advance(end);
-        if let Some(f) = self.on_written.get() {
-            f();
-        }
         match self.config.flush_mode {
             FlushMode::Sync => self.flusher_wakeup.wake(),
             FlushMode::Async => self.notify_readable(),
+        }
+    }
+
+    /// Tells the written listener (a master's HA server) that the written end moved; called
+    /// once the writer has also given the stage its room back, so that appenders waiting for
+    /// room do not wait behind the listener's sends.
+    pub(crate) fn notify_written(&self) {
+        if let Some(f) = self.on_written.get() {
+            f();
         }
     }
 

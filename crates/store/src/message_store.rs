@@ -750,16 +750,14 @@ impl Inner {
         if let Some(bytes) = self.log.read_record(offset)? {
             return Ok(Some(bytes));
         }
-        if self.cold.get().is_none() || offset >= self.log.min_offset() {
+        let Some(cold) = self.cold.get().filter(|_| offset < self.log.min_offset()) else {
+            return Ok(None);
+        };
+        let segment_bytes = self.log.config().segment_size_bytes;
+        let head = cold.read(offset, 8)?;
+        if head.len() < 8 {
             return Ok(None);
         }
-        let cold = self.cold.get().expect("checked above");
-        let segment_bytes = self.log.config().segment_size_bytes;
-        let head = match cold.read(offset, 8) {
-            Ok(head) if head.len() == 8 => head,
-            Ok(_) => return Ok(None),
-            Err(e) => return Err(e),
-        };
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
         let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
         let fits = u64::try_from(size).is_ok_and(|s| s > 0 && offset % segment_bytes + s <= segment_bytes);
@@ -1488,11 +1486,17 @@ impl MessageStore {
         result
     }
 
+    /// Whether a cold tier holds this store's older segments (a read may then need it).
+    #[must_use]
+    pub fn has_cold_tier(&self) -> bool {
+        self.inner.cold.get().is_some()
+    }
+
     /// Whether the message at `offset` of the queue lies below the local log (a read of it
     /// goes to the cold tier, which may block: not for an async task's fast path).
     pub fn is_cold(&self, topic: &str, queue_id: i32, offset: i64) -> bool {
         let log_min = self.inner.log.min_offset();
-        self.inner.cold.get().is_some()
+        self.has_cold_tier()
             && log_min > 0
             && self
                 .inner

@@ -104,6 +104,7 @@ fn drain(s: &Shared) -> bool {
                 s.publish(end);
                 s.stage.lock().bytes -= bytes;
                 s.stage_space.notify_all();
+                s.notify_written();
             }
             Err(e) => {
                 fail_write(s, &e);

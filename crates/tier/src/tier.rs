@@ -359,15 +359,14 @@ impl Tier {
     }
 
     fn block(&self, segment: &TieredSegment, index: u64) -> Result<Bytes> {
-        let id = (segment.start_offset, index);
         let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();
-        if let Some(hit) = self.cache.lock().get(id) {
-            // Checked again: a block cached from an older upload of the segment is not this one.
-            if want == Some(crc32fast::hash(&hit)) {
-                self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
-                return Ok(hit);
-            }
-            self.cache.lock().forget(segment.start_offset);
+        // Keyed by the block's CRC too: a block cached from an older upload of the segment is
+        // never taken for this one's.
+        let id = (segment.start_offset, index, want.unwrap_or(0));
+        let hit = want.and_then(|_| self.cache.lock().get(id));
+        if let Some(hit) = hit {
+            self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(hit);
         }
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
@@ -447,12 +446,15 @@ impl Pace {
     }
 }
 
+/// A cached block: its segment's start offset, its index, and its CRC as uploaded.
+type BlockId = (u64, u64, u32);
+
 /// Verified blocks, the oldest dropped first once they exceed the byte bound.
 struct BlockCache {
     limit_bytes: usize,
     held_bytes: usize,
-    blocks: HashMap<(u64, u64), Bytes>,
-    order: VecDeque<(u64, u64)>,
+    blocks: HashMap<BlockId, Bytes>,
+    order: VecDeque<BlockId>,
 }
 
 impl BlockCache {
@@ -465,11 +467,11 @@ impl BlockCache {
         }
     }
 
-    fn get(&self, id: (u64, u64)) -> Option<Bytes> {
+    fn get(&self, id: BlockId) -> Option<Bytes> {
         self.blocks.get(&id).cloned()
     }
 
-    fn put(&mut self, id: (u64, u64), block: Bytes) {
+    fn put(&mut self, id: BlockId, block: Bytes) {
         if block.len() > self.limit_bytes || self.blocks.contains_key(&id) {
             return;
         }
@@ -505,13 +507,14 @@ mod tests {
     #[test]
     fn the_cache_holds_at_most_its_bound_and_drops_the_oldest() {
         let mut c = BlockCache::new(10);
-        c.put((0, 0), Bytes::from(vec![0; 4]));
-        c.put((0, 1), Bytes::from(vec![1; 4]));
-        c.put((0, 2), Bytes::from(vec![2; 4]));
-        assert!(c.get((0, 0)).is_none() && c.get((0, 2)).is_some());
+        c.put((0, 0, 7), Bytes::from(vec![0; 4]));
+        c.put((0, 1, 7), Bytes::from(vec![1; 4]));
+        c.put((0, 2, 7), Bytes::from(vec![2; 4]));
+        assert!(c.get((0, 0, 7)).is_none() && c.get((0, 2, 7)).is_some());
         assert_eq!(c.held_bytes, 8);
-        c.put((1, 0), Bytes::from(vec![3; 11]));
-        assert!(c.get((1, 0)).is_none(), "a block over the bound is not kept");
+        c.put((1, 0, 7), Bytes::from(vec![3; 11]));
+        assert!(c.get((1, 0, 7)).is_none(), "a block over the bound is not kept");
+        assert!(c.get((0, 2, 8)).is_none(), "another upload's block is not this one");
         c.forget(0);
         assert_eq!((c.held_bytes, c.blocks.len()), (0, 0));
     }

@@ -406,16 +406,18 @@ impl PopService {
     /// Whether one look may read the cold tier: a queue's lowest offset it would read (the
     /// oldest in flight, the next new one, or where a first pop may start) is no longer on disk.
     fn may_read_cold(&self, req: &PopRequest, queues: &[i32]) -> bool {
-        queues.iter().any(|&queue_id| {
-            let lowest = match self.existing_state(&req.group, &req.topic, queue_id) {
-                Some(state) => {
-                    let st = state.lock();
-                    st.inflight.keys().next().copied().into_iter().chain(st.next).min()
-                }
-                None => Some(self.store.queue_offsets(&req.topic, queue_id).0),
-            };
-            lowest.is_some_and(|offset| self.store.is_cold(&req.topic, queue_id, offset))
-        })
+        // Without a tier (most brokers) nothing is looked up on the POP path.
+        self.store.has_cold_tier()
+            && queues.iter().any(|&queue_id| {
+                let lowest = match self.existing_state(&req.group, &req.topic, queue_id) {
+                    Some(state) => {
+                        let st = state.lock();
+                        st.inflight.keys().next().copied().into_iter().chain(st.next).min()
+                    }
+                    None => Some(self.store.queue_offsets(&req.topic, queue_id).0),
+                };
+                lowest.is_some_and(|offset| self.store.is_cold(&req.topic, queue_id, offset))
+            })
     }
 
     /// One look at each queue: messages visible again first, then new ones.
