@@ -6,6 +6,7 @@
 # over each to the other (mqadmin getBrokerEpoch reads the Petrel broker's epochs).
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
+source "$(dirname "$0")/lib/workspace-test.sh"
 cd "$ref_root"
 ref_fetch
-cargo test --quiet --test reference_controller -- --ignored --test-threads=1 --nocapture
+workspace_test reference_controller --quiet --ignored --test-threads=1 --nocapture

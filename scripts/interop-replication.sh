@@ -4,6 +4,7 @@
 # RocketMQ 5.5.0 master; each slave's commit log must hold the master's bytes and serve every message.
 set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
+source "$(dirname "$0")/lib/workspace-test.sh"
 cd "$ref_root"
 ref_fetch
-cargo test --quiet --test reference_replication -- --ignored --test-threads=1
+workspace_test reference_replication --quiet --ignored --test-threads=1

@@ -1,8 +1,9 @@
 //! The cold tier through `petrel serve`, against a real S3-compatible server (SeaweedFS, from
 //! `PETREL_WEED`; `scripts/tier-s3.sh` builds it and runs this; without it the test says so
 //! and passes): every sealed segment is uploaded and holds exactly the log's bytes, a local
-//! segment is deleted only once the tier holds it, and a kill -9 while an upload hangs loses
-//! nothing and uploads that segment after the restart.
+//! segment is deleted only once the tier holds it, a kill -9 while an upload hangs loses
+//! nothing and uploads that segment after the restart, a stopped server is answered
+//! `SYSTEM_BUSY`, and a slave behind its master's disk catches up from the bucket.
 #![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod common;
@@ -13,7 +14,8 @@ use std::time::{Duration, Instant};
 use common::{Petrel, pull, pull_bodies, send_v2};
 use object_store::ObjectStoreExt;
 use object_store::path::Path as Key;
-use petrel_protocol::codes::response_code as resp;
+use petrel_protocol::RemotingCommand;
+use petrel_protocol::codes::{request_code as rc, response_code as resp};
 use petrel_tier::testing::{ACCESS_KEY, SECRET_KEY, SeaweedFs, weed_binary};
 
 const BUCKET: &str = "petrel-tier";
@@ -139,7 +141,18 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
     let r = c.call(pull("BodyReaders", "TierTopic", 0, 0, 0));
     assert_eq!(r.code, resp::SYSTEM_BUSY, "{:?}", r.remark);
     assert!(asked.elapsed() < Duration::from_secs(20), "{:?}", asked.elapsed());
+    // So is a view of it by its id (mqadmin queryMsgById): the record exists, so the answer
+    // is "retry later", never "can not find message".
+    let mut view = RemotingCommand::request(rc::VIEW_MESSAGE_BY_ID, 0);
+    view.put_ext("offset", "0");
+    let r = c.call(view);
+    assert_eq!(r.code, resp::SYSTEM_BUSY, "{:?}", r.remark);
     weed.signal("-CONT");
+    let mut view = RemotingCommand::request(rc::VIEW_MESSAGE_BY_ID, 0);
+    view.put_ext("offset", "0");
+    let r = c.call(view);
+    assert_eq!(r.code, resp::SUCCESS, "{:?}", r.remark);
+    assert!(String::from_utf8_lossy(&r.body).contains("tier-body-000000-"));
     let again = pull_bodies(&mut c, "TierTopic", 0, 0, 10, Duration::from_secs(30));
     assert!(again[0].starts_with("tier-body-000000-"));
 
@@ -262,5 +275,68 @@ fn the_java_client_reads_back_from_the_first_offset_four_times_what_the_disk_kee
             "tier-consume: {count} messages read back from the first offset and {count} popped"
         )),
         "{out}"
+    );
+}
+
+/// A slave that was down while its master's disk let go of what the tier holds catches up from
+/// the bucket when it comes back, rather than being told to start over from an empty store:
+/// the master reads the bytes the disk no longer has from the tier and sends them as the disk's.
+/// A consumer of the slave then reads every message from the first offset.
+#[test]
+fn a_slave_behind_the_masters_disk_catches_up_from_the_bucket() {
+    let Some(bin) = weed_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let weed = SeaweedFs::start(&bin, dir.path(), BUCKET);
+    let args = args(&weed);
+    let master = Petrel::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let ns = format!("127.0.0.1:{}", master.ns_port);
+    let segment = format!("mappedFileSizeCommitLog={SEGMENT_BYTES}");
+    let slave_args = [
+        "--namesrv-addr",
+        &ns,
+        "--set",
+        &segment,
+        "--set",
+        "brokerRole=SLAVE",
+        "--set",
+        "brokerId=1",
+    ];
+    let mut slave = Petrel::start(&slave_args);
+    send(&master, 0, 200);
+    let mut c = slave.broker();
+    assert_eq!(pull_bodies(&mut c, "TierTopic", 0, 0, 200, Duration::from_secs(30)).len(), 200);
+    slave.kill();
+
+    // Meanwhile about 4 MiB more: the first segments go to the tier and leave the master's
+    // disk, past where the slave stopped.
+    send(&master, 200, 3600);
+    wait_for("the first segments gone from the master's disk", Duration::from_secs(60), || {
+        let local = local_segments(&master);
+        tiered(&master).len() >= 3 && !local.contains(&0) && !local.contains(&SEGMENT_BYTES)
+    });
+    // It comes back while the object store hangs: the catch-up waits (the connection stays,
+    // the tier is tried again) and goes on once the store answers.
+    weed.signal("-STOP");
+    slave.spawn();
+    wait_for("a failed read from the tier", Duration::from_secs(30), || {
+        master.log().contains("catch-up from the cold tier failed; retried")
+    });
+    weed.signal("-CONT");
+    let mut c = slave.broker();
+    let bodies = pull_bodies(&mut c, "TierTopic", 0, 0, 3800, Duration::from_secs(90));
+    for (i, body) in bodies.iter().enumerate() {
+        assert!(
+            body.starts_with(&format!("tier-body-{i:06}-")),
+            "message {i}: {}",
+            &body[..20.min(body.len())]
+        );
+    }
+    assert!(master.log().contains("catches up from the cold tier"), "{}", master.log());
+    assert!(!master.log().contains("give the slave an empty store"), "{}", master.log());
+    assert_eq!(
+        master.log().matches("slave connected").count(),
+        2,
+        "one connection each time: {}",
+        master.log()
     );
 }

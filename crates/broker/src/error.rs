@@ -127,6 +127,17 @@ impl BrokerError {
         move |source| BrokerError::Corrupt { what, source }
     }
 
+    /// Whether the client should try again later: a bound reached now, or an object store slow
+    /// or failing (every wire answers these with its busy code). Such an error is never turned
+    /// into "not found".
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            BrokerError::Busy(_) | BrokerError::Tier(_) | BrokerError::Store(StoreError::WouldBlock(_) | StoreError::ColdTier { .. })
+        )
+    }
+
     /// The remark RocketMQ gives a send or pull to a topic it does not have.
     #[must_use]
     pub fn topic_not_exist(topic: &str) -> BrokerError {

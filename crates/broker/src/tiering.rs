@@ -61,6 +61,7 @@ impl Tiering {
             log: Arc::new(TierReads {
                 tier: tier.clone(),
                 segment_bytes: store.commit_log.segment_size_bytes,
+                max_record_bytes: max_record_bytes(config.max_message_size_bytes),
             }),
             guard: Arc::new(move |start| may_delete(&guard, start, &dir.join(format!("{start:020}")))),
         };
@@ -164,6 +165,18 @@ fn may_delete(tier: &Tier, start: u64, path: &std::path::Path) -> bool {
 struct TierReads {
     tier: Arc<Tier>,
     segment_bytes: u64,
+    /// See [`max_record_bytes`].
+    max_record_bytes: u64,
+}
+
+/// The largest record a message of at most `max_message_size_bytes` makes: its body, a topic
+/// and properties at the bounds the record's encoder keeps, and the fixed fields (under 4 KiB
+/// with both addresses in IPv6).
+fn max_record_bytes(max_message_size_bytes: usize) -> u64 {
+    const FIXED_FIELDS_BYTES_MAX: usize = 4096;
+    let topic_bytes_max = usize::try_from(i16::MAX).expect("fits");
+    let others = topic_bytes_max + petrel_protocol::properties::MAX_PROPERTIES_BYTES + FIXED_FIELDS_BYTES_MAX;
+    u64::try_from(max_message_size_bytes.saturating_add(others)).unwrap_or(u64::MAX)
 }
 
 impl ColdLog for TierReads {
@@ -177,6 +190,10 @@ impl ColdLog for TierReads {
 
     fn min_offset(&self) -> Option<u64> {
         self.tier.min_offset()
+    }
+
+    fn max_record_bytes(&self) -> u64 {
+        self.max_record_bytes
     }
 }
 

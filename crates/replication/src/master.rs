@@ -585,6 +585,15 @@ fn start_offset(inner: &Inner, reported: u64, sync_from_last_file: bool) -> Resu
         }
         return Ok(min);
     }
+    if reported < min && inner.store.oldest_offset() <= reported {
+        // The cold tier holds what the disk no longer keeps: the slave catches up from there.
+        tracing::info!(
+            reported,
+            local_min = min,
+            "a slave behind the local log catches up from the cold tier"
+        );
+        return Ok(reported);
+    }
     if reported < min {
         return Err(ReplicationError::Protocol(format!(
             "the slave holds up to {reported}, but the master's log now begins at {min}: the bytes between are gone; give the slave an empty store"

@@ -317,6 +317,11 @@ pub trait ColdLog: Send + Sync {
     fn read(&self, offset: u64, len: usize) -> Result<bytes::Bytes>;
     /// The oldest offset it holds, if any.
     fn min_offset(&self) -> Option<u64>;
+    /// The largest record a read by bare commit-log offset fetches (a view by message id): its
+    /// size comes from the bytes found there, which a crafted id can point anywhere, so without
+    /// this bound one request could pull a whole segment from the object store into memory. A
+    /// read through a queue entry carries the size the store wrote and needs no bound.
+    fn max_record_bytes(&self) -> u64;
 }
 
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
@@ -760,7 +765,7 @@ impl Inner {
         }
         let size = i32::from_be_bytes(head[0..4].try_into().expect("4 bytes"));
         let magic = i32::from_be_bytes(head[4..8].try_into().expect("4 bytes"));
-        let fits = u64::try_from(size).is_ok_and(|s| s > 0 && offset % segment_bytes + s <= segment_bytes);
+        let fits = u64::try_from(size).is_ok_and(|s| s > 0 && s <= cold.max_record_bytes() && offset % segment_bytes + s <= segment_bytes);
         if !fits || (magic != petrel_protocol::message::MAGIC_CODE_V1 && magic != petrel_protocol::message::MAGIC_CODE_V2) {
             return Ok(None);
         }
@@ -1161,11 +1166,17 @@ impl MessageStore {
 
     /// Up to `max` records of `topic` stored in `[begin_ms, end_ms]` whose `UNIQ_KEY` is `key`
     /// (`unique`) or whose `KEYS` include it, newest first, at most [`MAX_QUERY_BYTES`] of them
-    /// (the first whatever its size). Blocking: reads records that may be cold.
-    pub fn query_by_key(&self, topic: &str, key: &str, unique: bool, max: usize, begin_ms: i64, end_ms: i64) -> QueryResult {
+    /// (the first whatever its size). Blocking: reads records that may be cold, and stops at the
+    /// first the cold tier cannot give now (one slow tier costs one deadline, not one per
+    /// candidate), answering what it found before.
+    ///
+    /// # Errors
+    /// [`StoreError::ColdTier`] when the tier failed before anything was found: the caller
+    /// answers "retry later" rather than "no such message".
+    pub fn query_by_key(&self, topic: &str, key: &str, unique: bool, max: usize, begin_ms: i64, end_ms: i64) -> Result<QueryResult> {
         let mut result = QueryResult::default();
         let Some(indexer) = &self.inner.index else {
-            return result;
+            return Ok(result);
         };
         let candidates = {
             let indexer = indexer.lock();
@@ -1180,8 +1191,11 @@ impl MessageStore {
             }
             // A record the tier holds is read from it: the index keeps keys down to the oldest
             // record the store still has, local or not.
-            let Ok(Some(bytes)) = self.inner.record_anywhere(offset) else {
-                continue;
+            let bytes = match self.inner.record_anywhere(offset) {
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => continue,
+                Err(e) if result.count == 0 => return Err(e),
+                Err(_) => break,
             };
             let Ok(m) = RecordView::parse(&bytes) else {
                 continue;
@@ -1196,7 +1210,7 @@ impl MessageStore {
                 result.count += 1;
             }
         }
-        result
+        Ok(result)
     }
 
     /// Removes light message queues that hold nothing readable (every message they had is past
@@ -1490,6 +1504,35 @@ impl MessageStore {
     #[must_use]
     pub fn has_cold_tier(&self) -> bool {
         self.inner.cold.get().is_some()
+    }
+
+    /// The oldest log offset readable anywhere: the local log's start, or the cold tier's when
+    /// it holds older segments (it holds every one from its start to the local log's: a local
+    /// segment is deleted only once the tier has it).
+    pub fn oldest_offset(&self) -> u64 {
+        self.inner.retained_min()
+    }
+
+    /// Up to `max_len` bytes of the log from `offset`, which lies below the local log, read from
+    /// the cold tier and never past the end of `offset`'s segment (a segment's tail is its
+    /// filler, which a replica copies as the master wrote it): a replica catching up on what
+    /// this broker's disk no longer keeps. Blocking up to the tier's deadline. `Ok(None)` when
+    /// `offset` is not below the local log or no tier holds it.
+    ///
+    /// # Errors
+    /// [`StoreError::ColdTier`] when the tier holds the bytes but cannot give them now.
+    pub fn read_cold_raw(&self, offset: u64, max_len: usize) -> Result<Option<bytes::Bytes>> {
+        let Some(cold) = self.inner.cold.get() else {
+            return Ok(None);
+        };
+        let held = cold.min_offset().is_some_and(|min| min <= offset);
+        if !held || offset >= self.inner.log.min_offset() {
+            return Ok(None);
+        }
+        let segment_bytes = self.inner.log.config().segment_size_bytes;
+        let left_in_segment = segment_bytes - offset % segment_bytes;
+        let len = usize::try_from(left_in_segment).map_or(max_len, |left| left.min(max_len));
+        cold.read(offset, len).map(Some)
     }
 
     /// Whether the message at `offset` of the queue lies below the local log (a read of it

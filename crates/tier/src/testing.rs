@@ -49,19 +49,35 @@ impl SeaweedFs {
     /// If the server cannot be started or never answers.
     #[must_use]
     pub fn start(bin: &Path, dir: &Path, bucket: &str) -> SeaweedFs {
-        // The ports are free when chosen, but another process may take one before the server
-        // binds it: a server that exits at once is started again on new ones.
-        for _ in 0..3 {
-            let mut weed = Self::spawn(bin, dir);
-            std::thread::sleep(Duration::from_millis(500));
-            if weed.child.try_wait().ok().flatten().is_none() {
-                weed.wait_ready(bucket);
+        /// The ports are free when chosen, but another process may take one before the server
+        /// binds it: a server that exits while coming up is started again on new ones, this
+        /// many times at most.
+        const STARTS_MAX: u32 = 4;
+        let mut weed = Self::spawn(bin, dir);
+        let mut starts = 1;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime");
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            if weed.child.try_wait().ok().flatten().is_some() {
+                assert!(starts < STARTS_MAX, "SeaweedFS exited {starts} times:\n{}", weed.log_text());
+                weed = Self::spawn(bin, dir);
+                starts += 1;
+                continue;
+            }
+            let ready = Key::from("ready");
+            let up = TcpStream::connect(("127.0.0.1", weed.s3_port)).is_ok()
+                && runtime
+                    .block_on(weed.client(bucket).put(&ready, PutPayload::from_static(b"ready")))
+                    .is_ok();
+            if up {
                 return weed;
             }
+            assert!(Instant::now() < deadline, "SeaweedFS did not come up in 90 s:\n{}", weed.log_text());
+            std::thread::sleep(Duration::from_millis(200));
         }
-        let weed = Self::spawn(bin, dir);
-        weed.wait_ready(bucket);
-        weed
     }
 
     fn spawn(bin: &Path, dir: &Path) -> SeaweedFs {
@@ -103,26 +119,6 @@ impl SeaweedFs {
             .spawn()
             .expect("weed started");
         SeaweedFs { child, s3_port: p[6], log }
-    }
-
-    fn wait_ready(&self, bucket: &str) {
-        let client = self.client(bucket);
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime");
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let up = TcpStream::connect(("127.0.0.1", self.s3_port)).is_ok()
-                && runtime
-                    .block_on(client.put(&Key::from("ready"), PutPayload::from_static(b"ready")))
-                    .is_ok();
-            if up {
-                return;
-            }
-            assert!(Instant::now() < deadline, "SeaweedFS did not come up in 90 s:\n{}", self.log_text());
-            std::thread::sleep(Duration::from_millis(500));
-        }
     }
 
     /// `http://127.0.0.1:PORT`, its S3 gateway.

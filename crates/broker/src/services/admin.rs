@@ -170,7 +170,7 @@ impl AdminService {
     /// `key` (a `UNIQ_KEY` when `unique`, else one of the `KEYS`), newest first.
     ///
     /// # Errors
-    /// The store pool is full.
+    /// The store pool is full, or the cold tier cannot answer now and nothing was found.
     pub async fn query_message(
         &self,
         topic: String,
@@ -182,7 +182,8 @@ impl AdminService {
         let store = self.store.clone();
         self.pool
             .run(move || store.query_by_key(&topic, &key, unique, max, begin_ms, end_ms))?
-            .await
+            .await?
+            .map_err(BrokerError::from)
     }
 
     /// INVOKE_BROKER_TO_RESET_OFFSET, RocketMQ's server-side reset: moves `group`'s offsets of
@@ -242,7 +243,8 @@ impl AdminService {
     /// The stored record at `offset`, if the caller may read its topic.
     ///
     /// # Errors
-    /// No record starts there, the store pool is full, or `may_read` refuses its topic.
+    /// No record starts there, the store pool is full, the cold tier cannot answer now, or
+    /// `may_read` refuses its topic.
     pub async fn view_message(&self, offset: i64, may_read: super::TopicCheck) -> Result<Vec<u8>, BrokerError> {
         let found = super::record_at(&self.store, &self.pool, offset).await?;
         let record = found.ok_or_else(|| BrokerError::Internal(format!("can not find message by the offset, {offset}")))?;

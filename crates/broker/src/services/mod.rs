@@ -221,13 +221,17 @@ pub(crate) fn valid_name_byte(b: u8) -> bool {
 
 /// The stored record that starts at commit-log `offset`, read on the store pool, from the cold
 /// tier when it left the disk; `None` when no record starts there (a negative offset, past the
-/// end, mid-record, or removed) or the tier cannot answer now.
+/// end, mid-record, or removed).
+///
+/// # Errors
+/// The store pool is full, or the cold tier holds the offset but cannot answer now (a
+/// "retry later", never a "not found": the record exists).
 pub(crate) async fn record_at(
     store: &std::sync::Arc<petrel_store::MessageStore>,
     pool: &crate::store_pool::StorePool,
     offset: i64,
 ) -> Result<Option<Vec<u8>>, BrokerError> {
     let store = store.clone();
-    pool.run(move || u64::try_from(offset).ok().and_then(|o| store.read_record(o).ok().flatten()))?
-        .await
+    let read = move || u64::try_from(offset).map_or(Ok(None), |o| store.read_record(o));
+    Ok(pool.run(read)?.await??)
 }

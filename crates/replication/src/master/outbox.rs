@@ -9,7 +9,8 @@
 //!
 //! The transfer thread keeps what may block or must stream: the start, a backlog of a whole
 //! frame or more (sent back to back, not one per ack), a frame the socket did not take whole,
-//! heartbeats, and lingering (ASYNC_MASTER). It hands over to the inline senders once it has
+//! heartbeats, lingering (ASYNC_MASTER), and a slave behind the local log, whose bytes come
+//! from the cold tier. It hands over to the inline senders once it has
 //! sent everything written, and is called back by them ([`Sender::Thread`] and a kick).
 //!
 //! Owns: a slave's sending side (the socket's writing half, the next offset, the frame in
@@ -156,7 +157,14 @@ fn send_inline(inner: &Inner, slave: &Slave, out: &mut Outbox, by: By) -> Result
         hand_to_thread(slave, out);
         return Ok(());
     }
-    let bytes = log.read_raw(out.next, batch).ok_or(ReplicationError::Gone(out.next))?;
+    let Some(bytes) = log.read_raw(out.next, batch) else {
+        if out.next < log.min_offset() {
+            // Below the local log: the cold tier's bytes, read on the thread, which may block.
+            hand_to_thread(slave, out);
+            return Ok(());
+        }
+        return Err(ReplicationError::Gone(out.next));
+    };
     if bytes.is_empty() {
         return Ok(());
     }
@@ -219,9 +227,15 @@ pub(super) fn transfer_step(inner: &Inner, slave: &Slave) -> Result<(), Replicat
     }
     let config = &inner.config;
     let log = inner.store.commit_log();
-    let bytes = log
-        .read_raw(out.next, config.transfer_batch_bytes)
-        .ok_or(ReplicationError::Gone(out.next))?;
+    let bytes = match log.read_raw(out.next, config.transfer_batch_bytes) {
+        Some(bytes) => bytes,
+        None => match inner.store.read_cold_raw(out.next, config.transfer_batch_bytes) {
+            // A slave catching up on what this disk no longer keeps, from the cold tier.
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Err(ReplicationError::Gone(out.next)),
+            Err(e) => return cold_tier_failed(inner, slave, guard, &e),
+        },
+    };
     if bytes.is_empty() && out.last_sent.elapsed() < config.heartbeat_interval {
         if inner.inline {
             out.sender = Sender::Inline;
@@ -258,6 +272,28 @@ pub(super) fn transfer_step(inner: &Inner, slave: &Slave) -> Result<(), Replicat
         return send_blocking(inner, out, &bytes);
     }
     send_blocking(inner, out, &bytes)
+}
+
+/// The cold tier could not give the bytes a catching-up slave needs: the connection stays (the
+/// tier is retried after a pause, as a consumer's busy answer is), kept alive by heartbeats.
+fn cold_tier_failed(
+    inner: &Inner,
+    slave: &Slave,
+    mut guard: parking_lot::MutexGuard<'_, Option<Outbox>>,
+    e: &petrel_store::StoreError,
+) -> Result<(), ReplicationError> {
+    let out = guard.as_mut().expect("the outbox stays set");
+    tracing::warn!(slave = slave.id, offset = out.next, error = %e, "a slave's catch-up from the cold tier failed; retried");
+    if out.last_sent.elapsed() >= inner.config.heartbeat_interval {
+        send_blocking(inner, out, &[])?;
+    }
+    drop(guard);
+    let mut kicked = slave.kick.lock();
+    if !*kicked && !slave.closed.load(Ordering::Acquire) {
+        slave.kicked.wait_for(&mut kicked, WAIT_SLICE);
+    }
+    *kicked = false;
+    Ok(())
 }
 
 /// A frame (or a heartbeat, for empty `bytes`) written whole by the thread, blocking.

@@ -50,10 +50,13 @@ impl ProduceService {
             return Ok(Ended::Undecided);
         };
         self.check_writable()?;
-        let half = self
-            .record_at(req.commit_log_offset)
-            .await
-            .ok()
+        // A half message the cold tier holds but cannot give now is retried by the producer,
+        // not reported missing: its decision would otherwise be dropped.
+        let half = match self.record_at(req.commit_log_offset).await {
+            Err(e) if e.is_retryable() => return Err(e),
+            found => found.ok(),
+        };
+        let half = half
             .filter(|m| m.topic == HALF_TOPIC)
             .ok_or_else(|| BrokerError::Internal("Find prepared transaction message failed".into()))?;
         if half.properties.get(keys::PRODUCER_GROUP) != Some(&req.producer_group) {
