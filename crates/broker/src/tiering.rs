@@ -53,7 +53,21 @@ impl Tiering {
                 "a cold tier in controller mode needs tieredStoreFilePath, a prefix of this replica's own".into(),
             ));
         }
-        let tier = Arc::new(Tier::open(tier_config(config), &config.store_path_root_dir.join("tier"))?);
+        let mut tier_config = tier_config(config);
+        if let Some(budget) = store.page_cache_budget_bytes {
+            // Its blocks count in the page-cache budget: at most half of it, so that the
+            // store's files keep the other half (and never less than one block).
+            let half = usize::try_from(budget / 2).unwrap_or(usize::MAX).max(tier_config.block_bytes);
+            if tier_config.read_cache_bytes > half {
+                tracing::info!(
+                    tiered_read_cache_bytes = half,
+                    page_cache_budget_bytes = budget,
+                    "the tier's read cache kept to half the page-cache budget"
+                );
+                tier_config.read_cache_bytes = half;
+            }
+        }
+        let tier = Arc::new(Tier::open(tier_config, &config.store_path_root_dir.join("tier"))?);
         // The store's own settings (a caller may have changed them from the broker's): where
         // its segments are and how long they are.
         let (guard, dir) = (tier.clone(), store.root.join("commitlog"));
@@ -194,6 +208,10 @@ impl ColdLog for TierReads {
 
     fn max_record_bytes(&self) -> u64 {
         self.max_record_bytes
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        self.tier.cached_bytes()
     }
 }
 

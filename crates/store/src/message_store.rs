@@ -322,6 +322,8 @@ pub trait ColdLog: Send + Sync {
     /// this bound one request could pull a whole segment from the object store into memory. A
     /// read through a queue entry carries the size the store wrote and needs no bound.
     fn max_record_bytes(&self) -> u64;
+    /// Bytes its read cache holds now: the page-cache budget counts them with the store's files.
+    fn cached_bytes(&self) -> u64;
 }
 
 /// Called on the dispatcher thread with each queue that got entries; must return quickly.
@@ -610,7 +612,8 @@ impl Inner {
             cq_cold,
             cq_hot,
         };
-        if crate::page_cache::keep(&self.cache, budget, &files) {
+        let tier_cache_bytes = self.cold.get().map_or(0, |c| c.cached_bytes());
+        if crate::page_cache::keep(&self.cache, budget, tier_cache_bytes, &files) {
             self.log.request_flush();
         }
     }

@@ -12,6 +12,10 @@
 //! the store says it is busy (sends get `SYSTEM_BUSY` with RocketMQ's `[PC_SYNCHRONIZED]`
 //! remark) and asks the flusher to flush now, so that memory stays bounded instead of growing.
 //!
+//! With a cold tier, the blocks its read cache holds are memory of the broker's too: they come
+//! off the budget before the files get theirs (the broker keeps that cache at half the budget
+//! at most).
+//!
 //! Owns: measuring, releasing, and the busy flag. Must never: release a range that is not
 //! durable, or touch the newest part of the log that tailing consumers read.
 
@@ -35,6 +39,9 @@ pub struct PageCacheStats {
     pub budget_bytes: AtomicU64,
     /// Resident bytes of the store's files at the last check.
     pub resident_bytes: AtomicU64,
+    /// Bytes the cold tier's read cache held at the last check: memory the budget holds too,
+    /// so the files get what it leaves.
+    pub tier_cache_bytes: AtomicU64,
     /// Passes that released something.
     pub releases: AtomicU64,
     /// Resident bytes those passes released, summed.
@@ -74,9 +81,12 @@ fn release_cold(seg: &MappedFile, to: usize) -> (u64, u64) {
 }
 
 /// One pass: measure, release what is cold if over the release line, set the busy flag.
+/// `tier_cache_bytes` (what the cold tier's read cache holds now) comes off the budget first.
 /// Returns whether the flusher should flush now.
-pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, files: &Files) -> bool {
+pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, tier_cache_bytes: u64, files: &Files) -> bool {
     stats.budget_bytes.store(budget_bytes, Ordering::Relaxed);
+    stats.tier_cache_bytes.store(tier_cache_bytes, Ordering::Relaxed);
+    let budget_bytes = budget_bytes.saturating_sub(tier_cache_bytes);
     let before = resident(&files.log) + resident(&files.cq_cold) + resident(&files.cq_hot);
     let mut now = before;
     if before as f64 > budget_bytes as f64 * RELEASE_FRACTION {

@@ -54,6 +54,10 @@ impl ColdLog for MemoryTier {
     fn max_record_bytes(&self) -> u64 {
         MAX_RECORD_BYTES
     }
+
+    fn cached_bytes(&self) -> u64 {
+        0
+    }
 }
 
 fn keyed(n: usize, body: Vec<u8>) -> Vec<u8> {

@@ -130,6 +130,62 @@ fn a_cold_read_brings_back_only_its_own_pages() {
     store.close().unwrap();
 }
 
+/// A cold tier's read cache holding half the budget (the most the broker lets it): the files
+/// get the half left (the cache's blocks are this process's memory as much as mapped pages).
+struct CachingTier;
+
+impl petrel_store::ColdLog for CachingTier {
+    fn read(&self, offset: u64, _len: usize) -> petrel_store::Result<bytes::Bytes> {
+        Err(petrel_store::StoreError::ColdTier {
+            offset,
+            source: "nothing is below the log in this test".into(),
+        })
+    }
+
+    fn min_offset(&self) -> Option<u64> {
+        None
+    }
+
+    fn max_record_bytes(&self) -> u64 {
+        1 << 20
+    }
+
+    fn cached_bytes(&self) -> u64 {
+        BUDGET_BYTES / 2
+    }
+}
+
+#[test]
+fn a_cold_tiers_read_cache_comes_off_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(dir.path(), Some(BUDGET_BYTES));
+    c.cold = Some(petrel_store::ColdTier {
+        log: std::sync::Arc::new(CachingTier),
+        guard: std::sync::Arc::new(|_| false),
+    });
+    let store = MessageStore::open(c).unwrap();
+    let peak = write_all(&store, dir.path());
+    let now = resident_under(dir.path());
+    let files_budget = BUDGET_BYTES / 2;
+    let stats = store.page_cache_stats();
+    eprintln!("budget {BUDGET_BYTES}, {files_budget} left to the files: peak {peak}, now {now}");
+    assert_eq!(stats.tier_cache_bytes.load(Ordering::Relaxed), BUDGET_BYTES / 2);
+    assert_eq!(
+        stats.budget_bytes.load(Ordering::Relaxed),
+        BUDGET_BYTES,
+        "the whole budget reported"
+    );
+    // Without the cache counted, the newest half of the whole budget (4 MiB) stays resident,
+    // with the newest queue segments and the index on top.
+    assert!(
+        now <= files_budget,
+        "{now} resident after the writes, {files_budget} left to the files"
+    );
+    // Between two checks the writer adds an interval's writes on top, as without a tier.
+    assert!(peak <= BUDGET_BYTES + (4 << 20), "peak {peak}");
+    store.close().unwrap();
+}
+
 #[test]
 fn without_a_budget_what_is_written_stays_resident() {
     let dir = tempfile::tempdir().unwrap();

@@ -320,6 +320,12 @@ impl Tier {
         Ok(())
     }
 
+    /// Bytes of verified blocks the read cache holds now.
+    #[must_use]
+    pub fn cached_bytes(&self) -> u64 {
+        u64::try_from(self.cache.lock().held_bytes).unwrap_or(u64::MAX)
+    }
+
     /// `len` bytes at `pos` of the tiered segment starting at `start_offset`, each block
     /// checked against its CRC (and kept in the read cache). Callable from any thread; a block
     /// not fetched within the read deadline is an error.

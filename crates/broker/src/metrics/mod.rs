@@ -609,6 +609,11 @@ fn render_page_cache(out: &mut Scrape, pc: &petrel_store::PageCacheStats) {
             load(&pc.resident_bytes),
         ),
         (
+            "petrel_page_cache_tier_cache_bytes",
+            "Bytes the cold tier's read cache holds, counted in the budget before the files.",
+            load(&pc.tier_cache_bytes),
+        ),
+        (
             "petrel_page_cache_busy",
             "1 while unflushed data keeps the cache over budget and sends are refused.",
             if pc.busy.load(Ordering::Relaxed) { 1.0 } else { 0.0 },
@@ -792,6 +797,7 @@ mod tests {
         "petrel_busy_refusals_total counter",
         "petrel_page_cache_budget_bytes gauge",
         "petrel_page_cache_resident_bytes gauge",
+        "petrel_page_cache_tier_cache_bytes gauge",
         "petrel_page_cache_busy gauge",
         "petrel_page_cache_releases_total counter",
         "petrel_page_cache_released_bytes_total counter",

@@ -288,6 +288,7 @@ impl AdminService {
         let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed).to_string();
         put("pageCacheBudgetBytes", load(&pc.budget_bytes));
         put("pageCacheResidentBytes", load(&pc.resident_bytes));
+        put("pageCacheTierCacheBytes", load(&pc.tier_cache_bytes));
         put("pageCacheReleases", load(&pc.releases));
         put("pageCacheReleasedBytes", load(&pc.released_bytes));
         put("pageCacheBusyRefusals", load(&pc.busy_refusals));
