@@ -162,7 +162,7 @@ fn may_delete(tier: &Tier, start: u64, path: &std::path::Path) -> bool {
                     start_offset = start,
                     "the tier's copy of a segment differs from the local file; uploading it again"
                 );
-                if let Err(e) = tier.delete(start) {
+                if let Err(e) = tier.disown(start) {
                     tracing::warn!(start_offset = start, error = %e, "dropping the tier's stale copy failed");
                 }
             }

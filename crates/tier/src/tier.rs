@@ -394,6 +394,21 @@ impl Tier {
         Ok(bytes)
     }
 
+    /// Stops holding a segment whose tiered copy is stale (the local file was rewritten after
+    /// its upload): its manifest line goes (durably) and its cached blocks, but no request is
+    /// made, so a caller that must not wait (the store's maintenance thread, asking before a
+    /// local delete) never waits behind an upload in progress. The offload then uploads the
+    /// segment again, which overwrites both objects under the same keys.
+    ///
+    /// # Errors
+    /// The manifest unwritable.
+    pub fn disown(&self, start_offset: u64) -> Result<()> {
+        self.manifest.lock().remove(start_offset)?;
+        self.cache.lock().forget(start_offset);
+        tracing::info!(start_offset, "stale tiered segment disowned; it is uploaded again");
+        Ok(())
+    }
+
     /// Deletes a tiered segment: first from the manifest (durably), then its objects, so a
     /// crash between leaves an orphan object, never a manifest naming a missing one.
     ///

@@ -107,6 +107,17 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     assert!(matches!(caught, Err(TierError::Checksum(_))), "{caught:?}");
     assert_eq!(tier.stats().checksum_failures.load(std::sync::atomic::Ordering::Relaxed), 1);
 
+    // Disowned (its copy is stale): no longer held, and so after a reopen, without a request
+    // to the store; uploaded again, the new objects replace the old under the same keys.
+    tier.disown(12 << 20).expect("disowned");
+    assert!(!tier.holds(12 << 20));
+    drop(tier);
+    let tier = Tier::open(config(&weed, "t1/broker-a"), &local.path().join("tier")).expect("reopened");
+    assert!(!tier.holds(12 << 20), "the manifest kept it disowned");
+    tier.upload(12 << 20, &path).expect("uploaded again");
+    assert!(tier.holds_same(12 << 20, &path).expect("checked"));
+    assert_eq!(&tier.read(12 << 20, 2 << 20, 64).expect("read")[..], &data[2 << 20..(2 << 20) + 64]);
+
     // Deleted: gone from the manifest and from the bucket.
     tier.delete(12 << 20).expect("deleted");
     assert!(!tier.holds(12 << 20));
