@@ -161,8 +161,14 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
     // the restart, with the store back, it is uploaded.
     weed.signal("-STOP");
     send(&p, 3800, 1100);
-    std::thread::sleep(Duration::from_secs(2));
+    let interrupted = format!("uploading a segment to the tier start_offset={}", k * SEGMENT_BYTES);
+    wait_for("the upload of the sealed segment to start", Duration::from_secs(30), || {
+        p.log().contains(&interrupted)
+    });
+    std::thread::sleep(Duration::from_secs(1));
     assert!(!tiered(&p).contains(&(k * SEGMENT_BYTES)));
+    let done = format!("segment uploaded to the tier start_offset={}", k * SEGMENT_BYTES);
+    assert!(!p.log().contains(&done), "killed with the upload in flight, not after it");
     p.kill();
     assert!(local_segments(&p).contains(&(k * SEGMENT_BYTES)), "kept: not in the tier");
     weed.signal("-CONT");
@@ -173,6 +179,15 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
         || tiered(&p).contains(&(k * SEGMENT_BYTES)),
     );
     let after = tiered(&p);
+    // Across the kill, only the interrupted segment was sent twice.
+    let log = p.log();
+    for start in &after {
+        let starts = log
+            .matches(&format!("uploading a segment to the tier start_offset={start} "))
+            .count();
+        let expected = if *start == k * SEGMENT_BYTES { 2 } else { 1 };
+        assert_eq!(starts, expected, "uploads of segment {start}");
+    }
     let manifest = std::fs::read_to_string(p.data_dir().join("tier/tier.manifest")).unwrap();
     assert_eq!(manifest.lines().count(), after.len(), "each segment recorded once:\n{manifest}");
     let seen = bodies_in_bucket(&weed, &after);

@@ -234,6 +234,7 @@ impl Tier {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let key = self.key(start_offset);
+        tracing::info!(start_offset, bytes, %key, "uploading a segment to the tier");
         let mut upload = self
             .block_on(self.client.put_multipart(&key))
             .map_err(|e| TierError::store(format!("starting the upload of {key}"), e))?;
