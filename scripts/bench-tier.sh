@@ -6,7 +6,10 @@
 # locally, fileReservedTime=0) with it; and each segment's upload time from the broker's log.
 #
 #   scripts/bench-tier.sh [OUT]
-#     env: MESSAGES=300000 SIZE=1024 SEGMENT=67108864 PRODUCERS=4
+#     env: MESSAGES=300000 SIZE=1024 SEGMENT=67108864 PRODUCERS=4 ROUNDS=1
+#
+# ROUNDS=N runs the pair N times, alternating, each on a fresh broker (and its own prefix in the
+# bucket), so that the send path's difference can be told from the noise between runs.
 #
 # Not part of the suite (minutes). Prints a Markdown table; reports land in OUT.
 set -euo pipefail
@@ -16,6 +19,7 @@ msgs=${MESSAGES:-300000}
 size=${SIZE:-1024}
 segment=${SEGMENT:-67108864}
 producers=${PRODUCERS:-4}
+rounds=${ROUNDS:-1}
 cargo build --quiet --release --bin petrel
 weed=$(scripts/seaweedfs-build.sh | tail -1)
 mkdir -p "$out"
@@ -58,7 +62,7 @@ run() {
   for _ in $(seq 1 100); do grep -q "boot success" "$work/$name.log" && break; sleep 0.1; done
   target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierBench -s "$size" -p "$producers" --count "$msgs" -d 600 \
     --warmup 0 --broker-pid "$pid" -o "$out/$name-produce" >"$out/$name-produce.txt" 2>&1
-  if [ "$name" = tier ]; then
+  if [[ "$name" == tier* ]]; then
     # Until the first segments are uploaded and gone from the disk, then one more retention pass
     # (every 10 s) for the rest of what was uploaded.
     for _ in $(seq 1 600); do
@@ -69,17 +73,25 @@ run() {
   fi
   target/release/petrel bench consume -n "127.0.0.1:$ns" -t TierBench -s "$size" -c 1 --from-beginning \
     --count "$((msgs * 9 / 10))" -d 600 --warmup 0 -o "$out/$name-consume" >"$out/$name-consume.txt" 2>&1
-  local uploads
+  local uploads pull
+  # The consumer's pulls that found messages: P50 / P99 / P99.9, request to answer.
+  pull=$(awk -F'|' '/^\| pull \(found messages\)/ {gsub(/ /, ""); print $3 " / " $5 " / " $6}' "$out/$name-consume.txt")
   uploads=$({ grep "segment uploaded" "$work/$name.log" || true; } | sed -n 's/.*bytes=\([0-9]*\) elapsed_ms=\([0-9]*\).*/\1 \2/p' |
     awk '{b+=$1; t+=$2} END {if (t > 0) printf "%d segments, %.0f MB/s", NR, b / t / 1000; else print "–"}' || true)
-  printf '| %s | %s | %s | %s |\n' "$name" \
+  printf '| %s | %s | %s | %s | %s |\n' "$name" \
     "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-produce.txt" || echo '?')" \
-    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "$uploads"
+    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "${pull:-?}" "$uploads"
   kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -rf "$data"
 }
 
-echo "| broker | send | consume from the beginning | uploads |"
-echo "|---|---:|---:|---|"
-run no-tier
-run tier objectStoreEndpoint="$endpoint" objectStoreBucket=petrel-bench objectStoreAccessKey=bench-access \
-  objectStoreSecretKey=bench-secret-0123 fileReservedTime=0
+echo "| broker | send | consume from the beginning | pull P50 / P99 / P99.9 | uploads |"
+echo "|---|---:|---:|---|---|"
+for round in $(seq 1 "$rounds"); do
+  suffix=""
+  [ "$rounds" -gt 1 ] && suffix="-$round"
+  run "no-tier$suffix"
+  run "tier$suffix" objectStoreEndpoint="$endpoint" objectStoreBucket=petrel-bench objectStoreAccessKey=bench-access \
+    objectStoreSecretKey=bench-secret-0123 fileReservedTime=0 "tieredStoreFilePath=bench$suffix"
+done

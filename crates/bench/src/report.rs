@@ -110,6 +110,10 @@ pub struct Report {
     pub mb_per_s: f64,
     /// Send latency, from the intended send time in open-loop runs.
     pub send_us: Percentiles,
+    /// Pulls that found messages, request to answer (consume and e2e runs; a backlog read
+    /// from the beginning included).
+    #[serde(default)]
+    pub pull_us: Percentiles,
     /// Latency from the broker's store timestamp to consumption (millisecond resolution at the store end).
     pub store_to_consume_us: Percentiles,
     /// Latency from the birth time in the body to consumption.
@@ -168,6 +172,7 @@ impl Report {
         ));
         s.push_str("| latency | P50 | P90 | P99 | P99.9 | P99.99 | max | samples |\n|---|---|---|---|---|---|---|---|\n");
         s.push_str(&row("send", &self.send_us));
+        s.push_str(&row("pull (found messages)", &self.pull_us));
         s.push_str(&row("store → consume", &self.store_to_consume_us));
         s.push_str(&row("born → consume", &self.born_to_consume_us));
         if !self.errors.is_empty() {
@@ -315,6 +320,7 @@ pub(crate) mod tests {
             tps: 2.5,
             mb_per_s: 0.0,
             send_us: Percentiles::of(&h),
+            pull_us: Percentiles::default(),
             store_to_consume_us: Percentiles::default(),
             born_to_consume_us: Percentiles::default(),
             consumed: 0,

@@ -195,6 +195,9 @@ impl TaskStats {
 }
 
 struct ConsumerStats {
+    /// Pulls that found messages, request to answer: what one read costs the broker (from the
+    /// disk, the page cache, or a cold tier), backlog included.
+    pull: Histogram<u64>,
     store: Histogram<u64>,
     born: Histogram<u64>,
     interval_born: Histogram<u64>,
@@ -376,6 +379,7 @@ async fn consume_queue(
             break;
         }
         let request = Client::pull_request(&group, &w.topic, q.queue_id, offset, 32, 1000);
+        let asked_us = now_us();
         let answer = match conn.call(request, w.timeout + Duration::from_secs(2)).await {
             Ok(a) => a,
             Err(_) => {
@@ -396,6 +400,9 @@ async fn consume_queue(
         let now = now_us();
         let start_us = shared.measure_start_us.load(Ordering::Relaxed);
         let mut s = stats.lock();
+        if start_us != 0 && !result.messages.is_empty() {
+            record(&mut s.pull, now.saturating_sub(asked_us));
+        }
         for m in &result.messages {
             let born = m.body.get(..8).map_or(0, |b| u64::from_be_bytes(b.try_into().expect("8 bytes")));
             if start_us == 0 {
@@ -456,6 +463,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
             }
             conns.push(by_addr);
             consumer_stats.push(Arc::new(Mutex::new(ConsumerStats {
+                pull: new_histogram(),
                 store: new_histogram(),
                 born: new_histogram(),
                 interval_born: new_histogram(),
@@ -640,12 +648,14 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
             *errors.entry(k.clone()).or_default() += v;
         }
     }
+    let mut pull = new_histogram();
     let mut store = new_histogram();
     let mut born = new_histogram();
     let mut consumed = 0;
     let mut last_consumed_us = 0;
     for s in &consumer_stats {
         let s = s.lock();
+        merge(&mut pull, &s.pull);
         merge(&mut store, &s.store);
         merge(&mut born, &s.born);
         consumed += s.consumed;
@@ -671,6 +681,7 @@ pub async fn run(w: Workload) -> Result<Report, BenchError> {
             bytes as f64 / secs / 1e6
         },
         send_us: Percentiles::of(&send),
+        pull_us: Percentiles::of(&pull),
         store_to_consume_us: Percentiles::of(&store),
         born_to_consume_us: Percentiles::of(&born),
         consumed,

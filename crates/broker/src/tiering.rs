@@ -67,6 +67,9 @@ impl Tiering {
                 tier_config.read_cache_bytes = half;
             }
         }
+        // Read-ahead within what the cache holds beside the block being read.
+        let cache_blocks = tier_config.read_cache_bytes / tier_config.block_bytes;
+        tier_config.read_ahead_blocks = tier_config.read_ahead_blocks.min(cache_blocks.saturating_sub(1));
         let tier = Arc::new(Tier::open(tier_config, &config.store_path_root_dir.join("tier"))?);
         // The store's own settings (a caller may have changed them from the broker's): where
         // its segments are and how long they are.
@@ -147,6 +150,7 @@ fn tier_config(config: &BrokerConfig) -> TierConfig {
     };
     c.upload_bytes_per_second = config.tiered_upload_bytes_per_second;
     c.read_cache_bytes = usize::try_from(config.tiered_read_cache_bytes).unwrap_or(usize::MAX);
+    c.read_ahead_blocks = usize::try_from(config.tiered_read_ahead_blocks).unwrap_or(usize::MAX);
     c
 }
 

@@ -27,6 +27,10 @@ pub struct TierConfig {
     pub block_bytes: usize,
     /// Bytes of verified blocks the read cache keeps at most (`tieredReadCacheBytes`).
     pub read_cache_bytes: usize,
+    /// Blocks fetched ahead of a reader that reads a segment in order (`tieredReadAheadBlocks`;
+    /// 0: none), into the read cache, so that a consumer catching up from the bucket does not
+    /// wait one object-store round trip per block.
+    pub read_ahead_blocks: usize,
     /// How long one request may take before it is retried.
     pub request_timeout: Duration,
     /// How long a read waits for a block, retries included, before it fails (a consumer is
@@ -41,7 +45,7 @@ pub const MIN_PART_BYTES: usize = 5 << 20;
 
 impl TierConfig {
     /// A tier at `endpoint`/`bucket` with the defaults: 8 MiB parts, 1 MiB blocks, a 64 MiB
-    /// read cache, no bandwidth bound, 30 s per request, 5 retries, 5 s for a read.
+    /// read cache, two blocks of read-ahead, no bandwidth bound, 30 s per request, 5 retries, 5 s for a read.
     #[must_use]
     pub fn new(endpoint: impl Into<String>, bucket: impl Into<String>) -> TierConfig {
         TierConfig {
@@ -55,6 +59,7 @@ impl TierConfig {
             part_bytes: 8 << 20,
             block_bytes: 1 << 20,
             read_cache_bytes: 64 << 20,
+            read_ahead_blocks: 2,
             request_timeout: Duration::from_secs(30),
             read_deadline: Duration::from_secs(5),
             max_retries: 5,
@@ -75,6 +80,9 @@ impl TierConfig {
         }
         if self.read_cache_bytes < self.block_bytes {
             return Some("the read cache must hold at least one block".into());
+        }
+        if self.read_ahead_blocks.saturating_add(1).saturating_mul(self.block_bytes) > self.read_cache_bytes {
+            return Some("the read cache must hold the block read and the blocks read ahead of it".into());
         }
         None
     }

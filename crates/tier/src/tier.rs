@@ -3,7 +3,7 @@
 //! Every call blocks (the tier runs its own small runtime for the object store's client): it is
 //! for the store's threads, never for an async task.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use md5::{Digest, Md5};
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as Key;
 use object_store::{BackoffConfig, ClientOptions, MultipartUpload, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig};
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::config::TierConfig;
 use crate::error::{Result, TierError};
@@ -32,6 +32,8 @@ pub struct TierStats {
     pub fetched_bytes: AtomicU64,
     /// Blocks a read found in the cache.
     pub cache_hits: AtomicU64,
+    /// Blocks fetched ahead of an in-order reader.
+    pub read_ahead_blocks: AtomicU64,
     /// Blocks (or whole objects) whose checksum did not match.
     pub checksum_failures: AtomicU64,
 }
@@ -42,8 +44,8 @@ pub struct Tier {
     client: Arc<dyn ObjectStore>,
     runtime: Option<tokio::runtime::Runtime>,
     manifest: Mutex<Manifest>,
-    cache: Mutex<BlockCache>,
-    stats: TierStats,
+    reads: Arc<Reads>,
+    stats: Arc<TierStats>,
     /// One upload or deletion at a time: a deletion's late request must not remove the object
     /// a new upload of the same segment just wrote.
     writes: Mutex<()>,
@@ -106,14 +108,18 @@ impl Tier {
             .enable_all()
             .build()
             .map_err(|e| TierError::io(dir, e))?;
-        let cache = BlockCache::new(config.read_cache_bytes);
+        let reads = Reads {
+            cache: Mutex::new(BlockCache::new(config.read_cache_bytes)),
+            ahead: Mutex::new(HashSet::new()),
+            fetched: Condvar::new(),
+        };
         Ok(Tier {
             manifest: Mutex::new(Manifest::open(dir)?),
             client: Arc::new(client),
             runtime: Some(runtime),
             writes: Mutex::new(()),
-            cache: Mutex::new(cache),
-            stats: TierStats::default(),
+            reads: Arc::new(reads),
+            stats: Arc::new(TierStats::default()),
             config,
         })
     }
@@ -324,7 +330,7 @@ impl Tier {
     /// Bytes of verified blocks the read cache holds now.
     #[must_use]
     pub fn cached_bytes(&self) -> u64 {
-        u64::try_from(self.cache.lock().held_bytes).unwrap_or(u64::MAX)
+        u64::try_from(self.reads.cache.lock().held_bytes).unwrap_or(u64::MAX)
     }
 
     /// `len` bytes at `pos` of the tiered segment starting at `start_offset`, each block
@@ -353,8 +359,16 @@ impl Tier {
             return Ok(Bytes::new());
         }
         let block_bytes = segment.block_bytes;
+        if block_bytes == 0 || u64::try_from(segment.block_crcs.len()).ok() != Some(segment.bytes.div_ceil(block_bytes)) {
+            return Err(TierError::Checksum(format!(
+                "the manifest gives segment {start_offset} {} block CRCs for {} bytes",
+                segment.block_crcs.len(),
+                segment.bytes
+            )));
+        }
         let mut out = BytesMut::with_capacity(len);
-        for index in pos / block_bytes..=(end - 1) / block_bytes {
+        let (first, last) = (pos / block_bytes, (end - 1) / block_bytes);
+        for index in first..=last {
             let block = self.block(&segment, index)?;
             let block_start = index * block_bytes;
             let from = usize::try_from(pos.max(block_start) - block_start).expect("within a block");
@@ -362,37 +376,80 @@ impl Tier {
             out.extend_from_slice(&block[from..to]);
         }
         assert_eq!(out.len(), len);
+        self.read_ahead(&segment, last);
         Ok(out.freeze())
     }
 
     fn block(&self, segment: &TieredSegment, index: u64) -> Result<Bytes> {
-        let want = segment.block_crcs.get(usize::try_from(index).unwrap_or(usize::MAX)).copied();
-        // Keyed by the block's CRC too: a block cached from an older upload of the segment is
-        // never taken for this one's.
-        let id = (segment.start_offset, index, want.unwrap_or(0));
-        let hit = want.and_then(|_| self.cache.lock().get(id));
-        if let Some(hit) = hit {
+        let id = block_id(segment, index);
+        if let Some(hit) = self.reads.cached(id, self.config.read_deadline) {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(hit);
         }
+        let fetch = self.fetch(segment, index);
+        let bytes = self.wait(fetch)?;
+        self.reads.cache.lock().put(id, bytes.clone());
+        Ok(bytes)
+    }
+
+    /// Block `index` of `segment` from the object store, checked against its CRC, within the
+    /// read deadline: a future for the foreground read and for a read-ahead task alike.
+    fn fetch(&self, segment: &TieredSegment, index: u64) -> impl std::future::Future<Output = Result<Bytes>> + Send + 'static {
+        let want = block_id(segment, index).2;
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
         let key = self.key(segment.start_offset);
-        let (client, at, deadline) = (self.client.clone(), key.clone(), self.config.read_deadline);
-        let fetched = self.wait(async move { tokio::time::timeout(deadline, client.get_range(&at, from..to)).await });
-        let bytes = fetched
-            .map_err(|_| TierError::Timeout(format!("reading {key} bytes {from}..{to} took over {deadline:?}")))?
-            .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
-        self.stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
-        if bytes.len() as u64 != to - from || want != Some(crc32fast::hash(&bytes)) {
-            self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
-            return Err(TierError::Checksum(format!(
-                "{key} bytes {from}..{to}: {} bytes read, their CRC is not the uploaded one",
-                bytes.len()
-            )));
+        let (client, stats, deadline) = (self.client.clone(), self.stats.clone(), self.config.read_deadline);
+        async move {
+            let fetched = tokio::time::timeout(deadline, client.get_range(&key, from..to)).await;
+            let bytes = fetched
+                .map_err(|_| TierError::Timeout(format!("reading {key} bytes {from}..{to} took over {deadline:?}")))?
+                .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
+            stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
+            if bytes.len() as u64 != to - from || want != crc32fast::hash(&bytes) {
+                stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
+                return Err(TierError::Checksum(format!(
+                    "{key} bytes {from}..{to}: {} bytes read, their CRC is not the uploaded one",
+                    bytes.len()
+                )));
+            }
+            Ok(bytes)
         }
-        self.cache.lock().put(id, bytes.clone());
-        Ok(bytes)
+    }
+
+    /// After a read that ended in block `index`: if the block before it is cached too (the
+    /// reader goes through the segment in order, as a consumer or a replica catching up does),
+    /// the next `read_ahead_blocks` blocks not cached yet are fetched in the background, so
+    /// that its next reads find them. A lone read (a view by id) fetches nothing more.
+    fn read_ahead(&self, segment: &TieredSegment, index: u64) {
+        let blocks = u64::try_from(segment.block_crcs.len()).unwrap_or(u64::MAX);
+        let ahead = u64::try_from(self.config.read_ahead_blocks).unwrap_or(0);
+        if ahead == 0 || index == 0 || !self.reads.cache.lock().contains(block_id(segment, index - 1)) {
+            return;
+        }
+        for next in index + 1..(index + 1 + ahead).min(blocks) {
+            let id = block_id(segment, next);
+            if self.reads.cache.lock().contains(id) {
+                continue;
+            }
+            {
+                let mut fetching = self.reads.ahead.lock();
+                if fetching.len() >= READ_AHEAD_IN_FLIGHT_MAX || !fetching.insert(id) {
+                    continue;
+                }
+            }
+            self.stats.read_ahead_blocks.fetch_add(1, Ordering::Relaxed);
+            let (fetch, reads) = (self.fetch(segment, next), self.reads.clone());
+            self.rt().spawn(async move {
+                let fetched = fetch.await;
+                // Cached before it leaves the set: a read waiting on it then finds it.
+                if let Ok(bytes) = fetched {
+                    reads.cache.lock().put(id, bytes);
+                }
+                reads.ahead.lock().remove(&id);
+                reads.fetched.notify_all();
+            });
+        }
     }
 
     /// Stops holding a segment whose tiered copy is stale (the local file was rewritten after
@@ -405,7 +462,7 @@ impl Tier {
     /// The manifest unwritable.
     pub fn disown(&self, start_offset: u64) -> Result<()> {
         self.manifest.lock().remove(start_offset)?;
-        self.cache.lock().forget(start_offset);
+        self.reads.cache.lock().forget(start_offset);
         tracing::info!(start_offset, "stale tiered segment disowned; it is uploaded again");
         Ok(())
     }
@@ -418,7 +475,7 @@ impl Tier {
     pub fn delete(&self, start_offset: u64) -> Result<()> {
         let _one = self.writes.lock();
         self.manifest.lock().remove(start_offset)?;
-        self.cache.lock().forget(start_offset);
+        self.reads.cache.lock().forget(start_offset);
         for key in [self.key(start_offset), self.record_key(start_offset)] {
             match self.block_on(self.client.delete(&key)) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
@@ -468,8 +525,47 @@ impl Pace {
     }
 }
 
-/// A cached block: its segment's start offset, its index, and its CRC as uploaded.
+/// A cached block: its segment's start offset, its index, and its CRC as uploaded (a block
+/// cached from an older upload of the segment is never taken for this one's).
 type BlockId = (u64, u64, u32);
+
+fn block_id(segment: &TieredSegment, index: u64) -> BlockId {
+    let crc = usize::try_from(index).ok().and_then(|i| segment.block_crcs.get(i)).copied();
+    (
+        segment.start_offset,
+        index,
+        crc.expect("a block of the segment: its range was checked"),
+    )
+}
+
+/// Read-ahead fetches in flight at most, over every reader: a bound on the requests and the
+/// memory they hold before the cache takes them.
+const READ_AHEAD_IN_FLIGHT_MAX: usize = 16;
+
+/// The read cache, and the blocks being read ahead into it: shared with the read-ahead tasks.
+struct Reads {
+    cache: Mutex<BlockCache>,
+    /// Blocks a read-ahead task is fetching.
+    ahead: Mutex<HashSet<BlockId>>,
+    /// Notified (under `ahead`) when one of them is done.
+    fetched: Condvar,
+}
+
+impl Reads {
+    /// Block `id` from the cache, waiting (up to `patience`) for a read-ahead task fetching it
+    /// rather than asking the object store a second time. `None`: fetch it.
+    fn cached(&self, id: BlockId, patience: Duration) -> Option<Bytes> {
+        let deadline = Instant::now() + patience;
+        let mut fetching = self.ahead.lock();
+        while fetching.contains(&id) {
+            if self.fetched.wait_until(&mut fetching, deadline).timed_out() {
+                break;
+            }
+        }
+        drop(fetching);
+        self.cache.lock().get(id)
+    }
+}
 
 /// Verified blocks, the oldest dropped first once they exceed the byte bound.
 struct BlockCache {
@@ -491,6 +587,10 @@ impl BlockCache {
 
     fn get(&self, id: BlockId) -> Option<Bytes> {
         self.blocks.get(&id).cloned()
+    }
+
+    fn contains(&self, id: BlockId) -> bool {
+        self.blocks.contains_key(&id)
     }
 
     fn put(&mut self, id: BlockId, block: Bytes) {

@@ -88,6 +88,30 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
         &data[5 << 20..(5 << 20) + 100]
     );
 
+    // Read ahead: a reader going through the segment in order (100 KiB at a time, as a
+    // consumer's pulls do) finds blocks 2 onwards fetched ahead of it, and every block is
+    // fetched once — a read wanting a block being read ahead waits for it. A lone read (a view
+    // by id) fetches its block alone; the next block read after it starts the read-ahead.
+    let relaxed = std::sync::atomic::Ordering::Relaxed;
+    let sequential = Tier::open(config(&weed, "t1/broker-a"), &local.path().join("tier")).expect("reopened");
+    let mut pos = 0;
+    while pos < data.len() {
+        let n = (100 << 10).min(data.len() - pos);
+        let got = sequential.read(12 << 20, pos as u64, n).expect("read");
+        assert!(got[..] == data[pos..pos + n], "bytes {pos}..{}", pos + n);
+        pos += n;
+    }
+    assert_eq!(sequential.stats().fetched_bytes.load(relaxed), data.len() as u64, "each block once");
+    assert_eq!(sequential.stats().read_ahead_blocks.load(relaxed), 11, "blocks 2 to 12");
+    drop(sequential);
+    let lone = Tier::open(config(&weed, "t1/broker-a"), &local.path().join("tier")).expect("reopened");
+    lone.read(12 << 20, 6 << 20, 10).expect("read");
+    assert_eq!(lone.stats().fetched_bytes.load(relaxed), 1 << 20);
+    assert_eq!(lone.stats().read_ahead_blocks.load(relaxed), 0);
+    lone.read(12 << 20, 7 << 20, 10).expect("read");
+    assert_eq!(lone.stats().read_ahead_blocks.load(relaxed), 2, "blocks 8 and 9");
+    drop(lone);
+
     // A wrong secret is refused, and nothing is recorded.
     let mut wrong = config(&weed, "t1/broker-b");
     wrong.secret_key = Some(Secret::new("not-the-secret"));
