@@ -89,6 +89,12 @@ impl Manifest {
         self.segments.get(&start_offset)
     }
 
+    /// The segment that ends where the one at `start_offset` begins, if the tier holds it.
+    pub(crate) fn before(&self, start_offset: u64) -> Option<&TieredSegment> {
+        let (_, previous) = self.segments.range(..start_offset).next_back()?;
+        (previous.end_offset() == start_offset).then_some(previous)
+    }
+
     pub(crate) fn first(&self) -> Option<&TieredSegment> {
         self.segments.values().next()
     }

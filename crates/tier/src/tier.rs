@@ -418,38 +418,66 @@ impl Tier {
     }
 
     /// After a read that ended in block `index`: if the block before it is cached too (the
-    /// reader goes through the segment in order, as a consumer or a replica catching up does),
-    /// the next `read_ahead_blocks` blocks not cached yet are fetched in the background, so
-    /// that its next reads find them. A lone read (a view by id) fetches nothing more.
+    /// reader goes through the log in order, as a consumer or a replica catching up does), the
+    /// next `read_ahead_blocks` blocks not cached yet — into the next tiered segment at the end
+    /// of this one — are fetched in the background, so that its next reads find them. A lone
+    /// read (a view by id) fetches nothing more.
     fn read_ahead(&self, segment: &TieredSegment, index: u64) {
-        let blocks = u64::try_from(segment.block_crcs.len()).unwrap_or(u64::MAX);
         let ahead = u64::try_from(self.config.read_ahead_blocks).unwrap_or(0);
-        if ahead == 0 || index == 0 || !self.reads.cache.lock().contains(block_id(segment, index - 1)) {
+        if ahead == 0 {
             return;
         }
-        for next in index + 1..(index + 1 + ahead).min(blocks) {
-            let id = block_id(segment, next);
-            if self.reads.cache.lock().contains(id) {
+        let previous = match index.checked_sub(1) {
+            Some(before) => Some(block_id(segment, before)),
+            None => {
+                let manifest = self.manifest.lock();
+                let before = manifest.before(segment.start_offset);
+                before.and_then(|p| blocks_of(p).checked_sub(1).map(|last| block_id(p, last)))
+            }
+        };
+        if !previous.is_some_and(|id| self.reads.cache.lock().contains(id)) {
+            return;
+        }
+        let blocks = blocks_of(segment);
+        let mut next_segment: Option<Option<TieredSegment>> = None;
+        for k in 1..=ahead {
+            let at = index + k;
+            if at < blocks {
+                self.fetch_ahead(segment, at);
                 continue;
             }
-            {
-                let mut fetching = self.reads.ahead.lock();
-                if fetching.len() >= READ_AHEAD_IN_FLIGHT_MAX || !fetching.insert(id) {
-                    continue;
-                }
+            let next = next_segment.get_or_insert_with(|| self.manifest.lock().get(segment.end_offset()).cloned());
+            match next {
+                Some(next) if at - blocks < blocks_of(next) => self.fetch_ahead(next, at - blocks),
+                _ => break,
             }
-            self.stats.read_ahead_blocks.fetch_add(1, Ordering::Relaxed);
-            let (fetch, reads) = (self.fetch(segment, next), self.reads.clone());
-            self.rt().spawn(async move {
-                let fetched = fetch.await;
-                // Cached before it leaves the set: a read waiting on it then finds it.
-                if let Ok(bytes) = fetched {
-                    reads.cache.lock().put(id, bytes);
-                }
-                reads.ahead.lock().remove(&id);
-                reads.fetched.notify_all();
-            });
         }
+    }
+
+    /// Fetches block `index` of `segment` into the cache on the tier's runtime, unless it is
+    /// cached, being fetched, or too many fetches are in flight.
+    fn fetch_ahead(&self, segment: &TieredSegment, index: u64) {
+        let id = block_id(segment, index);
+        if self.reads.cache.lock().contains(id) {
+            return;
+        }
+        {
+            let mut fetching = self.reads.ahead.lock();
+            if fetching.len() >= READ_AHEAD_IN_FLIGHT_MAX || !fetching.insert(id) {
+                return;
+            }
+        }
+        self.stats.read_ahead_blocks.fetch_add(1, Ordering::Relaxed);
+        let (fetch, reads) = (self.fetch(segment, index), self.reads.clone());
+        self.rt().spawn(async move {
+            let fetched = fetch.await;
+            // Cached before it leaves the set: a read waiting on it then finds it.
+            if let Ok(bytes) = fetched {
+                reads.cache.lock().put(id, bytes);
+            }
+            reads.ahead.lock().remove(&id);
+            reads.fetched.notify_all();
+        });
     }
 
     /// Stops holding a segment whose tiered copy is stale (the local file was rewritten after
@@ -528,6 +556,12 @@ impl Pace {
 /// A cached block: its segment's start offset, its index, and its CRC as uploaded (a block
 /// cached from an older upload of the segment is never taken for this one's).
 type BlockId = (u64, u64, u32);
+
+/// The blocks of a segment the manifest holds (its CRCs were checked to match its size when
+/// it was read, or it is the one just read).
+fn blocks_of(segment: &TieredSegment) -> u64 {
+    u64::try_from(segment.block_crcs.len()).unwrap_or(u64::MAX)
+}
 
 fn block_id(segment: &TieredSegment, index: u64) -> BlockId {
     let crc = usize::try_from(index).ok().and_then(|i| segment.block_crcs.get(i)).copied();
