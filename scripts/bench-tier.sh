@@ -37,11 +37,13 @@ cat >"$work/s3.json" <<'JSON'
 JSON
 read -r -a p <<<"$(ports 10)"
 mkdir -p "$work/weed"
+weed_cpu_s() { awk '{printf "%.1f", ($14 + $15) / 100}' "/proc/$weed_pid/stat"; }
 "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -metricsPort=0 -filer -s3 -volume.max=64 \
   -dir="$work/weed" -s3.config="$work/s3.json" -master.port="${p[0]}" -master.port.grpc="${p[1]}" \
   -volume.port="${p[2]}" -volume.port.grpc="${p[3]}" -filer.port="${p[4]}" -filer.port.grpc="${p[5]}" \
   -s3.port="${p[6]}" -s3.port.grpc="${p[7]}" -s3.port.iceberg="${p[8]}" -s3.port.lance="${p[9]}" >"$work/weed.log" 2>&1 &
-pids+=($!)
+weed_pid=$!
+pids+=("$weed_pid")
 endpoint="http://127.0.0.1:${p[6]}"
 for _ in $(seq 1 120); do curl -s -o /dev/null "$endpoint" && break; sleep 0.5; done
 sleep 5 # the filer and a volume come up after the S3 port
@@ -53,15 +55,21 @@ run() {
   shift
   local ns broker data="$work/$name"
   read -r ns broker <<<"$(ports 2)"
-  local sets=(--set haListenPort=0 --set "mappedFileSizeCommitLog=$segment")
+  # diskMaxUsedSpaceRatio=95: a file system that keeps many of its free blocks for root reads
+  # as nearly full to the broker (it counts what it may use), whose forced clean-up would then
+  # delete the segments the consumer is to read back.
+  local sets=(--set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95)
   for kv in "$@"; do sets+=(--set "$kv"); done
   target/release/petrel serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 "${sets[@]}" >"$work/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   for _ in $(seq 1 100); do grep -q "boot success" "$work/$name.log" && break; sleep 0.1; done
+  local weed_before weed_after
+  weed_before=$(weed_cpu_s)
   target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierBench -s "$size" -p "$producers" --count "$msgs" -d 600 \
     --warmup 0 --broker-pid "$pid" -o "$out/$name-produce" >"$out/$name-produce.txt" 2>&1
+  weed_after=$(weed_cpu_s)
   if [[ "$name" == tier* ]]; then
     # Until the first segments are uploaded and gone from the disk, then one more retention pass
     # (every 10 s) for the rest of what was uploaded.
@@ -78,16 +86,22 @@ run() {
   pull=$(awk -F'|' '/^\| pull \(found messages\)/ {gsub(/ /, ""); print $3 " / " $5 " / " $6}' "$out/$name-consume.txt")
   uploads=$({ grep "segment uploaded" "$work/$name.log" || true; } | sed -n 's/.*bytes=\([0-9]*\) elapsed_ms=\([0-9]*\).*/\1 \2/p' |
     awk '{b+=$1; t+=$2} END {if (t > 0) printf "%d segments, %.0f MB/s", NR, b / t / 1000; else print "–"}' || true)
-  printf '| %s | %s | %s | %s | %s |\n' "$name" \
-    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-produce.txt" || echo '?')" \
+  # The broker's CPU per message sent (its mean CPU over the sends, from the report), and the
+  # CPU the object store's process took meanwhile (on this machine it shares the two cores).
+  local tps pct per_msg
+  tps=$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-produce.txt" | cut -d' ' -f1 || echo 0)
+  pct=$(grep -m1 -o 'CPU [0-9.]*%' "$out/$name-produce.txt" | tr -dc '0-9.' || echo 0)
+  per_msg=$(awk -v p="${pct:-0}" -v t="${tps:-0}" 'BEGIN {if (t > 0) printf "%.1f µs", p * 10000 / t; else print "?"}')
+  printf '| %s | %s msg/s | %s | %s s | %s | %s | %s |\n' "$name" "${tps:-?}" "$per_msg" \
+    "$(awk -v a="$weed_after" -v b="$weed_before" 'BEGIN {printf "%.1f", a - b}')" \
     "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "${pull:-?}" "$uploads"
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   rm -rf "$data"
 }
 
-echo "| broker | send | consume from the beginning | pull P50 / P99 / P99.9 | uploads |"
-echo "|---|---:|---:|---|---|"
+echo "| broker | send | broker CPU per message sent | object store CPU during the sends | consume from the beginning | pull P50 / P99 / P99.9 | uploads |"
+echo "|---|---:|---:|---:|---:|---|---|"
 for round in $(seq 1 "$rounds"); do
   suffix=""
   [ "$rounds" -gt 1 ] && suffix="-$round"

@@ -200,9 +200,15 @@ fn max_record_bytes(max_message_size_bytes: usize) -> u64 {
 impl ColdLog for TierReads {
     fn read(&self, offset: u64, len: usize) -> petrel_store::Result<bytes::Bytes> {
         let start = offset - offset % self.segment_bytes;
-        self.tier.read(start, offset - start, len).map_err(|e| StoreError::ColdTier {
-            offset,
-            source: Box::new(e),
+        self.tier.read(start, offset - start, len).map_err(|e| {
+            if e.is_gone() {
+                tracing::error!(offset, error = %e, "a tiered segment's object is gone from the bucket: its records are lost");
+                return StoreError::ColdLost { offset };
+            }
+            StoreError::ColdTier {
+                offset,
+                source: Box::new(e),
+            }
         })
     }
 

@@ -144,6 +144,15 @@ pub enum StoreError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The cold tier no longer has the object that held a record (deleted from the bucket
+    /// behind the broker's back, or by a lifecycle rule): the record is lost, and asking again
+    /// will not bring it back. Readers skip it, as RocketMQ's skip a message whose bytes are
+    /// gone, rather than being told "busy" forever.
+    #[error("cold tier, reading at offset {offset}: the object that held it is gone from the bucket")]
+    ColdLost {
+        /// Where the record started.
+        offset: u64,
+    },
     /// A checkpoint delta block failed part-way and could not be cut off: the next checkpoint
     /// must be a whole new base.
     #[error("checkpoint delta {0} holds a torn block; a new base follows")]

@@ -758,6 +758,15 @@ impl Inner {
         if let Some(bytes) = self.log.read_record(offset)? {
             return Ok(Some(bytes));
         }
+        match self.cold_record_anywhere(offset) {
+            // Lost with its object: no record starts there any more.
+            Err(StoreError::ColdLost { .. }) => Ok(None),
+            other => other,
+        }
+    }
+
+    /// [`Self::record_anywhere`] below the local log.
+    fn cold_record_anywhere(&self, offset: u64) -> Result<Option<Vec<u8>>> {
         let Some(cold) = self.cold.get().filter(|_| offset < self.log.min_offset()) else {
             return Ok(None);
         };
@@ -1478,6 +1487,11 @@ impl MessageStore {
                 None if self.inner.cold.get().is_some() && e.commit_log_offset < self.inner.log.min_offset() => {
                     match self.inner.cold_record(e.commit_log_offset, e.size_bytes) {
                         Ok(record) => Some(keep(&record)),
+                        Err(StoreError::ColdLost { .. }) => {
+                            // Gone from the bucket for good: skipped, so the consumer goes on.
+                            next += 1;
+                            continue;
+                        }
                         Err(e) => {
                             tracing::warn!(topic, queue_id, offset = next, error = %e, "a read from the cold tier failed");
                             cold_failed = true;

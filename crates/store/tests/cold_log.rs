@@ -2,8 +2,9 @@
 //! retention deletes, standing in for the object store; the real tier is tested against
 //! SeaweedFS in tests/tier_binary.rs): a record is read back whole, a tier that cannot answer is
 //! an error the caller answers "retry later" (never "not found"), a query by key stops at the
-//! first such error instead of waiting once per candidate, and a bare offset whose bytes claim a
-//! record larger than the tier's bound fetches nothing more.
+//! first such error instead of waiting once per candidate, a bare offset whose bytes claim a
+//! record larger than the tier's bound fetches nothing more, and records whose object is gone
+//! from the bucket are skipped by a consumer instead of answering "busy" forever.
 #![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod support;
@@ -26,6 +27,8 @@ const MAX_RECORD_BYTES: u64 = 16 << 10;
 struct MemoryTier {
     segments: Mutex<BTreeMap<u64, Vec<u8>>>,
     failing: AtomicBool,
+    /// Segments whose objects are gone from the bucket.
+    lost: Mutex<Vec<u64>>,
     reads: AtomicU64,
     bytes_asked: AtomicU64,
 }
@@ -41,6 +44,9 @@ impl ColdLog for MemoryTier {
             });
         }
         let start = offset - offset % SEGMENT_BYTES;
+        if self.lost.lock().contains(&start) {
+            return Err(StoreError::ColdLost { offset });
+        }
         let segments = self.segments.lock();
         let segment = segments.get(&start).expect("a read below the log is of a segment the tier holds");
         let at = usize::try_from(offset - start).unwrap();
@@ -163,4 +169,32 @@ fn a_bare_offset_claiming_a_record_past_the_bound_fetches_only_its_head() {
     let before = tier.bytes_asked.load(Ordering::Relaxed);
     assert_eq!(store.read_record(offsets[0] + at as u64).unwrap(), None);
     assert_eq!(tier.bytes_asked.load(Ordering::Relaxed) - before, 8, "only the head was read");
+}
+
+#[test]
+fn records_whose_object_is_gone_are_skipped_not_retried_forever() {
+    let dir = tempfile::tempdir().unwrap();
+    let tier = Arc::new(MemoryTier::default());
+    let (store, offsets) = store_with_cold_segments(dir.path(), &tier);
+    tier.lost.lock().push(0);
+    assert_eq!(store.read_record(offsets[1]).unwrap(), None, "no record starts there any more");
+    assert_eq!(store.query_by_key("Cold", "key-1", false, 32, 0, i64::MAX).unwrap().count, 0);
+    // A consumer from the first offset pulls on, past the lost segment, to the next one's first
+    // record, as RocketMQ's pull goes past a message whose bytes are gone.
+    let first_kept = offsets.iter().position(|o| *o >= SEGMENT_BYTES).unwrap();
+    let mut offset = 0;
+    let found = (0..100)
+        .find_map(|_| {
+            let got = store.get_messages("Cold", 0, offset, 32, None);
+            assert_ne!(got.status, petrel_store::GetStatus::ColdUnavailable, "lost is not busy");
+            assert!(got.next_begin_offset > offset, "moves on from {offset}");
+            offset = got.next_begin_offset;
+            (got.message_count > 0).then_some(got)
+        })
+        .expect("the records after the lost segment");
+    let (m, _) = MessageExt::decode(&found.body).unwrap();
+    assert_eq!(
+        m.properties.get("KEYS").map(String::as_str),
+        Some(format!("key-{first_kept}").as_str())
+    );
 }

@@ -48,6 +48,19 @@ impl TierError {
     pub(crate) fn store(what: impl Into<String>, source: object_store::Error) -> TierError {
         TierError::ObjectStore { what: what.into(), source }
     }
+
+    /// Whether the object store answered that the object is not there: asking again will not
+    /// bring it back (every other failure may pass).
+    #[must_use]
+    pub fn is_gone(&self) -> bool {
+        matches!(
+            self,
+            TierError::ObjectStore {
+                source: object_store::Error::NotFound { .. },
+                ..
+            }
+        )
+    }
 }
 
 /// The tier's results.

@@ -44,7 +44,7 @@ pub fn code_of(e: &BrokerError) -> i32 {
                 resp::SERVICE_NOT_AVAILABLE
             }
             StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
-            StoreError::ReplicaGap { .. } => resp::SYSTEM_ERROR,
+            StoreError::ReplicaGap { .. } | StoreError::ColdLost { .. } => resp::SYSTEM_ERROR,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
             StoreError::WouldBlock(_) | StoreError::ColdTier { .. } => resp::SYSTEM_BUSY,
             StoreError::Io { .. }

@@ -283,6 +283,10 @@ fn cold_tier_failed(
     e: &petrel_store::StoreError,
 ) -> Result<(), ReplicationError> {
     let out = guard.as_mut().expect("the outbox stays set");
+    if let petrel_store::StoreError::ColdLost { .. } = e {
+        // Gone from the bucket: the slave cannot have a log without a hole; it needs a new store.
+        return Err(ReplicationError::Gone(out.next));
+    }
     tracing::warn!(slave = slave.id, offset = out.next, error = %e, "a slave's catch-up from the cold tier failed; retried");
     if out.last_sent.elapsed() >= inner.config.heartbeat_interval {
         send_blocking(inner, out, &[])?;
