@@ -31,6 +31,11 @@ pub struct TieredSegment {
     /// the tier's retention counts from it, as the local one does.
     #[serde(default)]
     pub written_ms: u64,
+    /// The object's key in the bucket, as uploaded: reads and deletes use it, so a prefix
+    /// changed since (`tieredStoreFilePath`) does not lose what the bucket holds under the old
+    /// one. Empty on a line written before keys were recorded: the current prefix's key.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
 }
 
 impl TieredSegment {
@@ -159,6 +164,7 @@ mod tests {
             block_crcs: vec![1, 2, 3],
             e_tag: "e".into(),
             written_ms: 0,
+            key: format!("p/commitlog/{start_offset:020}"),
         }
     }
 

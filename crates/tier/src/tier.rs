@@ -34,6 +34,8 @@ pub struct TierStats {
     pub cache_hits: AtomicU64,
     /// Blocks fetched ahead of an in-order reader.
     pub read_ahead_blocks: AtomicU64,
+    /// Uploads verified by reading them back (the store's ETag was not the parts' MD5).
+    pub read_back_uploads: AtomicU64,
     /// Blocks (or whole objects) whose checksum did not match.
     pub checksum_failures: AtomicU64,
 }
@@ -49,6 +51,8 @@ pub struct Tier {
     /// One upload or deletion at a time: a deletion's late request must not remove the object
     /// a new upload of the same segment just wrote.
     writes: Mutex<()>,
+    /// Set once an ETag was not the parts' MD5 (said once in the log, not per upload).
+    e_tags_not_md5: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Tier {
@@ -102,6 +106,18 @@ impl Tier {
             )
             .build()
             .map_err(|e| TierError::store("configuring the S3 client", e))?;
+        Tier::with_store(config, dir, Arc::new(client))
+    }
+
+    /// A tier over `client`, any object store (`open` gives it an S3 client): for a store
+    /// that is not S3's, and for tests of what S3-compatible servers differ in.
+    ///
+    /// # Errors
+    /// Settings that cannot work; a manifest that cannot be read.
+    pub fn with_store(config: TierConfig, dir: &Path, client: Arc<dyn ObjectStore>) -> Result<Tier> {
+        if let Some(problem) = config.problem() {
+            return Err(TierError::Config(problem));
+        }
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("tier-io")
@@ -115,9 +131,10 @@ impl Tier {
         };
         Ok(Tier {
             manifest: Mutex::new(Manifest::open(dir)?),
-            client: Arc::new(client),
+            client,
             runtime: Some(runtime),
             writes: Mutex::new(()),
+            e_tags_not_md5: std::sync::atomic::AtomicBool::new(false),
             reads: Arc::new(reads),
             stats: Arc::new(TierStats::default()),
             config,
@@ -191,8 +208,19 @@ impl Tier {
         Key::from(format!("{}/commitlog/{start_offset:020}", self.config.prefix))
     }
 
-    fn record_key(&self, start_offset: u64) -> Key {
-        Key::from(format!("{}/commitlog/{start_offset:020}.json", self.config.prefix))
+    /// Where `segment`'s object is: the key it was uploaded under, or, on a manifest line from
+    /// before keys were recorded, the current prefix's.
+    fn object_key(&self, segment: &TieredSegment) -> Key {
+        if segment.key.is_empty() {
+            self.key(segment.start_offset)
+        } else {
+            Key::from(segment.key.as_str())
+        }
+    }
+
+    /// The record object written beside the segment's object.
+    fn record_key(object_key: &Key) -> Key {
+        Key::from(format!("{object_key}.json"))
     }
 
     /// Runs `f` on the tier's runtime and waits for it from any thread: a broker's read may
@@ -265,6 +293,7 @@ impl Tier {
             block_crcs: sent.block_crcs,
             e_tag: done.e_tag.clone().unwrap_or_default(),
             written_ms,
+            key: key.to_string(),
         };
         if let Err(e) = self.confirm(&key, &segment, &sent.e_tag) {
             self.stats.checksum_failures.fetch_add(1, Ordering::Relaxed);
@@ -272,7 +301,7 @@ impl Tier {
             return Err(e);
         }
         let record = serde_json::to_vec(&segment).map_err(|e| TierError::Manifest(e.to_string()))?;
-        self.block_on(self.client.put(&self.record_key(start_offset), PutPayload::from(record)))
+        self.block_on(self.client.put(&Self::record_key(&key), PutPayload::from(record)))
             .map_err(|e| TierError::store(format!("writing the record of {key}"), e))?;
         self.manifest.lock().add(segment.clone())?;
         self.stats.uploaded_segments.fetch_add(1, Ordering::Relaxed);
@@ -307,14 +336,12 @@ impl Tier {
         })
     }
 
-    /// Checks what the object store confirmed against what was sent.
+    /// Checks what the object store confirmed against what was sent: the object's size, and
+    /// its ETag against the MD5 of the parts' MD5s. An ETag that is not that proves nothing
+    /// either way (stores with server-side encryption under a KMS key, and others, make theirs
+    /// otherwise): the object is then read back, block by block, against the CRCs of what was
+    /// sent — a slower proof, as strong, and the only one such a store allows.
     fn confirm(&self, key: &Key, segment: &TieredSegment, expected_e_tag: &str) -> Result<()> {
-        let answered = segment.e_tag.trim_matches('"');
-        if answered != expected_e_tag {
-            return Err(TierError::Checksum(format!(
-                "{key}: the object store answered ETag {answered:?}, the parts sent make {expected_e_tag:?}"
-            )));
-        }
         let head = self
             .block_on(self.client.head(key))
             .map_err(|e| TierError::store(format!("checking {key}"), e))?;
@@ -324,6 +351,26 @@ impl Tier {
                 head.size, segment.bytes
             )));
         }
+        let answered = segment.e_tag.trim_matches('"');
+        if answered == expected_e_tag {
+            return Ok(());
+        }
+        if !self.e_tags_not_md5.swap(true, Ordering::Relaxed) {
+            tracing::warn!(
+                %key,
+                answered,
+                expected = expected_e_tag,
+                "the object store's ETag is not the MD5 of the parts sent: uploads are verified by reading them back"
+            );
+        }
+        for index in 0..blocks_of(segment) {
+            self.block_on(self.fetch(segment, index)).map_err(|e| {
+                TierError::Checksum(format!(
+                    "{key}: read back after an ETag that is not the parts' MD5 ({answered:?}): {e}"
+                ))
+            })?;
+        }
+        self.stats.read_back_uploads.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
 
@@ -398,7 +445,7 @@ impl Tier {
         let want = block_id(segment, index).2;
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
-        let key = self.key(segment.start_offset);
+        let key = self.object_key(segment);
         let (client, stats, deadline) = (self.client.clone(), self.stats.clone(), self.config.read_deadline);
         async move {
             let fetched = tokio::time::timeout(deadline, client.get_range(&key, from..to)).await;
@@ -502,9 +549,16 @@ impl Tier {
     /// The manifest unwritable; the object store failing past its retries.
     pub fn delete(&self, start_offset: u64) -> Result<()> {
         let _one = self.writes.lock();
-        self.manifest.lock().remove(start_offset)?;
+        let object = {
+            let mut manifest = self.manifest.lock();
+            let object = manifest
+                .get(start_offset)
+                .map_or_else(|| self.key(start_offset), |s| self.object_key(s));
+            manifest.remove(start_offset)?;
+            object
+        };
         self.reads.cache.lock().forget(start_offset);
-        for key in [self.key(start_offset), self.record_key(start_offset)] {
+        for key in [object.clone(), Self::record_key(&object)] {
             match self.block_on(self.client.delete(&key)) {
                 Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
                 Err(e) => return Err(TierError::store(format!("deleting {key}"), e)),
@@ -673,6 +727,29 @@ mod tests {
         assert!(c.get((0, 2, 8)).is_none(), "another upload's block is not this one");
         c.forget(0);
         assert_eq!((c.held_bytes, c.blocks.len()), (0, 0));
+    }
+
+    /// object_store's in-memory store answers a multipart upload with an ETag of its own (a
+    /// counter), as stores with KMS encryption answer one that is not the parts' MD5: the
+    /// upload is verified by reading it back, and taken.
+    #[test]
+    fn an_etag_that_is_not_the_parts_md5_is_checked_by_reading_the_object_back() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut config = TierConfig::new("http://in-memory", "bucket");
+        config.part_bytes = 5 << 20;
+        let store = Arc::new(object_store::memory::InMemory::new());
+        let tier = Tier::with_store(config, &dir.path().join("tier"), store).expect("opened");
+        let data: Vec<u8> = (0..(11 << 20) + 7)
+            .map(|i: usize| u8::try_from(i % 251).expect("below 251"))
+            .collect();
+        let path = dir.path().join("segment");
+        std::fs::write(&path, &data).expect("written");
+        let uploaded = tier.upload(0, &path).expect("uploaded, verified by reading back");
+        assert!(!uploaded.e_tag.ends_with("-3"), "not an MD5 ETag: {}", uploaded.e_tag);
+        assert_eq!(tier.stats().read_back_uploads.load(Ordering::Relaxed), 1);
+        assert_eq!(tier.stats().fetched_bytes.load(Ordering::Relaxed), data.len() as u64);
+        assert!(tier.holds_same(0, &path).expect("checked"));
+        assert_eq!(&tier.read(0, 5 << 20, 9).expect("read")[..], &data[5 << 20..(5 << 20) + 9]);
     }
 
     #[test]

@@ -112,6 +112,15 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     assert_eq!(lone.stats().read_ahead_blocks.load(relaxed), 2, "blocks 8 and 9");
     drop(lone);
 
+    // The prefix changed in the settings since (`tieredStoreFilePath`): what was uploaded is
+    // still read where the manifest says it went.
+    let moved = Tier::open(config(&weed, "t1/moved"), &local.path().join("tier")).expect("reopened");
+    assert_eq!(
+        &moved.read(12 << 20, 4 << 20, 50).expect("read")[..],
+        &data[4 << 20..(4 << 20) + 50]
+    );
+    drop(moved);
+
     // A wrong secret is refused, and nothing is recorded.
     let mut wrong = config(&weed, "t1/broker-b");
     wrong.secret_key = Some(Secret::new("not-the-secret"));
