@@ -11,6 +11,12 @@
 # ROUNDS=N runs the pair N times, alternating, each on a fresh broker (and its own prefix in the
 # bucket), so that the send path's difference can be told from the noise between runs.
 #
+# LONG_MINUTES=M runs the long run instead: one broker with the tier and a hot retention of
+# only what the bucket lacks (fileReservedTime=0), a producer at RATE msg/s (default 5000) for M
+# minutes, and every 10 s the local commit log's bytes and segments beside the segments tiered:
+# the disk must stay at the segment being written and the few not uploaded yet, whatever was
+# sent. Prints one line per sample and a summary; samples land in OUT/long.tsv.
+#
 # Not part of the suite (minutes). Prints a Markdown table; reports land in OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -99,6 +105,40 @@ run() {
   wait "$pid" 2>/dev/null || true
   rm -rf "$data"
 }
+
+# long_run MINUTES: the long run (see the header).
+long_run() {
+  local minutes=$1 rate=${RATE:-5000} ns broker data="$work/long"
+  read -r ns broker <<<"$(ports 2)"
+  target/release/petrel serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+    --broker-ip 127.0.0.1 --set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95 \
+    --set objectStoreEndpoint="$endpoint" --set objectStoreBucket=petrel-bench --set objectStoreAccessKey=bench-access \
+    --set objectStoreSecretKey=bench-secret-0123 --set fileReservedTime=0 --set tieredStoreFilePath=long >"$work/long.log" 2>&1 &
+  local pid=$!
+  pids+=("$pid")
+  for _ in $(seq 1 100); do grep -q "boot success" "$work/long.log" && break; sleep 0.1; done
+  target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierLong -s "$size" -p "$producers" --rate "$rate" \
+    -d "$((minutes * 60))" --warmup 0 --broker-pid "$pid" -o "$out/long-produce" >"$out/long-produce.txt" 2>&1 &
+  local producer=$!
+  printf 'seconds\tlocal_bytes\tlocal_segments\ttiered_segments\n' >"$out/long.tsv"
+  local started=$SECONDS
+  while kill -0 "$producer" 2>/dev/null; do
+    sleep 10
+    printf '%s\t%s\t%s\t%s\n' "$((SECONDS - started))" "$(du -sb "$data/commitlog" | cut -f1)" \
+      "$(find "$data/commitlog" -maxdepth 1 -name '0*' | wc -l)" "$({ cat "$data/tier/tier.manifest" 2>/dev/null || true; } | wc -l)" |
+      tee -a "$out/long.tsv"
+  done
+  awk -F'\t' -v seg="$segment" 'NR > 1 {if ($2 > max) max = $2; n++; last = $4}
+    END {printf "%d samples: local commit log at most %.0f MiB (%.1f segments), %d segments tiered at the end\n", n, max / 1048576, max / seg, last}' "$out/long.tsv"
+  grep -m1 -o '[0-9.]* msg/s' "$out/long-produce.txt" || true
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+}
+
+if [ -n "${LONG_MINUTES:-}" ]; then
+  long_run "$LONG_MINUTES"
+  exit 0
+fi
 
 echo "| broker | send | broker CPU per message sent | object store CPU during the sends | consume from the beginning | pull P50 / P99 / P99.9 | uploads |"
 echo "|---|---:|---:|---:|---:|---|---|"
