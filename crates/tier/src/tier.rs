@@ -364,7 +364,7 @@ impl Tier {
             );
         }
         for index in 0..blocks_of(segment) {
-            self.block_on(self.fetch(segment, index)).map_err(|e| {
+            self.block_on(self.fetch(segment, index, self.config.read_deadline)).map_err(|e| {
                 TierError::Checksum(format!(
                     "{key}: read back after an ETag that is not the parts' MD5 ({answered:?}): {e}"
                 ))
@@ -413,10 +413,13 @@ impl Tier {
                 segment.bytes
             )));
         }
+        // One deadline for the whole read: waiting on a read-ahead that then fails, or a second
+        // block, must not restart the clock.
+        let deadline = Instant::now() + self.config.read_deadline;
         let mut out = BytesMut::with_capacity(len);
         let (first, last) = (pos / block_bytes, (end - 1) / block_bytes);
         for index in first..=last {
-            let block = self.block(&segment, index)?;
+            let block = self.block(&segment, index, deadline)?;
             let block_start = index * block_bytes;
             let from = usize::try_from(pos.max(block_start) - block_start).expect("within a block");
             let to = usize::try_from(end.min(block_start + block.len() as u64) - block_start).expect("within a block");
@@ -427,26 +430,40 @@ impl Tier {
         Ok(out.freeze())
     }
 
-    fn block(&self, segment: &TieredSegment, index: u64) -> Result<Bytes> {
+    /// Block `index` of `segment`, from the cache or the object store, by `deadline`.
+    fn block(&self, segment: &TieredSegment, index: u64, deadline: Instant) -> Result<Bytes> {
         let id = block_id(segment, index);
-        if let Some(hit) = self.reads.cached(id, self.config.read_deadline) {
+        if let Some(hit) = self.reads.cached(id, deadline) {
             self.stats.cache_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(hit);
         }
-        let fetch = self.fetch(segment, index);
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(TierError::Timeout(format!(
+                "block {index} of segment {} was not read within {:?}",
+                segment.start_offset, self.config.read_deadline
+            )));
+        }
+        let fetch = self.fetch(segment, index, left);
         let bytes = self.wait(fetch)?;
         self.reads.cache.lock().put(id, bytes.clone());
         Ok(bytes)
     }
 
-    /// Block `index` of `segment` from the object store, checked against its CRC, within the
-    /// read deadline: a future for the foreground read and for a read-ahead task alike.
-    fn fetch(&self, segment: &TieredSegment, index: u64) -> impl std::future::Future<Output = Result<Bytes>> + Send + 'static {
+    /// Block `index` of `segment` from the object store, checked against its CRC, within
+    /// `deadline`: a future for the foreground read (the time its read has left) and for a
+    /// read-ahead task (the whole read deadline) alike.
+    fn fetch(
+        &self,
+        segment: &TieredSegment,
+        index: u64,
+        deadline: Duration,
+    ) -> impl std::future::Future<Output = Result<Bytes>> + Send + 'static {
         let want = block_id(segment, index).2;
         let from = index * segment.block_bytes;
         let to = (from + segment.block_bytes).min(segment.bytes);
         let key = self.object_key(segment);
-        let (client, stats, deadline) = (self.client.clone(), self.stats.clone(), self.config.read_deadline);
+        let (client, stats) = (self.client.clone(), self.stats.clone());
         async move {
             let fetched = tokio::time::timeout(deadline, client.get_range(&key, from..to)).await;
             let bytes = fetched
@@ -515,7 +532,7 @@ impl Tier {
             }
         }
         self.stats.read_ahead_blocks.fetch_add(1, Ordering::Relaxed);
-        let (fetch, reads) = (self.fetch(segment, index), self.reads.clone());
+        let (fetch, reads) = (self.fetch(segment, index, self.config.read_deadline), self.reads.clone());
         self.rt().spawn(async move {
             let fetched = fetch.await;
             // Cached before it leaves the set: a read waiting on it then finds it.
@@ -640,10 +657,9 @@ struct Reads {
 }
 
 impl Reads {
-    /// Block `id` from the cache, waiting (up to `patience`) for a read-ahead task fetching it
+    /// Block `id` from the cache, waiting (until `deadline`) for a read-ahead task fetching it
     /// rather than asking the object store a second time. `None`: fetch it.
-    fn cached(&self, id: BlockId, patience: Duration) -> Option<Bytes> {
-        let deadline = Instant::now() + patience;
+    fn cached(&self, id: BlockId, deadline: Instant) -> Option<Bytes> {
         let mut fetching = self.ahead.lock();
         while fetching.contains(&id) {
             if self.fetched.wait_until(&mut fetching, deadline).timed_out() {
@@ -750,6 +766,41 @@ mod tests {
         assert_eq!(tier.stats().fetched_bytes.load(Ordering::Relaxed), data.len() as u64);
         assert!(tier.holds_same(0, &path).expect("checked"));
         assert_eq!(&tier.read(0, 5 << 20, 9).expect("read")[..], &data[5 << 20..(5 << 20) + 9]);
+    }
+
+    /// A read that finds its block being read ahead waits for that fetch; if the fetch fails,
+    /// the read has only what is left of its own deadline, not a second one: a stalled object
+    /// store costs a reader one deadline, as the broker's busy answer promises.
+    #[test]
+    fn a_read_behind_a_failed_read_ahead_keeps_its_one_deadline() {
+        use object_store::throttle::{ThrottleConfig, ThrottledStore};
+        const DEADLINE: Duration = Duration::from_secs(2);
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut config = TierConfig::new("http://in-memory", "bucket");
+        config.part_bytes = 5 << 20;
+        config.read_deadline = DEADLINE;
+        let store = Arc::new(ThrottledStore::new(
+            object_store::memory::InMemory::new(),
+            ThrottleConfig::default(),
+        ));
+        let tier = Tier::with_store(config, &dir.path().join("tier"), store.clone()).expect("opened");
+        let path = dir.path().join("segment");
+        std::fs::write(&path, vec![7_u8; 3 << 20]).expect("written");
+        let segment = tier.upload(0, &path).expect("uploaded");
+        // From here every read of the object store stalls past any deadline.
+        store.config_mut(|c| c.wait_get_per_call = Duration::from_secs(60));
+        tier.fetch_ahead(&segment, 2);
+        let started = Instant::now();
+        let read = tier.read(0, 2 << 20, 16);
+        let waited = started.elapsed();
+        assert!(matches!(read, Err(TierError::Timeout(_))), "{read:?}");
+        // One deadline is 2 s; a second one after the failed read-ahead would make it 4 s.
+        assert!(waited < DEADLINE + DEADLINE / 2, "the read took {waited:?}");
+        // The read-ahead's own deadline ends about when the read's does: it leaves its set.
+        let mut ahead = tier.reads.ahead.lock();
+        let until = Instant::now() + DEADLINE;
+        while !ahead.is_empty() && !tier.reads.fetched.wait_until(&mut ahead, until).timed_out() {}
+        assert!(ahead.is_empty(), "the failed read-ahead left its set");
     }
 
     #[test]
