@@ -7,6 +7,8 @@
 #
 #   scripts/bench-tier.sh [OUT]
 #     env: MESSAGES=300000 SIZE=1024 SEGMENT=67108864 PRODUCERS=4 ROUNDS=1
+#          PETREL_BIN=target/release/petrel (another build of the broker, to compare builds; the
+#          load generator stays target/release/petrel)
 #
 # ROUNDS=N runs the pair N times, alternating, each on a fresh broker (and its own prefix in the
 # bucket), so that the send path's difference can be told from the noise between runs.
@@ -27,6 +29,7 @@ segment=${SEGMENT:-67108864}
 producers=${PRODUCERS:-4}
 rounds=${ROUNDS:-1}
 cargo build --quiet --release --bin petrel
+petrel_bin=${PETREL_BIN:-target/release/petrel}
 weed=$(scripts/seaweedfs-build.sh | tail -1)
 mkdir -p "$out"
 work=$(mktemp -d)
@@ -66,7 +69,7 @@ run() {
   # delete the segments the consumer is to read back.
   local sets=(--set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95)
   for kv in "$@"; do sets+=(--set "$kv"); done
-  target/release/petrel serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+  "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 "${sets[@]}" >"$work/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
@@ -110,7 +113,7 @@ run() {
 long_run() {
   local minutes=$1 rate=${RATE:-5000} ns broker data="$work/long"
   read -r ns broker <<<"$(ports 2)"
-  target/release/petrel serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+  "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 --set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95 \
     --set objectStoreEndpoint="$endpoint" --set objectStoreBucket=petrel-bench --set objectStoreAccessKey=bench-access \
     --set objectStoreSecretKey=bench-secret-0123 --set fileReservedTime=0 --set tieredStoreFilePath=long >"$work/long.log" 2>&1 &

@@ -15,6 +15,11 @@ use memmap2::MmapMut;
 
 use crate::error::{Result, StoreError};
 
+/// Bytes asked for ahead of a reader going in order through a released range (see
+/// [`MappedFile::advise_cold_read`]): enough that a consumer catching up from the local disk
+/// finds its next pulls' pages read, as the cold tier's read-ahead does for the bucket.
+pub const COLD_READ_AHEAD_BYTES: usize = 1 << 20;
+
 /// Suffix of a segment still being created.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 
@@ -144,6 +149,9 @@ pub struct MappedFile {
     /// `[0, cold_end_bytes)` was released and marked for random access (see
     /// [`MappedFile::release`]): reads there ask the kernel for exactly their pages.
     cold_end_bytes: AtomicUsize,
+    /// End of the last read-ahead asked for an in-order reader of the released range (0:
+    /// none since the last release); see [`MappedFile::advise_cold_read`].
+    cold_ahead_to_bytes: AtomicUsize,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as the struct; concurrent access is
@@ -286,6 +294,7 @@ impl MappedFile {
             base,
             blocks_allocated,
             cold_end_bytes: AtomicUsize::new(0),
+            cold_ahead_to_bytes: AtomicUsize::new(0),
         })
     }
 
@@ -339,18 +348,54 @@ impl MappedFile {
     /// recovery, before any writer exists).
     ///
     /// In a released range the kernel does no read-around (see [`MappedFile::release`]), so a
-    /// read there first asks for exactly its own pages in one request (`MADV_WILLNEED`): a cold
-    /// read costs one I/O of its own size, not a fault per page, and brings back nothing else.
+    /// read there first asks for its pages itself ([`MappedFile::advise_cold_read`]).
     pub fn slice(&self, pos: usize, len: usize) -> &[u8] {
         assert!(pos + len <= self.map.len(), "read past the end of {}", self.path.display());
         if pos < self.cold_end_bytes.load(Ordering::Acquire) && len > 0 {
-            let page = page_bytes();
-            let from = pos / page * page;
-            // SAFETY: a page-aligned range inside our mapping; WILLNEED only starts reads.
-            unsafe { libc::madvise(self.base.add(from).cast(), pos + len - from, libc::MADV_WILLNEED) };
+            self.advise_cold_read(pos, len);
         }
         // SAFETY: in bounds; published bytes are never written again.
         unsafe { std::slice::from_raw_parts(self.base.add(pos), len) }
+    }
+
+    /// Asks the kernel for the pages of a read at `pos` in the released range, in one request
+    /// (`MADV_WILLNEED`) rather than a fault per page.
+    ///
+    /// A lone read (a view by id, a lagging consumer's first pull) asks for exactly its own
+    /// pages and brings back nothing else. A reader going through the log in order (a consumer
+    /// or a replica catching up) would then wait on the disk at every pull; it is told by the
+    /// page before its read's first page being resident (its last reads brought it in; the
+    /// read's own page is no sign, since a record is read as its header first), and gets
+    /// [`COLD_READ_AHEAD_BYTES`] past its read asked for as well. Its next reads inside that
+    /// window make no system call; once less than half of the window is left ahead of a read,
+    /// the window moves on. One window per mapping: readers interleaved in one segment only
+    /// fall back to asking for their own pages.
+    fn advise_cold_read(&self, pos: usize, len: usize) {
+        let end = pos + len;
+        let ahead_to = self.cold_ahead_to_bytes.load(Ordering::Relaxed);
+        let in_window = pos + COLD_READ_AHEAD_BYTES >= ahead_to && end <= ahead_to;
+        if in_window && end + COLD_READ_AHEAD_BYTES / 2 <= ahead_to {
+            return;
+        }
+        let page = page_bytes();
+        let first_page = pos / page * page;
+        let in_order = in_window || (first_page > 0 && self.resident_bytes(first_page - page, first_page) > 0);
+        let (from, to) = if in_order {
+            let to = (end + COLD_READ_AHEAD_BYTES).min(self.map.len());
+            self.cold_ahead_to_bytes.store(to, Ordering::Relaxed);
+            // What the window already asked for is on its way: only the rest is asked.
+            (if in_window { ahead_to } else { pos }, to)
+        } else {
+            (pos, end)
+        };
+        let from = from / page * page;
+        if from >= to {
+            return;
+        }
+        debug_assert!(from <= pos.max(ahead_to) && to >= end && to <= self.map.len());
+        // SAFETY: a page-aligned start inside our mapping, an end within it; WILLNEED only
+        // starts reads.
+        unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_WILLNEED) };
     }
 
     /// Makes `[from, to)` durable (msync).
@@ -452,6 +497,9 @@ impl MappedFile {
         // drops this process's page-table entries (the file keeps the data), RANDOM only
         // changes how later faults read.
         unsafe { libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_DONTNEED) };
+        // A read-ahead window in the range is gone with its pages: the next in-order read
+        // asks again.
+        self.cold_ahead_to_bytes.store(0, Ordering::Relaxed);
         if from == 0 && to > self.cold_end_bytes.load(Ordering::Acquire) {
             // SAFETY: as above.
             unsafe { libc::madvise(self.base.cast(), to, libc::MADV_RANDOM) };
@@ -496,5 +544,50 @@ impl MappedFile {
             t.synced(high);
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// In a released range a lone read asks for its own pages only; a reader going on in
+    /// order gets a window read ahead, asks nothing while inside it, moves it on once half of
+    /// it is read, and a release forgets it.
+    #[test]
+    fn an_in_order_reader_of_a_released_range_gets_a_window_read_ahead() {
+        const SIZE: usize = 8 << 20;
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = MappedFile::create(dir.path(), 0, SIZE as u64).expect("created");
+        // SAFETY: nobody else reads or writes this file.
+        unsafe { file.write_at(0, &vec![1_u8; SIZE]) };
+        file.flush_range(0, SIZE).expect("flushed");
+        assert!(file.release(0, SIZE));
+        let window = || file.cold_ahead_to_bytes.load(Ordering::Relaxed);
+        let read = |pos: usize, len: usize| std::hint::black_box(file.slice(pos, len)[len - 1]);
+        let (at, page) = (3 << 20, page_bytes());
+        let lone_read_checked = file.resident_bytes(at - page, at) == 0;
+        assert_eq!(read(at, 8), 1);
+        assert_eq!(read(at, 100), 1);
+        if lone_read_checked {
+            assert_eq!(window(), 0, "a lone read (its header, then itself) asks for its own pages only");
+        } else {
+            eprintln!("the file system kept the released pages (tmpfs?): the lone read is not checked");
+        }
+        // The page before the next read's is resident now: reading on is in order.
+        let next = at + page + 100;
+        read(next, 100);
+        let first = next + 100 + COLD_READ_AHEAD_BYTES;
+        assert_eq!(window(), first);
+        read(next + 100, 4000);
+        assert_eq!(window(), first, "inside the window nothing more is asked");
+        let past_half = first - COLD_READ_AHEAD_BYTES / 2 + 1;
+        read(past_half, 100);
+        assert_eq!(window(), past_half + 100 + COLD_READ_AHEAD_BYTES, "the window moves on");
+        read(SIZE - page - 100, 100);
+        read(SIZE - 50, 50);
+        assert_eq!(window(), SIZE, "the window ends with the mapping");
+        assert!(file.release(0, SIZE));
+        assert_eq!(window(), 0, "a release forgets the window");
     }
 }
