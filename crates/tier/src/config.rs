@@ -15,6 +15,9 @@ pub struct TierConfig {
     pub prefix: String,
     /// The region the requests are signed for (`objectStoreRegion`).
     pub region: String,
+    /// Whether request bodies are signed too (`objectStoreSignPayload`): a SHA-256 of every
+    /// byte uploaded, which the ETag check or the read-back already covers.
+    pub sign_payload: bool,
     /// The access key id (`objectStoreAccessKey`).
     pub access_key: String,
     /// The secret key (`objectStoreSecretKey`).
@@ -53,6 +56,7 @@ impl TierConfig {
             bucket: bucket.into(),
             prefix: "petrel".into(),
             region: "us-east-1".into(),
+            sign_payload: false,
             access_key: String::new(),
             secret_key: None,
             upload_bytes_per_second: 0,

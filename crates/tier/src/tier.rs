@@ -96,6 +96,7 @@ impl Tier {
             .with_access_key_id(&config.access_key)
             .with_secret_access_key(config.secret_key.as_ref().map_or("", petrel_kit::config::Secret::expose))
             .with_virtual_hosted_style_request(false)
+            .with_unsigned_payload(!config.sign_payload)
             .with_retry(retry)
             // The client's options carry `allow_http` too: set here, not before them.
             .with_client_options(
