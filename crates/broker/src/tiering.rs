@@ -141,7 +141,9 @@ impl Drop for Tiering {
 fn tier_config(config: &BrokerConfig) -> TierConfig {
     let mut c = TierConfig::new(&config.object_store_endpoint, &config.object_store_bucket);
     c.region.clone_from(&config.object_store_region);
-    c.sign_payload = config.object_store_sign_payload;
+    if let Some(sign) = config.object_store_sign_payload {
+        c.sign_payload = sign;
+    }
     c.access_key.clone_from(&config.object_store_access_key);
     c.secret_key.clone_from(&config.object_store_secret_key);
     c.prefix = if config.tiered_store_file_path.is_empty() {

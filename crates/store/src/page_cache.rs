@@ -133,7 +133,8 @@ pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, tier_cache_bytes: 
 /// or 1 GiB budget (docs/benchmarks.md, "The default page-cache budget"): pages the store
 /// releases are handed back for the next segment's pages, where a store that never releases
 /// takes cold pages from the whole machine. A consumer more than half the budget behind reads
-/// from the disk (a read asks for exactly its own pages).
+/// from the disk (a lone read asks for its own pages only; one going in order gets a window
+/// read ahead).
 pub const DEFAULT_BUDGET_CAP_BYTES: u64 = 1 << 30;
 
 /// The default budget: a quarter of the memory limit of the cgroup this process runs in (v2

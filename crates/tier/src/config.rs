@@ -16,7 +16,8 @@ pub struct TierConfig {
     /// The region the requests are signed for (`objectStoreRegion`).
     pub region: String,
     /// Whether request bodies are signed too (`objectStoreSignPayload`): a SHA-256 of every
-    /// byte uploaded, which the ETag check or the read-back already covers.
+    /// byte uploaded. By default only over plain HTTP: over TLS the body cannot be changed on
+    /// the way, and the ETag check or the read-back catches accidental corruption either way.
     pub sign_payload: bool,
     /// The access key id (`objectStoreAccessKey`).
     pub access_key: String,
@@ -51,12 +52,13 @@ impl TierConfig {
     /// read cache, two blocks of read-ahead, no bandwidth bound, 30 s per request, 5 retries, 5 s for a read.
     #[must_use]
     pub fn new(endpoint: impl Into<String>, bucket: impl Into<String>) -> TierConfig {
+        let endpoint: String = endpoint.into();
         TierConfig {
-            endpoint: endpoint.into(),
+            sign_payload: !endpoint.starts_with("https://"),
+            endpoint,
             bucket: bucket.into(),
             prefix: "petrel".into(),
             region: "us-east-1".into(),
-            sign_payload: false,
             access_key: String::new(),
             secret_key: None,
             upload_bytes_per_second: 0,

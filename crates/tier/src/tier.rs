@@ -468,7 +468,11 @@ impl Tier {
         async move {
             let fetched = tokio::time::timeout(deadline, client.get_range(&key, from..to)).await;
             let bytes = fetched
-                .map_err(|_| TierError::Timeout(format!("reading {key} bytes {from}..{to} took over {deadline:?}")))?
+                .map_err(|_| {
+                    TierError::Timeout(format!(
+                        "reading {key} bytes {from}..{to}: not answered in the {deadline:?} its read had left"
+                    ))
+                })?
                 .map_err(|e| TierError::store(format!("reading {key} bytes {from}..{to}"), e))?;
             stats.fetched_bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed);
             if bytes.len() as u64 != to - from || want != crc32fast::hash(&bytes) {

@@ -80,20 +80,21 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     assert!(matches!(tier.read(0, 0, 1), Err(TierError::NotTiered(0))));
 
     // The manifest survives a reopen: the tier still knows what the object store holds. The
-    // uploads above went with `UNSIGNED-PAYLOAD` (the default); reopened with signed bodies,
-    // the tier uploads and reads as well.
+    // uploads above had their bodies signed (the default over plain HTTP); reopened with
+    // `UNSIGNED-PAYLOAD`, the tier uploads and reads as well.
     drop(tier);
-    let mut signed = config(&weed, "t1/broker-a");
-    signed.sign_payload = true;
-    let tier = Tier::open(signed, &local.path().join("tier")).expect("reopened");
+    let mut unsigned = config(&weed, "t1/broker-a");
+    assert!(unsigned.sign_payload, "signed by default over http://");
+    unsigned.sign_payload = false;
+    let tier = Tier::open(unsigned, &local.path().join("tier")).expect("reopened");
     assert_eq!(tier.segments().len(), 1);
     assert_eq!(
         &tier.read(12 << 20, 5 << 20, 100).expect("read")[..],
         &data[5 << 20..(5 << 20) + 100]
     );
-    let (signed_path, signed_data) = segment_file(local.path(), "00000000000025165824", (5 << 20) + 9, 11);
-    tier.upload(24 << 20, &signed_path).expect("uploaded with a signed body");
-    assert_eq!(&tier.read(24 << 20, 5 << 20, 9).expect("read")[..], &signed_data[5 << 20..]);
+    let (unsigned_path, unsigned_data) = segment_file(local.path(), "00000000000025165824", (5 << 20) + 9, 11);
+    tier.upload(24 << 20, &unsigned_path).expect("uploaded with an unsigned body");
+    assert_eq!(&tier.read(24 << 20, 5 << 20, 9).expect("read")[..], &unsigned_data[5 << 20..]);
     tier.delete(24 << 20).expect("deleted");
     assert_eq!(tier.segments().len(), 1);
 

@@ -117,8 +117,8 @@ petrel_kit::config_table! {
             "The cold tier's bucket; it must exist (or the store must create buckets on first write)."
         "objectStoreRegion" => object_store_region: String = "us-east-1".to_owned();
             "The region the cold tier's requests are signed for."
-        "objectStoreSignPayload" => object_store_sign_payload: bool = false;
-            "Petrel: sign each request's body (SigV4's SHA-256 of the payload) as well as its headers. `false`: requests carry `UNSIGNED-PAYLOAD`, as S3 allows, and no upload is hashed twice: each is already verified by its ETag (the MD5 of its parts, computed by the store from what it received) or, where the ETag is not that, by reading it back, which catches a body changed on the way as the signature would. `true`: for a store that refuses unsigned bodies, at a SHA-256 of every byte sent (about a fifth of the upload's CPU)."
+        "objectStoreSignPayload" => object_store_sign_payload: Option<bool> = None;
+            "Petrel: sign each request's body (SigV4's SHA-256 of the payload) as well as its headers. Unset: signed over `http://`, not over `https://`, as AWS's SDKs do (TLS already keeps the body from being changed on the way). `false`: requests carry `UNSIGNED-PAYLOAD`, as S3 allows; a segment's upload is still checked by its ETag (the MD5 of its parts, computed by the store from what it received) or, where the ETag is not that, by reading it back, which catches accidental corruption but not a body and its answers both changed by someone on a plain-HTTP path. Signing costs a SHA-256 of every byte sent, about a fifth of the upload's CPU."
         "objectStoreAccessKey" => object_store_access_key: String = String::new();
             "The cold tier's access key id."
         "objectStoreSecretKey" => object_store_secret_key: Option<Secret> = None;
