@@ -57,6 +57,9 @@ weed_cpu_s() { awk '{printf "%.1f", ($14 + $15) / 100}' "/proc/$weed_pid/stat"; 
 weed_pid=$!
 pids+=("$weed_pid")
 endpoint="http://127.0.0.1:${p[6]}"
+# The tier's settings for every broker that has one (its prefix is added per broker).
+tier_sets=(objectStoreEndpoint="$endpoint" objectStoreBucket=petrel-bench objectStoreAccessKey=bench-access
+  objectStoreSecretKey=bench-secret-0123 objectStoreSignPayload=false fileReservedTime=0)
 for _ in $(seq 1 120); do curl -s -o /dev/null "$endpoint" && break; sleep 0.5; done
 sleep 5 # the filer and a volume come up after the S3 port
 
@@ -114,12 +117,12 @@ run() {
 
 # long_run MINUTES: the long run (see the header).
 long_run() {
-  local minutes=$1 rate=${RATE:-5000} ns broker data="$work/long"
+  local minutes=$1 rate=${RATE:-5000} ns broker data="$work/long" sets=()
   read -r ns broker <<<"$(ports 2)"
+  for kv in "${tier_sets[@]}" tieredStoreFilePath=long; do sets+=(--set "$kv"); done
   "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 --set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95 \
-    --set objectStoreEndpoint="$endpoint" --set objectStoreBucket=petrel-bench --set objectStoreAccessKey=bench-access \
-    --set objectStoreSecretKey=bench-secret-0123 --set objectStoreSignPayload=false --set fileReservedTime=0 --set tieredStoreFilePath=long >"$work/long.log" 2>&1 &
+    "${sets[@]}" >"$work/long.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   for _ in $(seq 1 100); do grep -q "boot success" "$work/long.log" && break; sleep 0.1; done
@@ -152,6 +155,5 @@ for round in $(seq 1 "$rounds"); do
   suffix=""
   [ "$rounds" -gt 1 ] && suffix="-$round"
   run "no-tier$suffix"
-  run "tier$suffix" objectStoreEndpoint="$endpoint" objectStoreBucket=petrel-bench objectStoreAccessKey=bench-access \
-    objectStoreSecretKey=bench-secret-0123 fileReservedTime=0 "tieredStoreFilePath=bench$suffix" objectStoreSignPayload=false
+  run "tier$suffix" "${tier_sets[@]}" "tieredStoreFilePath=bench$suffix"
 done
