@@ -144,7 +144,7 @@ class Ui:
         select.click()
         search = select.find_element(By.CSS_SELECTOR, ".ant-select-selection-search-input")
         if search.get_attribute("readonly") is None:
-            search.send_keys(option)
+            self.type_into(search, option)
         self.wait.until(lambda d: self.shown(d.find_elements(By.CSS_SELECTOR, ".ant-select-item-option"), option)).click()
         if "ant-select-multiple" in select.get_attribute("class"):
             search.send_keys(Keys.ESCAPE)  # a multiple select stays open over the form
@@ -179,6 +179,17 @@ class Ui:
         return out
 
 
+def page_text(d, limit=600):
+    """What the page shows, on one line, for a failure's message: CI keeps the log, not the
+    screenshot."""
+    from selenium.webdriver.common.by import By
+
+    try:
+        return repr(" | ".join(d.find_element(By.TAG_NAME, "body").text.split("\n"))[:limit])
+    except Exception as e:  # noqa: BLE001 - the browser itself may be gone
+        return f"nothing ({type(e).__name__})"
+
+
 def ui_step(what, name, steps):
     """Runs one user flow; any element that never appears, or a page that never shows what it
     must, fails the walk, with a screenshot of where it stopped."""
@@ -193,7 +204,8 @@ def ui_step(what, name, steps):
             where = ui.shot(name)
         except Exception:  # noqa: BLE001 - the browser itself may be gone
             where = "none"
-        print(f"FAIL: {what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (its screenshot: {where})")
+        print(f"FAIL: {what}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} (its screenshot: {where}; "
+              f"it showed: {page_text(ui.d)})")
         return None
 
 
@@ -305,27 +317,25 @@ def ui_trace(ui, topic, msg_id):
                                 for t in ("SubscriptionGroup: cg_trace", "success", f"( {msg_id}")))
 
 
-def fill_producer_form(d, wait):
+def ui_producer(ui):
     """The producer page's form, as a user fills it: the topic picked in its select, the group
-    typed, then SEARCH."""
+    typed (checked, as the form's controlled input may drop a key), then SEARCH; the table must
+    show the workload's producer, a Java 5.5.0 client."""
     from selenium.webdriver.common.by import By
 
-    wait.until(lambda d: "PRODUCER_GROUP" in d.find_element(By.TAG_NAME, "body").text)
-    d.find_element(By.CSS_SELECTOR, ".ant-select").click()
-    search = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, ".ant-select-selection-search-input"))
-    search.send_keys("MetricsTopic")
-    option = wait.until(
-        lambda d: next((o for o in d.find_elements(By.CSS_SELECTOR, ".ant-select-item-option") if o.text == "MetricsTopic"), None)
-    )
-    option.click()
-    group = next(i for i in d.find_elements(By.CSS_SELECTOR, "input.ant-input") if i.is_displayed())
-    group.send_keys("pg_metrics")
-    click_button(d, wait, "SEARCH")
+    body = ui.open("producer")
+    ui.wait.until(lambda d: "PRODUCER_GROUP" in body.text)
+    ui.choose(body, "MetricsTopic")
+    group = ui.wait.until(lambda d: next(
+        (i for i in body.find_elements(By.CSS_SELECTOR, "input.ant-input") if i.is_displayed()), None))
+    ui.type_into(group, "pg_metrics")
+    ui.press(body, "SEARCH")
+    row = ui.row(body, "V5_5_0")
+    assert "JAVA" in row.text, f"the producer's row shows {row.text!r}"
 
 
-def screenshot(page, name, shows=(), click=None, fill=None):
-    """Opens `page` as a user does, fills its form (`fill`) or clicks the button labelled
-    `click` if given, waits (20 s at most) until the page shows every text of `shows`, and keeps
+def screenshot(page, name, shows=(), click=None):
+    """Opens `page` as a user does, clicks the button labelled `click` if given, waits (20 s at most) until the page shows every text of `shows`, and keeps
     a screenshot."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -335,8 +345,6 @@ def screenshot(page, name, shows=(), click=None, fill=None):
     try:
         d.get(f"{base}/#/{page}")
         wait = WebDriverWait(d, 20)
-        if fill:
-            fill(d, wait)
         if click:
             click_button(d, wait, click)
         wait.until(lambda d: all(t in d.find_element(By.TAG_NAME, "body").text for t in shows))
@@ -348,7 +356,8 @@ def screenshot(page, name, shows=(), click=None, fill=None):
         except Exception:  # noqa: BLE001 - the browser itself may be gone
             pass
         failures.append(f"page {name}")
-        print(f"FAIL: the {name} page did not show {shows}: {type(e).__name__} (its screenshot: {out})")
+        print(f"FAIL: the {name} page did not show {shows}: {type(e).__name__} (its screenshot: {out}; "
+              f"it showed: {page_text(d)})")
 
 
 def acl_walk():
@@ -512,7 +521,7 @@ def main_walk():
     for page, name, shows in pages:
         screenshot(page, name, shows)
     # A form driven: the producer page finds the workload's producer, a Java 5.5.0 client.
-    screenshot("producer", "producer", ("JAVA", "V5_5_0"), fill=fill_producer_form)
+    ui_step("the producer page finds pg_metrics, a JAVA V5_5_0 client", "producer", ui_producer)
 
 
 
