@@ -118,6 +118,18 @@ pub enum StoreError {
         /// The queues the refused message would have created.
         new: usize,
     },
+    /// The light queues' tails hold as many entries as they may while their LSM takes none (a
+    /// full or failing disk): dispatch waits, and appends are refused, until it does.
+    #[error(
+        "the light message queues hold {entries} entries in memory that their store has not taken (at most {max}); \
+         dispatch waits for it"
+    )]
+    LightTailsFull {
+        /// Entries the tails hold.
+        entries: usize,
+        /// The bound (`TAIL_MAX_ENTRIES`).
+        max: usize,
+    },
     /// Replicated bytes that do not start where this log ends.
     #[error("replicated bytes at offset {got} do not continue this log, which ends at {expected}")]
     ReplicaGap {

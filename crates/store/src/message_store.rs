@@ -48,6 +48,10 @@ const DISPATCH_STALL_BACKOFF_MIN: Duration = Duration::from_millis(10);
 const DISPATCH_STALL_BACKOFF_MAX: Duration = Duration::from_secs(1);
 
 const DISPATCH_CHECKPOINT_FILE: &str = "dispatch_checkpoint";
+/// The most commit log the dispatch checkpoint lags behind the dispatcher while light queue
+/// tails wait for their ingestion: what a start after a crash re-dispatches, at most, beyond
+/// one flush interval.
+const MAX_LIGHT_CHECKPOINT_LAG_BYTES: u64 = 256 << 20;
 /// Where the confirm offset stood at the last dispatch checkpoint (controller mode).
 const CONFIRM_CHECKPOINT_FILE: &str = "confirm_checkpoint";
 
@@ -237,6 +241,9 @@ struct Inner {
     /// the first).
     light_cursor: Mutex<Vec<u8>>,
     dispatched: AtomicU64,
+    /// A dispatch point below which every light queue entry is durable (in the LSM): the
+    /// dispatch checkpoint never passes it, so that a crash re-dispatches the tails.
+    light_durable: AtomicU64,
     /// One retention pass at a time (the dispatcher's and an explicit call).
     retention: Mutex<()>,
     stop: AtomicBool,
@@ -636,6 +643,17 @@ impl Inner {
         let mut touched: HashMap<String, Vec<i32>> = HashMap::new();
         let lmq = self.config.commit_log.lmq;
         while let Some(bytes) = self.log.read_record(offset)? {
+            if let Some(light) = self.light.as_ref().filter(|_| lmq) {
+                // The light queues' tails are full while their LSM takes nothing: wait for it
+                // (a stall, which refuses appends) rather than grow them, once this pass's
+                // entries are announced.
+                if let Err(e) = light.check_room() {
+                    if count == 0 {
+                        return Err(e);
+                    }
+                    break;
+                }
+            }
             // A view, not a decode: the dispatcher needs three fields of every record.
             let msg = RecordView::parse(&bytes).map_err(|e| StoreError::BadRecord(format!("at {offset}: {e}")))?;
             #[expect(
@@ -704,7 +722,30 @@ impl Inner {
         }
     }
 
-    fn flush_queues(&self) -> Result<()> {
+    /// At open: dispatches what the log holds past the checkpoint (`from`) up to its end.
+    fn catch_up(&self, from: u64, end: u64) -> Result<()> {
+        let started = Instant::now();
+        let redispatched = self.dispatch_available()?;
+        if self.light.is_some() {
+            // What the catch-up put in the light queues' tails goes to their LSM now, and the
+            // checkpoint with it: a second crash does not redo it, and the tails start empty.
+            if let Err(e) = self.flush_queues(true) {
+                tracing::warn!(error = %e, "the light queues' catch-up not written yet; the flushes retry it");
+            }
+        }
+        tracing::info!(
+            from,
+            to = end,
+            entries = redispatched,
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            "consume queues caught up"
+        );
+        Ok(())
+    }
+
+    /// Makes the consume queues durable and moves the dispatch checkpoint; `force` (a close)
+    /// also writes every light queue's tail to the LSM, which otherwise goes when it is due.
+    fn flush_queues(&self, force: bool) -> Result<()> {
         let at = self.dispatch_restart_point();
         // Every record below `at` was indexed before `at` was read: flushed here, its entries
         // are durable before the checkpoint says so.
@@ -718,16 +759,26 @@ impl Inner {
         }
         // Each queue's flush synced what was pending; this covers a store without queues.
         self.pending_syncs.sync()?;
-        // The light queues' entries, all at once: the journal of their LSM.
-        if let Some(light) = &self.light {
-            light.persist()?;
+        // The light queues' entries, all at once: their tails, when due, and the journal.
+        let checkpoint = match &self.light {
+            Some(light) => {
+                let lag = at.saturating_sub(self.light_durable.load(Ordering::Acquire));
+                if light.settle(force || lag >= MAX_LIGHT_CHECKPOINT_LAG_BYTES)? {
+                    self.light_durable.fetch_max(at, Ordering::AcqRel);
+                }
+                at.min(self.light_durable.load(Ordering::Acquire))
+            }
+            None => at,
+        };
+        // Before the dispatch point: the confirm offset is never below what consumers may have
+        // read (`at`), so the file never claims less was confirmed than that. Without a reader
+        // gate it is written only while the checkpoint lags behind `at`, for the same reason.
+        match self.log.reader_gate() {
+            Some(confirmed) => write_offset_file(&self.config.root, CONFIRM_CHECKPOINT_FILE, confirmed.max(at))?,
+            None if checkpoint < at => write_offset_file(&self.config.root, CONFIRM_CHECKPOINT_FILE, at)?,
+            None => {}
         }
-        // Before the dispatch point: the confirm offset is never below it, so the file never
-        // claims less was confirmed than consumers may have read.
-        if let Some(confirmed) = self.log.reader_gate() {
-            write_offset_file(&self.config.root, CONFIRM_CHECKPOINT_FILE, confirmed.max(at))?;
-        }
-        write_dispatch_checkpoint(&self.config.root, at)
+        write_dispatch_checkpoint(&self.config.root, checkpoint)
     }
 
     /// The oldest record readable: the local log's start, or the cold tier's when it holds
@@ -895,7 +946,7 @@ impl Inner {
             }
             if last_flush.elapsed() >= self.config.cq_flush_interval {
                 last_flush = Instant::now();
-                match self.flush_queues() {
+                match self.flush_queues(false) {
                     Ok(()) => flush_failures.succeeded(),
                     Err(e) => flush_failures.failed(&e),
                 }
@@ -960,6 +1011,7 @@ impl MessageStore {
             light_queues: RwLock::new(HashMap::new()),
             light_cursor: Mutex::new(Vec::new()),
             dispatched: AtomicU64::new(from),
+            light_durable: AtomicU64::new(from),
             retention: Mutex::new(()),
             stop: AtomicBool::new(false),
             generation: Mutex::new(0),
@@ -994,15 +1046,7 @@ impl MessageStore {
         if inner.log.recovery_report().unclean {
             inner.pending_syncs.add_dirs(dirs);
         }
-        let started = Instant::now();
-        let redispatched = inner.dispatch_available()?;
-        tracing::info!(
-            from,
-            to = end,
-            entries = redispatched,
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            "consume queues caught up"
-        );
+        inner.catch_up(from, end)?;
         let store = MessageStore {
             inner: inner.clone(),
             threads: Mutex::new(Vec::new()),
@@ -1354,9 +1398,12 @@ impl MessageStore {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
         // Under the map's lock: no reader opens the queue again from keys on their way out.
         let mut map = self.inner.light_queues.write();
-        let opened = map.remove(&(topic.to_owned(), lmq_id)).is_some();
-        let removed = light.remove_keys(topic, lmq_id)?;
-        Ok(usize::from(opened || removed > 0))
+        let removed = match map.remove(&(topic.to_owned(), lmq_id)) {
+            // Its tail too: an ingestion must not write its entries back.
+            Some(queue) => queue.remove_all()?.max(1),
+            None => light.remove_keys(topic, lmq_id)?,
+        };
+        Ok(usize::from(removed > 0))
     }
 
     /// The record starting at commit-log `offset`, wherever it is kept: on the local disk, or in
@@ -1596,7 +1643,7 @@ impl MessageStore {
             self.inner.log.wait_durable(self.inner.log.max_offset())?;
         }
         self.inner.dispatch_available()?;
-        self.inner.flush_queues()?;
+        self.inner.flush_queues(true)?;
         self.inner.log.close()
     }
 

@@ -54,8 +54,8 @@ impl Queue {
         }
     }
 
-    /// Makes a segment queue's entries durable; a light queue's are made durable with the whole
-    /// LSM, once per flush (see `LightQueues::persist`).
+    /// Makes a segment queue's entries durable; a light queue's go to the LSM with every other
+    /// light queue's tail (see `LightQueues::settle`).
     pub(crate) fn flush(&self) -> Result<()> {
         match self {
             Queue::Segments(q) => q.flush(),

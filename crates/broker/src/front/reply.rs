@@ -46,7 +46,7 @@ pub fn code_of(e: &BrokerError) -> i32 {
             StoreError::RecordTooLarge { .. } | StoreError::BadRecord(_) => resp::MESSAGE_ILLEGAL,
             StoreError::ReplicaGap { .. } | StoreError::ColdLost { .. } => resp::SYSTEM_ERROR,
             StoreError::FlushTimeout { .. } => resp::FLUSH_DISK_TIMEOUT,
-            StoreError::WouldBlock(_) | StoreError::ColdTier { .. } => resp::SYSTEM_BUSY,
+            StoreError::WouldBlock(_) | StoreError::ColdTier { .. } | StoreError::LightTailsFull { .. } => resp::SYSTEM_BUSY,
             StoreError::Io { .. }
             | StoreError::Layout { .. }
             | StoreError::Corrupt { .. }
