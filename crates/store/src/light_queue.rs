@@ -117,8 +117,9 @@ struct TailState {
     /// drained, and the entry appended since keeps its numbering now.
     blank_to_remove: Option<i64>,
     /// Counts every change but an append at the back, so that an ingestion finds out whether
-    /// the tail it wrote is still the queue's.
-    epoch: u64,
+    /// the tail it wrote is still the queue's (wrapping: an ingestion compares two moments a
+    /// few seconds apart).
+    epoch: u32,
     /// Whether the tail is on the store's list.
     listed: bool,
 }
@@ -129,7 +130,7 @@ struct Snapshot {
     start: i64,
     values: Vec<[u8; ENTRY_BYTES]>,
     blank_to_remove: Option<i64>,
-    epoch: u64,
+    epoch: u32,
 }
 
 impl LightQueues {
@@ -659,7 +660,7 @@ impl LightQueue {
             self.min_offset.store(queue_offset, Ordering::Release);
             let mut t = self.tail.state.lock();
             t.start = queue_offset;
-            t.epoch += 1;
+            t.epoch = t.epoch.wrapping_add(1);
             max = queue_offset;
         }
         if queue_offset > max {
@@ -684,7 +685,7 @@ impl LightQueue {
                 );
                 t.values.clear();
                 t.start = queue_offset;
-                t.epoch += 1;
+                t.epoch = t.epoch.wrapping_add(1);
                 self.store.tail_entries.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -704,7 +705,7 @@ impl LightQueue {
         self.max_offset.store(queue_offset, Ordering::Release);
         let in_lsm = {
             let mut t = self.tail.state.lock();
-            t.epoch += 1;
+            t.epoch = t.epoch.wrapping_add(1);
             if queue_offset >= t.start {
                 let keep = usize::try_from(queue_offset - t.start).expect("at or past the start");
                 let cut = t.values.len() - keep;
@@ -756,7 +757,7 @@ impl LightQueue {
             let mut t = self.tail.state.lock();
             if queue_offset >= t.start {
                 assert_eq!(queue_offset, t.start, "retention deletes from the front");
-                t.epoch += 1;
+                t.epoch = t.epoch.wrapping_add(1);
                 if last {
                     t.values[0] = crate::consume_queue::blank_slot();
                 } else {
@@ -788,7 +789,7 @@ impl LightQueue {
             t.values.shrink_to_fit();
             t.start += i64::try_from(n).expect("a tail's length fits an offset");
             t.blank_to_remove = None;
-            t.epoch += 1;
+            t.epoch = t.epoch.wrapping_add(1);
             self.store.tail_entries.fetch_sub(n, Ordering::AcqRel);
             n
         };

@@ -449,14 +449,14 @@ impl Inner {
         if let Some(q) = queues.get(&key) {
             return Ok(q.clone());
         }
-        let q = Arc::new(Queue::Segments(ConsumeQueue::open_with(
+        let q = Arc::new(Queue::Segments(Box::new(ConsumeQueue::open_with(
             &self.cq_root(),
             topic,
             queue_id,
             self.config.cq_entries_per_segment,
             self.log.max_offset(),
             self.pending_syncs.clone(),
-        )?));
+        )?)));
         queues.insert(key, q.clone());
         Ok(q)
     }
