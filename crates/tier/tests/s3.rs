@@ -2,7 +2,7 @@
 //! started here on loopback ports from the allocator. `scripts/tier-s3.sh` builds it and runs
 //! this test with `PETREL_WEED` naming the binary; without it the test says so and passes.
 //!
-//! Uploads verified by ETag and size, ranges read back as written, a wrong key refused, a
+//! Uploads verified by ETag and size, each with its record beside it, ranges read back as written, a wrong key refused, a
 //! corrupted object caught by its block CRC, a server stopped mid-read (retried until it comes
 //! back, or failed in bounded time when it does not), the bandwidth bound, deletion.
 
@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use object_store::path::Path as Key;
 use object_store::{ObjectStoreExt, PutPayload};
 use petrel_tier::testing::{ACCESS_KEY, SECRET_KEY, SeaweedFs, weed_binary};
-use petrel_tier::{Secret, Tier, TierConfig, TierError};
+use petrel_tier::{Secret, Tier, TierConfig, TierError, TieredSegment};
 
 const BUCKET: &str = "petrel-tier";
 
@@ -51,6 +51,15 @@ fn segment_file(dir: &Path, name: &str, bytes: usize, seed: u64) -> (PathBuf, Ve
     (path, data)
 }
 
+/// The record the tier wrote beside the object at `key`: the segment as its manifest describes it.
+fn record_beside(client: &object_store::aws::AmazonS3, runtime: &tokio::runtime::Runtime, key: &Key) -> TieredSegment {
+    let record_key = Key::from(format!("{key}.json"));
+    let record = runtime
+        .block_on(async { client.get(&record_key).await?.bytes().await })
+        .expect("the record");
+    serde_json::from_slice(&record).expect("a segment's description")
+}
+
 #[test]
 fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     let Some(bin) = weed_binary() else { return };
@@ -64,6 +73,12 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     assert_eq!((uploaded.bytes, uploaded.block_crcs.len()), (data.len() as u64, 13));
     assert!(uploaded.e_tag.trim_matches('"').ends_with("-3"), "{}", uploaded.e_tag);
     assert!(tier.holds(12 << 20) && !tier.holds(0));
+    // Beside the object, its record: the segment as the manifest describes it, so that the
+    // bucket alone says what each object holds.
+    let client = weed.client(BUCKET);
+    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
+    let key = Key::from(format!("t1/broker-a/commitlog/{:020}", 12u64 << 20));
+    assert_eq!(record_beside(&client, &runtime, &key), uploaded);
     // The local file is the tier's copy, byte for byte; rewritten after the upload, it is not.
     assert!(tier.holds_same(12 << 20, &path).expect("checked"));
     let rewritten = local.path().join("rewritten");
@@ -140,9 +155,6 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
 
     // A corrupted object: the bytes of block 2 replaced behind the tier's back are caught by
     // its CRC (block 2 was not read, so not cached).
-    let client = weed.client(BUCKET);
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    let key = Key::from(format!("t1/broker-a/commitlog/{:020}", 12u64 << 20));
     let mut bad = data.clone();
     bad[(2 << 20) + 10] ^= 0xff;
     runtime.block_on(client.put(&key, PutPayload::from(bad))).expect("overwritten");
@@ -167,13 +179,15 @@ fn segments_go_to_seaweedfs_verified_and_come_back_by_range() {
     let gone = tier.read(12 << 20, 9 << 20, 64).expect_err("the object is gone");
     assert!(gone.is_gone(), "{gone:?}");
 
-    // Deleted: gone from the manifest and from the bucket.
+    // Deleted: gone from the manifest and from the bucket, its record with it.
     tier.delete(12 << 20).expect("deleted");
     assert!(!tier.holds(12 << 20));
-    assert!(matches!(
-        runtime.block_on(client.head(&key)),
-        Err(object_store::Error::NotFound { .. })
-    ));
+    for gone in [key.clone(), Key::from(format!("{key}.json"))] {
+        assert!(
+            matches!(runtime.block_on(client.head(&gone)), Err(object_store::Error::NotFound { .. })),
+            "{gone} is still there"
+        );
+    }
 }
 
 #[test]
