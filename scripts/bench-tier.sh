@@ -9,15 +9,20 @@
 #     env: MESSAGES=300000 SIZE=1024 SEGMENT=67108864 PRODUCERS=4 ROUNDS=1
 #          PETREL_BIN=target/release/petrel (another build of the broker, to compare builds; the
 #          load generator stays target/release/petrel)
+#          BROKER_CPUS=LIST BUCKET_CPUS=LIST (taskset lists): the brokers and `petrel bench` on
+#          the first, SeaweedFS on the second, so that the bucket takes no CPU from the send
+#          path, as a bucket on another machine would not (the brokers without a tier get the
+#          same cores as those with one)
 #
 # ROUNDS=N runs the pair N times, alternating, each on a fresh broker (and its own prefix in the
 # bucket), so that the send path's difference can be told from the noise between runs.
 #
 # LONG_MINUTES=M runs the long run instead: one broker with the tier and a hot retention of
-# only what the bucket lacks (fileReservedTime=0), a producer at RATE msg/s (default 5000) for M
-# minutes, and every 10 s the local commit log's bytes and segments beside the segments tiered:
-# the disk must stay at the segment being written and the few not uploaded yet, whatever was
-# sent. Prints one line per sample and a summary; samples land in OUT/long.tsv.
+# HOT_HOURS hours (fileReservedTime, default 0: only what the bucket lacks), a producer at RATE
+# msg/s (default 5000) for M minutes, and every 10 s the local commit log's bytes and segments
+# beside the segments tiered and the bucket's bytes: past the hot retention the disk must stay
+# at what those hours wrote, the segment being written and the few not uploaded yet, whatever
+# was sent. Prints one line per sample and a summary; samples land in OUT/long.tsv.
 #
 # The bucket is on loopback, where nobody can change a body on the way: the tier's brokers run
 # with objectStoreSignPayload=false (signed bodies are the default over plain HTTP).
@@ -34,6 +39,11 @@ rounds=${ROUNDS:-1}
 cargo build --quiet --release --bin petrel
 petrel_bin=${PETREL_BIN:-target/release/petrel}
 weed=$(scripts/seaweedfs-build.sh | tail -1)
+# The cores each side runs on (none named: wherever the scheduler puts them).
+on_broker_cpus=()
+on_bucket_cpus=()
+[ -n "${BROKER_CPUS:-}" ] && on_broker_cpus=(taskset -c "$BROKER_CPUS")
+[ -n "${BUCKET_CPUS:-}" ] && on_bucket_cpus=(taskset -c "$BUCKET_CPUS")
 mkdir -p "$out"
 work=$(mktemp -d)
 pids=()
@@ -50,7 +60,7 @@ JSON
 read -r -a p <<<"$(ports 10)"
 mkdir -p "$work/weed"
 weed_cpu_s() { awk '{printf "%.1f", ($14 + $15) / 100}' "/proc/$weed_pid/stat"; }
-"$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -metricsPort=0 -filer -s3 -volume.max=64 \
+"${on_bucket_cpus[@]}" "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -metricsPort=0 -filer -s3 -volume.max=64 \
   -dir="$work/weed" -s3.config="$work/s3.json" -master.port="${p[0]}" -master.port.grpc="${p[1]}" \
   -volume.port="${p[2]}" -volume.port.grpc="${p[3]}" -filer.port="${p[4]}" -filer.port.grpc="${p[5]}" \
   -s3.port="${p[6]}" -s3.port.grpc="${p[7]}" -s3.port.iceberg="${p[8]}" -s3.port.lance="${p[9]}" >"$work/weed.log" 2>&1 &
@@ -75,26 +85,34 @@ run() {
   # delete the segments the consumer is to read back.
   local sets=(--set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95)
   for kv in "$@"; do sets+=(--set "$kv"); done
-  "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+  "${on_broker_cpus[@]}" "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 "${sets[@]}" >"$work/$name.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   for _ in $(seq 1 100); do grep -q "boot success" "$work/$name.log" && break; sleep 0.1; done
   local weed_before weed_after
   weed_before=$(weed_cpu_s)
-  target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierBench -s "$size" -p "$producers" --count "$msgs" -d 600 \
+  "${on_broker_cpus[@]}" target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierBench -s "$size" -p "$producers" --count "$msgs" -d 600 \
     --warmup 0 --broker-pid "$pid" -o "$out/$name-produce" >"$out/$name-produce.txt" 2>&1
   weed_after=$(weed_cpu_s)
+  # Segments the offload had uploaded by the end of the sends (it yields to them:
+  # tieredOffloadNice), beside the sealed segments there were.
+  local during
+  during="$({ grep "segment uploaded" "$work/$name.log" || true; } | wc -l)"
   if [[ "$name" == tier* ]]; then
-    # Until the first segments are uploaded and gone from the disk, then one more retention pass
-    # (every 10 s) for the rest of what was uploaded.
-    for _ in $(seq 1 600); do
-      [ ! -e "$data/commitlog/$(printf %020d 0)" ] && break
+    # Until the sealed segments are uploaded and gone from the disk (the segment being written
+    # and the one the allocator prepared are all that is left; a last sealed one has a scan and
+    # a retention pass more), so that the consumer reads from a bucket that takes no uploads
+    # meanwhile; how long that took after the sends is the offload's catch-up.
+    local waited_s=$SECONDS
+    for _ in $(seq 1 1200); do
+      [ "$(find "$data/commitlog" -maxdepth 1 -name '0*' | wc -l)" -le 2 ] && break
       sleep 0.5
     done
+    during="$during, the rest $((SECONDS - waited_s)) s after"
     sleep 12
   fi
-  target/release/petrel bench consume -n "127.0.0.1:$ns" -t TierBench -s "$size" -c 1 --from-beginning \
+  "${on_broker_cpus[@]}" target/release/petrel bench consume -n "127.0.0.1:$ns" -t TierBench -s "$size" -c 1 --from-beginning \
     --count "$((msgs * 9 / 10))" -d 600 --warmup 0 -o "$out/$name-consume" >"$out/$name-consume.txt" 2>&1
   local uploads pull
   # The consumer's pulls that found messages: P50 / P99 / P99.9, request to answer.
@@ -107,9 +125,10 @@ run() {
   tps=$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-produce.txt" | cut -d' ' -f1 || echo 0)
   pct=$(grep -m1 -o 'CPU [0-9.]*%' "$out/$name-produce.txt" | tr -dc '0-9.' || echo 0)
   per_msg=$(awk -v p="${pct:-0}" -v t="${tps:-0}" 'BEGIN {if (t > 0) printf "%.1f µs", p * 10000 / t; else print "?"}')
-  printf '| %s | %s msg/s | %s | %s s | %s | %s | %s |\n' "$name" "${tps:-?}" "$per_msg" \
+  [[ "$name" == tier* ]] || during="–"
+  printf '| %s | %s msg/s | %s | %s s | %s | %s | %s | %s |\n' "$name" "${tps:-?}" "$per_msg" \
     "$(awk -v a="$weed_after" -v b="$weed_before" 'BEGIN {printf "%.1f", a - b}')" \
-    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "${pull:-?}" "$uploads"
+    "$(grep -m1 -o '[0-9.]* msg/s' "$out/$name-consume.txt" || echo '?')" "${pull:-?}" "$during" "$uploads"
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
   rm -rf "$data"
@@ -117,28 +136,37 @@ run() {
 
 # long_run MINUTES: the long run (see the header).
 long_run() {
-  local minutes=$1 rate=${RATE:-5000} ns broker data="$work/long" sets=()
+  local minutes=$1 rate=${RATE:-5000} hot_hours=${HOT_HOURS:-0} ns broker data="$work/long" sets=()
   read -r ns broker <<<"$(ports 2)"
-  for kv in "${tier_sets[@]}" tieredStoreFilePath=long; do sets+=(--set "$kv"); done
-  "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
+  for kv in "${tier_sets[@]}" tieredStoreFilePath=long; do
+    [[ "$kv" == fileReservedTime=* ]] && kv="fileReservedTime=$hot_hours"
+    sets+=(--set "$kv")
+  done
+  "${on_broker_cpus[@]}" "$petrel_bin" serve --store-dir "$data" --namesrv-listen "127.0.0.1:$ns" --listen-port "$broker" \
     --broker-ip 127.0.0.1 --set haListenPort=0 --set "mappedFileSizeCommitLog=$segment" --set diskMaxUsedSpaceRatio=95 \
     "${sets[@]}" >"$work/long.log" 2>&1 &
   local pid=$!
   pids+=("$pid")
   for _ in $(seq 1 100); do grep -q "boot success" "$work/long.log" && break; sleep 0.1; done
-  target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierLong -s "$size" -p "$producers" --rate "$rate" \
+  "${on_broker_cpus[@]}" target/release/petrel bench produce -n "127.0.0.1:$ns" -t TierLong -s "$size" -p "$producers" --rate "$rate" \
     -d "$((minutes * 60))" --warmup 0 --broker-pid "$pid" -o "$out/long-produce" >"$out/long-produce.txt" 2>&1 &
   local producer=$!
-  printf 'seconds\tlocal_bytes\tlocal_segments\ttiered_segments\n' >"$out/long.tsv"
+  printf 'seconds\tlocal_bytes\tlocal_segments\ttiered_segments\tbucket_bytes\n' >"$out/long.tsv"
   local started=$SECONDS
   while kill -0 "$producer" 2>/dev/null; do
     sleep 10
-    printf '%s\t%s\t%s\t%s\n' "$((SECONDS - started))" "$(du -sb "$data/commitlog" | cut -f1)" \
-      "$(find "$data/commitlog" -maxdepth 1 -name '0*' | wc -l)" "$({ cat "$data/tier/tier.manifest" 2>/dev/null || true; } | wc -l)" |
-      tee -a "$out/long.tsv"
+    printf '%s\t%s\t%s\t%s\t%s\n' "$((SECONDS - started))" "$(du -sb "$data/commitlog" | cut -f1)" \
+      "$(find "$data/commitlog" -maxdepth 1 -name '0*' | wc -l)" "$({ cat "$data/tier/tier.manifest" 2>/dev/null || true; } | wc -l)" \
+      "$(du -sb "$work/weed" | cut -f1)" | tee -a "$out/long.tsv"
   done
-  awk -F'\t' -v seg="$segment" 'NR > 1 {if ($2 > max) max = $2; n++; last = $4}
-    END {printf "%d samples: local commit log at most %.0f MiB (%.1f segments), %d segments tiered at the end\n", n, max / 1048576, max / seg, last}' "$out/long.tsv"
+  # Past the hot retention (plus a minute for the retention pass and the segment's own span),
+  # the local log must stop growing: its largest sample there beside its largest before.
+  awk -F'\t' -v seg="$segment" -v hot_s="$((hot_hours * 3600 + 60))" 'NR > 1 {
+      if ($2 > max) max = $2; n++; last = $4; bucket = $5
+      if ($1 <= hot_s && $2 > before) before = $2
+      if ($1 > hot_s) { after_n++; if ($2 > after) after = $2; if (after_min == "" || $2 < after_min) after_min = $2 } }
+    END {printf "%d samples: local commit log at most %.0f MiB (%.1f segments), %d segments tiered at the end, bucket %.0f MiB\n", n, max / 1048576, max / seg, last, bucket / 1048576
+      if (after_n > 0) printf "past the hot retention (%d samples): local %.0f-%.0f MiB, against at most %.0f MiB before\n", after_n, after_min / 1048576, after / 1048576, before / 1048576}' "$out/long.tsv"
   grep -m1 -o '[0-9.]* msg/s' "$out/long-produce.txt" || true
   kill -9 "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true
@@ -149,8 +177,8 @@ if [ -n "${LONG_MINUTES:-}" ]; then
   exit 0
 fi
 
-echo "| broker | send | broker CPU per message sent | object store CPU during the sends | consume from the beginning | pull P50 / P99 / P99.9 | uploads |"
-echo "|---|---:|---:|---:|---:|---|---|"
+echo "| broker | send | broker CPU per message sent | object store CPU during the sends | consume from the beginning | pull P50 / P99 / P99.9 | segments uploaded by the sends' end, all uploaded and deleted locally | uploads |"
+echo "|---|---:|---:|---:|---:|---|---|---|"
 for round in $(seq 1 "$rounds"); do
   suffix=""
   [ "$rounds" -gt 1 ] && suffix="-$round"

@@ -72,6 +72,21 @@ fn bodies_in_bucket(weed: &SeaweedFs, starts: &BTreeSet<u64>) -> Vec<usize> {
     seen
 }
 
+/// The nice value of `pid`'s thread named `name` (`/proc/PID/task/TID/stat`, field 19).
+fn thread_nice(pid: u32, name: &str) -> Option<i64> {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).ok()? {
+        let task = task.ok()?.path();
+        if std::fs::read_to_string(task.join("comm")).ok()?.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.join("stat")).ok()?;
+        // The fields after the command's closing parenthesis start at field 3 (the state).
+        let after = &stat[stat.rfind(')')? + 1..];
+        return after.split_whitespace().nth(19 - 3)?.parse().ok();
+    }
+    None
+}
+
 fn args(weed: &SeaweedFs) -> Vec<String> {
     [
         format!("mappedFileSizeCommitLog={SEGMENT_BYTES}"),
@@ -103,6 +118,13 @@ fn sealed_segments_reach_the_tier_whole_and_leave_the_disk_only_after_through_a_
     wait_for("four sealed segments in the tier", Duration::from_secs(60), || {
         tiered(&p).len() >= 4
     });
+    // The offload yields to the append path: its thread runs at tieredOffloadNice (19).
+    assert_eq!(thread_nice(p.pid(), "tier-offload"), Some(19), "the offload thread's nice value");
+    assert_eq!(
+        thread_nice(p.pid(), "commitlog-write"),
+        Some(0),
+        "the append path's own priority is kept"
+    );
     let before = tiered(&p);
     let k = before.len() as u64;
     assert_eq!(
@@ -214,8 +236,11 @@ fn the_tiers_retention_deletes_from_the_bucket_and_consumers_are_moved_past_what
     // tieredStoreFileReservedTime=0: a segment leaves the bucket as soon as it left the disk.
     let mut args = args(&weed);
     args.extend(["--set".to_owned(), "tieredStoreFileReservedTime=0".to_owned()]);
+    // And uploads at the broker's own priority.
+    args.extend(["--set".to_owned(), "tieredOffloadNice=0".to_owned()]);
     let p = Petrel::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
     send(&p, 0, 3800);
+    assert_eq!(thread_nice(p.pid(), "tier-offload"), Some(0), "tieredOffloadNice=0");
     wait_for(
         "three segments through the tier and gone from both",
         Duration::from_secs(90),

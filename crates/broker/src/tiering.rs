@@ -2,8 +2,11 @@
 //! the object store, oldest first, and the retention guard that keeps a local segment until the
 //! tier holds it.
 //!
-//! Owns: when a segment is uploaded. Must never: run on the append path or on the async
-//! runtime (uploads block); let retention delete a segment the tier does not hold.
+//! Owns: when a segment is uploaded, and the offload thread's priority (`tieredOffloadNice`:
+//! its MD5s and copies take only the CPU the append path leaves, so a saturated broker's sends
+//! are not slowed by uploads, which catch up once the sends ease). Must never: run on the append
+//! path or on the async runtime (uploads block); let retention delete a segment the tier does
+//! not hold.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -31,6 +34,8 @@ pub struct Tiering {
     pub tier: Arc<Tier>,
     /// `tieredStoreFileReservedTime`, ms.
     reserved_ms: u64,
+    /// `tieredOffloadNice`: the offload thread's nice value, 0 to 19.
+    offload_nice: i32,
     stop: Arc<AtomicBool>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -84,9 +89,12 @@ impl Tiering {
         };
         let reserved_ms = config.tiered_store_file_reserved_time_hours.saturating_mul(3_600_000);
         tracing::info!(endpoint = %config.object_store_endpoint, bucket = %config.object_store_bucket, prefix = %tier.config().prefix, "cold tier on");
+        let offload_nice = i32::try_from(config.tiered_offload_nice).expect("the table keeps it within 0 to 19");
+        assert!((0..=19).contains(&offload_nice), "tieredOffloadNice out of range: {offload_nice}");
         let tiering = Tiering {
             tier,
             reserved_ms,
+            offload_nice,
             stop: Arc::new(AtomicBool::new(false)),
             thread: Mutex::new(None),
         };
@@ -99,9 +107,13 @@ impl Tiering {
     /// The thread not started.
     pub fn start(&self, store: &Arc<MessageStore>) -> Result<(), BrokerError> {
         let (tier, store, stop, reserved_ms) = (self.tier.clone(), store.clone(), self.stop.clone(), self.reserved_ms);
+        let nice = self.offload_nice;
         let thread = std::thread::Builder::new()
             .name("tier-offload".into())
-            .spawn(move || offload_loop(&tier, &store, &stop, reserved_ms))
+            .spawn(move || {
+                lower_priority(nice);
+                offload_loop(&tier, &store, &stop, reserved_ms);
+            })
             .map_err(BrokerError::io("starting the tier's offload thread"))?;
         *self.thread.lock() = Some(thread);
         Ok(())
@@ -135,6 +147,20 @@ impl Drop for Tiering {
         if let Some(thread) = self.thread.lock().as_ref() {
             thread.thread().unpark();
         }
+    }
+}
+
+/// Sets the calling thread's nice value to `nice` (Linux keeps one per thread; raising it needs
+/// no privilege). The thread's reads, MD5s and copies then run only where the append path's
+/// threads leave CPU. A failure is logged and the offload runs at the broker's priority.
+fn lower_priority(nice: i32) {
+    if nice == 0 {
+        return;
+    }
+    let tid = rustix::thread::gettid();
+    match rustix::process::setpriority_process(Some(tid), nice) {
+        Ok(()) => tracing::debug!(nice, "the tier's offload thread yields to the append path"),
+        Err(e) => tracing::warn!(nice, error = %e, "lowering the tier's offload thread's priority failed; it runs at the broker's"),
     }
 }
 

@@ -129,6 +129,8 @@ petrel_kit::config_table! {
             "Hours a segment is kept in the cold tier, counted from its last write, once it has left the local disk (RocketMQ tieredstore's key); then it is deleted from the bucket and its messages are gone. Locally, `fileReservedTime` still applies: with a tier it is the hot retention, and reads of older messages go to the bucket."
         "tieredUploadBytesPerSecond" => tiered_upload_bytes_per_second: u64 = 0;
             "Upload bandwidth of the cold tier, bytes per second; 0: unbounded. Uploads run on their own thread, never on the append path."
+        "tieredOffloadNice" => tiered_offload_nice: u64 = 19, check within(0, 19);
+            "Petrel: the nice value the offload's thread runs at (Linux, per thread), 0 to 19. At 19 (the default) it takes only CPU the append path leaves: on a broker with cores to spare it keeps up with the writes, and on one whose cores the sends keep busy it falls behind and catches up once they ease, with the untiered segments kept on disk meanwhile (docs/benchmarks.md). 0: the broker's own priority, for a broker that runs saturated for longer than its disk can hold the backlog."
         "tieredReadCacheBytes" => tiered_read_cache_bytes: u64 = 64 << 20, check at_least(1 << 20);
             "Bytes of verified blocks read back from the cold tier kept in memory. They count in the page-cache budget (`pageCacheBudgetBytes`, or its default): what the cache holds comes off the budget before the store's files get theirs, and the cache is kept to half the budget at most (one 1 MiB block at least)."
         "tieredReadAheadBlocks" => tiered_read_ahead_blocks: u64 = 2, check within(0, 64);

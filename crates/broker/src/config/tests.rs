@@ -81,6 +81,7 @@ fn bad_values_name_the_key_and_out_of_range_values_are_refused_not_clamped() {
         ("defaultTopicQueueNums", "0"),
         ("maxConnections", "0"),
         ("storePoolThreads", "1000"),
+        ("tieredOffloadNice", "20"),
     ] {
         let before = c.get(key);
         let e = c.set(key, value).unwrap_err().to_string();
@@ -89,6 +90,9 @@ fn bad_values_name_the_key_and_out_of_range_values_are_refused_not_clamped() {
     }
     assert!(c.set("diskMaxUsedSpaceRatio", "95").unwrap(), "the edge itself is accepted");
     assert_eq!(c.disk_max_used_space_ratio_percent, 95);
+    assert!(c.set("tieredOffloadNice", "19").unwrap(), "the lowest priority is accepted");
+    assert!(c.set("tieredOffloadNice", "0").unwrap(), "and the broker's own");
+    assert_eq!(c.tiered_offload_nice, 0);
 }
 
 #[test]
