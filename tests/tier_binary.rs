@@ -3,7 +3,8 @@
 //! and passes): every sealed segment is uploaded and holds exactly the log's bytes, a local
 //! segment is deleted only once the tier holds it, a kill -9 while an upload hangs loses
 //! nothing and uploads that segment after the restart, a stopped server is answered
-//! `SYSTEM_BUSY`, and a slave behind its master's disk catches up from the bucket.
+//! `SYSTEM_BUSY`, a gRPC receive reads from the bucket, and a slave behind its master's disk
+//! catches up from the bucket.
 #![allow(clippy::unwrap_used, reason = "test code: a failure is the test failing")]
 
 mod common;
@@ -316,6 +317,95 @@ fn the_java_client_reads_back_from_the_first_offset_four_times_what_the_disk_kee
         )),
         "{out}"
     );
+}
+
+/// RocketMQ 5's gRPC receive (`ReceiveMessage`, as every 5.x SDK's SimpleConsumer sends it) of a
+/// new group reads the topic from its first offset, most of it from the bucket, every message
+/// once and intact, and its acks are taken.
+#[test]
+fn a_grpc_receive_reads_what_left_the_disk_from_the_bucket() {
+    use petrel_grpc::pb::{self, receive_message_response::Content};
+    let Some(bin) = weed_binary() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let weed = SeaweedFs::start(&bin, dir.path(), BUCKET);
+    let grpc_port = common::free_port();
+    let mut args = args(&weed);
+    args.extend(["--set".to_owned(), format!("grpcServerPort={grpc_port}")]);
+    let p = Petrel::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    send(&p, 0, 3800);
+    wait_for("three segments in the tier and gone from the disk", Duration::from_secs(60), || {
+        let (local, tiered) = (local_segments(&p), tiered(&p));
+        tiered.len() >= 3 && local.is_disjoint(&tiered)
+    });
+    let mut group = RemotingCommand::request(rc::UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, 0);
+    group.body = br#"{"groupName":"TierGrpc"}"#.to_vec().into();
+    assert_eq!(p.broker().call(group).code, resp::SUCCESS);
+    let resource = |name: &str| {
+        Some(pb::Resource {
+            resource_namespace: String::new(),
+            name: name.into(),
+        })
+    };
+    fn request<T>(body: T) -> tonic::Request<T> {
+        let mut r = tonic::Request::new(body);
+        r.metadata_mut().insert("x-mq-client-id", "tier-grpc".parse().unwrap());
+        r
+    }
+    let receive = pb::ReceiveMessageRequest {
+        group: resource("TierGrpc"),
+        message_queue: Some(pb::MessageQueue {
+            topic: resource("TierTopic"),
+            ..pb::MessageQueue::default()
+        }),
+        filter_expression: Some(pb::FilterExpression {
+            r#type: pb::FilterType::Tag as i32,
+            expression: "*".into(),
+        }),
+        batch_size: 32,
+        invisible_duration: Some(prost_types::Duration { seconds: 60, nanos: 0 }),
+        auto_renew: false,
+        long_polling_timeout: Some(prost_types::Duration { seconds: 1, nanos: 0 }),
+        attempt_id: None,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let seen = runtime.block_on(async {
+        let mut c = pb::messaging_service_client::MessagingServiceClient::connect(format!("http://127.0.0.1:{grpc_port}"))
+            .await
+            .unwrap()
+            .max_decoding_message_size(16 << 20);
+        let mut seen = BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while seen.len() < 3800 {
+            assert!(Instant::now() < deadline, "received {} of 3800", seen.len());
+            let mut stream = c.receive_message(request(receive.clone())).await.unwrap().into_inner();
+            let mut entries = Vec::new();
+            while let Some(item) = stream.message().await.unwrap() {
+                let Some(Content::Message(m)) = item.content else { continue };
+                let body = String::from_utf8(m.body.to_vec()).unwrap();
+                let i: usize = body[10..16].parse().unwrap();
+                assert_eq!(body, format!("tier-body-{i:06}-{}", "x".repeat(980)), "message {i} intact");
+                assert!(seen.insert(i), "message {i} received twice");
+                let sys = m.system_properties.unwrap();
+                entries.push(pb::AckMessageEntry {
+                    message_id: sys.message_id,
+                    receipt_handle: sys.receipt_handle.unwrap(),
+                    lite_topic: None,
+                });
+            }
+            if entries.is_empty() {
+                continue;
+            }
+            let ack = pb::AckMessageRequest {
+                group: resource("TierGrpc"),
+                topic: resource("TierTopic"),
+                entries,
+            };
+            let acked = c.ack_message(request(ack)).await.unwrap().into_inner();
+            assert_eq!(acked.status.map(|s| s.code), Some(pb::Code::Ok as i32), "acked");
+        }
+        seen
+    });
+    assert_eq!(seen, (0..3800).collect::<BTreeSet<_>>());
 }
 
 /// A slave that was down while its master's disk let go of what the tier holds catches up from
