@@ -6,8 +6,8 @@
 //!
 //!   normal   a NORMAL topic: 10 tagged, keyed messages sent, received through a tag filter,
 //!            acked, and not received again
-//!   delay    a DELAY topic: one message due 3 s after its send arrives no sooner than 2.5 s
-//!            and within 20 s
+//!   delay    a DELAY topic: one message due 3 s after its send arrives no sooner than 0.5 s
+//!            before its delivery timestamp and within 20 s
 //! ```
 //!
 //! ENDPOINT is host:port of the gRPC listener, reached without TLS and without credentials.
@@ -322,8 +322,8 @@ impl Run {
         ))
     }
 
-    /// One message with a delivery timestamp 3 s ahead: not received before 2.5 s after its
-    /// send, received within 20 s.
+    /// One message with a delivery timestamp 3 s ahead: not received more than 0.5 s before
+    /// that timestamp, received within 20 s of its send.
     async fn delay(&self, clients: &mut Clients) -> Result<String, String> {
         const BODY: &str = "rust-delay";
         let filter = FilterExpression::new(FilterType::Tag, TAG);
@@ -362,9 +362,13 @@ impl Run {
                 if body != BODY {
                     return Err(format!("received a message this run did not send: {}", describe(&view)));
                 }
-                if after < Duration::from_millis(2_500) {
+                // Against the due time itself, not the send's return: on a loaded machine the send
+                // can take most of the 3 s, and an on-time delivery then looks early.
+                let early_ms = due_s * 1_000 - epoch_ms();
+                if early_ms > 500 {
                     return Err(format!(
-                        "{BODY} was received {} ms after its send, due {due_after_ms} ms after it (not before 2500 ms expected)",
+                        "{BODY} was received {} ms after its send, {early_ms} ms before its delivery \
+                         timestamp (at most 500 ms allowed)",
                         after.as_millis()
                     ));
                 }
@@ -387,7 +391,7 @@ impl Run {
                     .map_or_else(|| "none".to_owned(), |s| s.to_string());
                 return Ok(format!(
                     "sent with delivery timestamp epoch second {due_s} ({due_after_ms} ms after the send \
-                     returned); received {} ms after the send (no sooner than 2500 ms, within 20 s) on \
+                     returned); received {} ms after the send (no sooner than 500 ms before the timestamp, within 20 s) on \
                      receive {receives}, delivery timestamp on the message {stamp}; acked",
                     after.as_millis()
                 ));

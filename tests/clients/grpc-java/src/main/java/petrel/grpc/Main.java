@@ -479,13 +479,16 @@ public final class Main {
                 String body = body(view);
                 expect(body.equals("delay-1"), "received a message this run did not send: " + describe(view));
                 long delayMs = at - sentAt;
-                expect(delayMs >= 2_500L, "delay-1 was delivered " + delayMs + " ms after sending, though due 3 s "
-                    + "after sending");
+                // Measured against the due time itself: the send can take a while on a loaded
+                // machine, and a timer that is on time then delivers less than 3 s after it returned.
+                long earlyMs = due - at;
+                expect(earlyMs <= 500L, "delay-1 was delivered " + delayMs + " ms after its send returned, "
+                    + earlyMs + " ms before its delivery timestamp (at most 500 ms allowed)");
                 consumer.ack(view);
                 String stamp = view.getDeliveryTimestamp().map(t -> t == due ? "carried as sent"
                     : "carried as " + t + " instead of " + due).orElse("not carried on the received message");
-                return "delay-1 delivered " + delayMs + " ms after sending (asked for 3000 ms); delivery timestamp "
-                    + stamp;
+                return "delay-1 delivered " + (at - due) + " ms after its delivery timestamp (" + delayMs
+                    + " ms after its send returned; due 3000 ms after the send began); delivery timestamp " + stamp;
             }
         }
         throw new Failure("delay-1 (due 3 s after sending) was not delivered within " + (now() - sentAt) + " ms");
