@@ -72,6 +72,10 @@ pub struct ReplicationArgs {
     /// CPU each uses per message (the processes this tool starts are measured without it).
     #[arg(long, value_delimiter = ',')]
     pub pids: Vec<u32>,
+    /// A setting for every broker this tool starts, `key=value` (as `petrel serve --set`);
+    /// repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub settings: Vec<String>,
 }
 
 /// One measured cell.
@@ -179,6 +183,9 @@ fn start_node(a: &ReplicationArgs, exe: &Path, index: usize) -> Result<Node, Ben
             &format!("flushDiskType={}", a.flush),
         ])
         .args(["--set", "allAckInSyncStateSet=true"]);
+    for setting in &a.settings {
+        cmd.args(["--set", setting]);
+    }
     if index == 0 {
         cmd.args(["--namesrv-listen", &format!("127.0.0.1:{ns_port}")]);
     } else {

@@ -592,22 +592,29 @@ impl Inner {
     /// `mincore` (several milliseconds for each 1 GiB segment) and releases ranges, and
     /// consumers would wait that long for new entries.
     fn page_cache_loop(&self, budget: u64) {
+        let mut passes: u64 = 0;
         while !self.stop.load(Ordering::Acquire) {
             std::thread::park_timeout(crate::page_cache::KEEP_INTERVAL);
             if !self.stop.load(Ordering::Acquire) {
-                self.keep_page_cache(budget);
+                self.keep_page_cache(budget, passes.is_multiple_of(crate::page_cache::FULL_PASS_EVERY));
+                passes += 1;
             }
         }
     }
 
-    /// One pass of the page-cache budget over the log's and the queues' segments.
-    fn keep_page_cache(&self, budget: u64) {
+    /// One pass of the page-cache budget over the log's and the queues' segments; `whole`
+    /// measures each file whole rather than up to its written end.
+    fn keep_page_cache(&self, budget: u64, whole: bool) {
         let mut cq_cold = Vec::new();
         let mut cq_hot = Vec::new();
         for q in self.queues.read().values() {
             let mut segs = q.segments();
             if let Some(newest) = segs.pop() {
-                cq_hot.push(newest);
+                // Entries are written in order: the newest segment holds them up to the
+                // queue's end (read before the snapshot would only make this smaller).
+                let end_bytes = u64::try_from(q.max_offset()).unwrap_or(0) * crate::consume_queue::CQ_ENTRY_BYTES;
+                let written = usize::try_from(end_bytes.saturating_sub(newest.start_offset())).unwrap_or(usize::MAX);
+                cq_hot.push((newest, written));
             }
             cq_cold.extend(segs);
         }
@@ -618,6 +625,7 @@ impl Inner {
             written: self.log.max_offset(),
             cq_cold,
             cq_hot,
+            whole,
         };
         let tier_cache_bytes = self.cold.get().map_or(0, |c| c.cached_bytes());
         if crate::page_cache::keep(&self.cache, budget, tier_cache_bytes, &files) {

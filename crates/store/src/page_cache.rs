@@ -2,7 +2,16 @@
 //! consume-queue segments) under a configured number, on any kernel, instead of letting every
 //! written byte stay mapped until the container's memory limit kills the process.
 //!
-//! Every [`KEEP_INTERVAL`] a thread of its own measures what is resident (`mincore`). Above
+//! Every [`KEEP_INTERVAL`] a thread of its own measures what is resident (`mincore`): each
+//! file up to [`PAST_WRITTEN_BYTES`] past where it is written, and every [`FULL_PASS_EVERY`]th
+//! pass each file whole. `mincore` over a range with no page-table entries looks every page
+//! up in the page cache, and a 1 GiB commit-log segment, mapped whole and mostly unwritten,
+//! cost a broker (a slave most of all, whose other work is small) a quarter to a third of its
+//! CPU at 10,000 messages a second. Past the written end only the kernel's read-around puts
+//! pages (a write fault through the mapping reads the window around it: `read_ahead_kb`, 8 MiB
+//! on some disks), and the margin covers that; the whole-file pass finds what a larger window
+//! or a rare writer past the end (a replica's log cut back zeroes the rest of its segment)
+//! left resident. Above
 //! [`RELEASE_FRACTION`] of the budget it releases what is durable and cold: commit-log ranges
 //! below both the flushed offset and the hot window (the newest half of the budget, where
 //! tailing consumers read), and every consume-queue segment but each queue's newest. Released
@@ -27,6 +36,13 @@ use crate::mapped_file::MappedFile;
 
 /// How often the budget is checked.
 pub const KEEP_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Every this many passes, the files are measured whole, not only up to their written ends.
+pub const FULL_PASS_EVERY: u64 = 25;
+
+/// How far past a file's written end a pass measures: more than the read-around window of a
+/// fault (`read_ahead_kb`, 128 KiB by default, 8 MiB on some virtual disks).
+pub const PAST_WRITTEN_BYTES: usize = 16 << 20;
 
 /// Release starts above this fraction of the budget, so that the budget itself is not crossed
 /// between two checks.
@@ -61,13 +77,41 @@ pub(crate) struct Files {
     pub flushed: u64,
     /// End of what is written.
     pub written: u64,
-    /// Consume-queue segments that are not their queue's newest (cold), and the newest ones.
+    /// Consume-queue segments that are not their queue's newest (cold), and the newest ones
+    /// with the bytes written in each.
     pub cq_cold: Vec<Arc<MappedFile>>,
-    pub cq_hot: Vec<Arc<MappedFile>>,
+    pub cq_hot: Vec<(Arc<MappedFile>, usize)>,
+    /// Measure every file whole, not only up to its written end.
+    pub whole: bool,
 }
 
-fn resident(files: &[Arc<MappedFile>]) -> u64 {
-    files.iter().map(|f| f.resident_bytes(0, f.len())).sum()
+impl Files {
+    /// The resident bytes of every file: up to [`PAST_WRITTEN_BYTES`] past each one's
+    /// written end, or whole.
+    fn resident(&self) -> u64 {
+        let extent = |f: &MappedFile, written: usize| {
+            if self.whole {
+                f.len()
+            } else {
+                written.saturating_add(PAST_WRITTEN_BYTES).min(f.len())
+            }
+        };
+        let log: u64 = self
+            .log
+            .iter()
+            .map(|seg| {
+                let written = usize::try_from(self.written.saturating_sub(seg.start_offset())).unwrap_or(usize::MAX);
+                seg.resident_bytes(0, extent(seg, written))
+            })
+            .sum();
+        let cq_cold: u64 = self.cq_cold.iter().map(|f| f.resident_bytes(0, f.len())).sum();
+        let cq_hot: u64 = self
+            .cq_hot
+            .iter()
+            .map(|(f, written)| f.resident_bytes(0, extent(f, *written)))
+            .sum();
+        log + cq_cold + cq_hot
+    }
 }
 
 /// Releases `[0, to)` of `seg` if any of it is resident; returns the resident bytes of the
@@ -87,7 +131,7 @@ pub(crate) fn keep(stats: &PageCacheStats, budget_bytes: u64, tier_cache_bytes: 
     stats.budget_bytes.store(budget_bytes, Ordering::Relaxed);
     stats.tier_cache_bytes.store(tier_cache_bytes, Ordering::Relaxed);
     let budget_bytes = budget_bytes.saturating_sub(tier_cache_bytes);
-    let before = resident(&files.log) + resident(&files.cq_cold) + resident(&files.cq_hot);
+    let before = files.resident();
     let mut now = before;
     if before as f64 > budget_bytes as f64 * RELEASE_FRACTION {
         let hot_from = files.written.saturating_sub(budget_bytes / 2);
@@ -178,4 +222,52 @@ fn cgroup_limit_bytes() -> Option<u64> {
 fn total_memory_bytes() -> Option<u64> {
     use procfs::Current;
     Some(procfs::Meminfo::current().ok()?.mem_total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pass measures each file up to a margin past its written end, and the whole-file pass
+    /// also finds what lies resident beyond that (a replica's cut zeroing the rest of its
+    /// segment, say).
+    #[test]
+    fn a_pass_measures_up_to_the_written_end_and_the_whole_pass_past_it() {
+        const SEGMENT: usize = 64 << 20;
+        const WRITTEN: usize = 1 << 20;
+        const FAR: usize = 48 << 20;
+        let dir = tempfile::tempdir().expect("a directory");
+        let mapped = |name: &str| {
+            let at = dir.path().join(name);
+            std::fs::create_dir_all(&at).expect("a directory");
+            Arc::new(MappedFile::create(&at, 0, SEGMENT as u64).expect("created"))
+        };
+        let (log, cq) = (mapped("log"), mapped("cq"));
+        for f in [&log, &cq] {
+            // SAFETY: nobody else reads or writes these files.
+            unsafe {
+                f.write_at(0, &vec![1_u8; WRITTEN]);
+                f.write_at(FAR, &vec![2_u8; WRITTEN]);
+            }
+        }
+        let files = |whole| Files {
+            log: vec![log.clone()],
+            segment_bytes: SEGMENT as u64,
+            flushed: 0,
+            written: WRITTEN as u64,
+            cq_cold: Vec::new(),
+            cq_hot: vec![(cq.clone(), WRITTEN)],
+            whole,
+        };
+        // Each file's written MiB and the read-around of its write faults, not the far MiB.
+        let near = files(false).resident();
+        assert!(near >= 2 * WRITTEN as u64, "the written MiB of each file: {near} bytes");
+        let near_max = 2 * (WRITTEN + PAST_WRITTEN_BYTES) as u64;
+        assert!(near <= near_max, "nothing beyond the margin: {near} bytes, at most {near_max}");
+        let whole = files(true).resident();
+        assert!(
+            whole >= near + 2 * WRITTEN as u64,
+            "the whole pass finds the far MiB too: {whole} against {near}"
+        );
+    }
 }
