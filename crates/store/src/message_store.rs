@@ -611,7 +611,8 @@ impl Inner {
             let mut segs = q.segments();
             if let Some(newest) = segs.pop() {
                 // Entries are written in order: the newest segment holds them up to the
-                // queue's end (read before the snapshot would only make this smaller).
+                // queue's end. That end is read after the snapshot, so a segment that has
+                // filled since then is simply measured whole.
                 let end_bytes = u64::try_from(q.max_offset()).unwrap_or(0) * crate::consume_queue::CQ_ENTRY_BYTES;
                 let written = usize::try_from(end_bytes.saturating_sub(newest.start_offset())).unwrap_or(usize::MAX);
                 cq_hot.push((newest, written));
