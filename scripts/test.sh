@@ -10,14 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== format and lints"
+# Each stage says how far into the run it starts: CI keeps the log, and the suite has a time limit.
+stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+
+stage "format and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 
-echo "== the captures: our independent decoder reproduces every listing from its pcap"
+stage "the captures: our independent decoder reproduces every listing from its pcap"
 python3 scripts/vectors/decode.py --check tests/vectors
 
-echo "== tests"
+stage "tests"
 # The release build the interop scripts below need, at the lowest priority beside the tests,
 # which mostly wait (the chaos runs' held faults and quiet spells, the brokers' restarts): it
 # takes the idle CPU and leaves the tests theirs. interop-namesrv.sh's own build waits for it.
@@ -43,10 +46,10 @@ if ! wait "$prepare_pid"; then
   exit 1
 fi
 
-echo "== interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
+stage "interoperability: a real RocketMQ 5.5.0 broker and mqadmin against petrel namesrv"
 scripts/interop-namesrv.sh
 
-echo "== the gRPC SDK tests of Go, Python, Node.js and Rust: built in the background, at low priority"
+stage "the gRPC SDK tests of Go, Python, Node.js and Rust: built in the background, at low priority"
 # Downloads and one single-job build, started once the release build above is done and overlapped
 # with the interop scripts below, which mostly wait on their JVMs; scripts/interop-grpc.sh waits
 # for it.
@@ -70,43 +73,44 @@ late_builds_pid=$!
 # A suite that stops early stops its background jobs too.
 trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$SEAWEEDFS_BUILD_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
 
-echo "== interoperability: the official Java and Go clients and mqadmin against petrel serve"
+stage "interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
 
-echo "== interoperability: RocketMQ 5's gRPC protocol — the official 5.x SDKs (Java, Go, Python, Node.js, Rust) against petrel serve, and mixed with remoting"
+stage "interoperability: RocketMQ 5's gRPC protocol — the official 5.x SDKs (Java, Go, Python, Node.js, Rust) against petrel serve, and mixed with remoting"
 scripts/interop-grpc.sh
 
-echo "== interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
+stage "interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
 
-echo "== interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
+stage "interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
 scripts/interop-controller.sh
 
-echo "== failover of Petrel's brokers under the official Java producer and consumer (kill -9 of the master)"
+stage "failover of Petrel's brokers under the official Java producer and consumer (kill -9 of the master)"
 scripts/interop-failover.sh
 
-echo "== consumed, then a failover: nothing the official Java consumer read is lost (controller mode, both ack defaults)"
+stage "consumed, then a failover: nothing the official Java consumer read is lost (controller mode, both ack defaults)"
 scripts/interop-consumed.sh
 
-echo "== petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
+stage "petrel bench against Apache RocketMQ 5.5.0, and compared with petrel serve"
 scripts/interop-bench.sh
 
-echo "== what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.5.0's, a real Prometheus and the Grafana dashboard's queries, and the official RocketMQ Dashboard"
+stage "what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.5.0's, a real Prometheus and the Grafana dashboard's queries, and the official RocketMQ Dashboard"
 scripts/interop-operators.sh
 
-echo "== the cold tier: sealed segments in SeaweedFS's S3 gateway, verified, read back by range, through a stopped server"
+stage "the cold tier: sealed segments in SeaweedFS's S3 gateway, verified, read back by range, through a stopped server"
 if ! wait "$SEAWEEDFS_BUILD_PID"; then
   tail -40 target/seaweedfs-build.log
   exit 1
 fi
 scripts/tier-s3.sh
 
-echo "== loom: the adaptive lock's mode swap, every interleaving"
+stage "loom: the adaptive lock's mode swap, every interleaving"
 if ! wait "$late_builds_pid"; then
   cat target/late-builds.log
   exit 1
 fi
 RUSTFLAGS="--cfg loom" cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
-echo "== fuzzing (bounded)"
+stage "fuzzing (bounded)"
 scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
+stage "done"

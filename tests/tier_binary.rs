@@ -298,13 +298,15 @@ fn the_java_client_reads_back_from_the_first_offset_four_times_what_the_disk_kee
     let count = "6000";
     common::java_client(&["tier-produce", &ns, "TierJava", count]);
     // About 7.5 MiB: seven sealed segments and the one being written. The sealed ones leave the
-    // disk once the tier holds them.
+    // disk once the tier holds them, one upload after another: the wait is for the last of them
+    // (the log more than four times what the disk keeps), not for a count that one upload still
+    // in flight already meets.
     wait_for(
-        "six segments in the tier and only theirs gone from the disk",
+        "six segments in the tier, only theirs gone from the disk, the log over four times the disk",
         Duration::from_secs(90),
         || {
             let (local, tiered) = (local_segments(&p), tiered(&p));
-            tiered.len() >= 6 && local.is_disjoint(&tiered)
+            tiered.len() >= 6 && local.is_disjoint(&tiered) && local.len() + tiered.len() > 4 * local.len()
         },
     );
     let (local, tiered) = (local_segments(&p), tiered(&p));
