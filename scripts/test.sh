@@ -10,8 +10,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each stage says how far into the run it starts: CI keeps the log, and the suite has a time limit.
-stage() { echo "== [$((SECONDS / 60))m$((SECONDS % 60))s] $*"; }
+# Each stage says how far into the run it starts, and how busy the machine's cores were since the
+# last stage (of all CPU time, what was not idle): CI keeps the log, and the suite has a time
+# limit, which only work taken off busy stretches shortens.
+cpu_ticks() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6; exit}' /proc/stat; }
+read -r busy_before idle_before < <(cpu_ticks)
+stage() {
+  local busy idle
+  read -r busy idle < <(cpu_ticks)
+  local total=$((busy - busy_before + idle - idle_before))
+  echo "== [$((SECONDS / 60))m$((SECONDS % 60))s, cores $(((busy - busy_before) * 100 / (total > 0 ? total : 1)))% busy since the last stage] $*"
+  busy_before=$busy idle_before=$idle
+}
 
 stage "format and lints"
 cargo fmt --all -- --check
@@ -37,12 +47,22 @@ release_build_pid=$!
 prepare_pid=$!
 trap 'kill "$release_build_pid" "$prepare_pid" 2>/dev/null || true' EXIT
 cargo test --workspace
-if ! wait "$release_build_pid"; then
-  cat target/release-build.log
-  exit 1
-fi
 if ! wait "$prepare_pid"; then
   cat target/interop-prepare.log
+  exit 1
+fi
+
+# These two run the workspace's debug test binaries against RocketMQ's JVMs, which mostly wait:
+# run while the release build finishes, they give it the idle CPU instead of a wait for it.
+stage "interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
+scripts/interop-replication.sh
+
+stage "interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
+scripts/interop-controller.sh
+
+stage "the release build"
+if ! wait "$release_build_pid"; then
+  cat target/release-build.log
   exit 1
 fi
 
@@ -54,20 +74,23 @@ stage "the gRPC SDK tests of Go, Python, Node.js and Rust: built in the backgrou
 # with the interop scripts below, which mostly wait on their JVMs; scripts/interop-grpc.sh waits
 # for it.
 mkdir -p target
-nice -n 19 scripts/grpc-sdks-build.sh >target/grpc-sdks-build.log 2>&1 &
+nice -n 10 scripts/grpc-sdks-build.sh >target/grpc-sdks-build.log 2>&1 &
 export GRPC_SDKS_BUILD_PID=$!
 # Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
 nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
 export OPERATORS_TOOLS_PID=$!
-# SeaweedFS, the object store of the tier's tests, built meanwhile (downloads, then one Go build).
-nice -n 19 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
+# SeaweedFS, the object store of the tier's tests, built meanwhile (downloads, then one Go build),
+# needed before the fuzz targets and after the gRPC SDKs.
+nice -n 15 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
 export SEAWEEDFS_BUILD_PID=$!
-# Then the fuzz targets and loom's check, built in the idle time of the interop scripts (their
-# JVMs mostly wait), so that the last two stages only run.
+# And loom's check and the fuzz targets, built in the idle time of the interop scripts (their
+# JVMs mostly wait), so that the last two stages only run: beside the gRPC SDKs' single-job build,
+# not after it (which left a core idle while the scripts slept), and below it in priority, since
+# scripts/interop-grpc.sh needs that build first; loom's small build first, so that its stage
+# never waits on the fuzz build.
 (
-  while kill -0 "$GRPC_SDKS_BUILD_PID" 2>/dev/null; do sleep 2; done
-  nice -n 19 scripts/fuzz.sh --build
   RUSTFLAGS="--cfg loom" nice -n 19 cargo test -p petrel-lock --test loom --release --target-dir target/loom --no-run
+  nice -n 19 scripts/fuzz.sh --build
 ) >target/late-builds.log 2>&1 &
 late_builds_pid=$!
 # A suite that stops early stops its background jobs too.
@@ -78,12 +101,6 @@ scripts/interop-clients.sh
 
 stage "interoperability: RocketMQ 5's gRPC protocol — the official 5.x SDKs (Java, Go, Python, Node.js, Rust) against petrel serve, and mixed with remoting"
 scripts/interop-grpc.sh
-
-stage "interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
-scripts/interop-replication.sh
-
-stage "interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
-scripts/interop-controller.sh
 
 stage "failover of Petrel's brokers under the official Java producer and consumer (kill -9 of the master)"
 scripts/interop-failover.sh

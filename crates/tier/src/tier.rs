@@ -71,6 +71,20 @@ impl std::fmt::Debug for Tier {
     }
 }
 
+/// Makes ring the process's TLS crypto provider, once. The S3 client's HTTP stack (reqwest, built
+/// without a provider of its own so that no second C crypto library is built) takes the
+/// process's default, and panics building a client when there is none. The broker's own TLS
+/// names ring explicitly, so this changes nothing else.
+pub fn install_crypto_provider() {
+    // An error means a provider is installed already: by an earlier call, or by the embedding
+    // program. Either one serves.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    assert!(
+        rustls::crypto::CryptoProvider::get_default().is_some(),
+        "a TLS crypto provider is installed"
+    );
+}
+
 impl Tier {
     /// A tier with the settings of `config`, its manifest in `dir`. Contacts nobody yet.
     ///
@@ -89,6 +103,7 @@ impl Tier {
             max_retries: config.max_retries,
             retry_timeout: config.request_timeout * u32::try_from(config.max_retries + 1).unwrap_or(u32::MAX),
         };
+        install_crypto_provider();
         let client = AmazonS3Builder::new()
             .with_endpoint(&config.endpoint)
             .with_bucket_name(&config.bucket)
@@ -748,6 +763,38 @@ mod tests {
         assert!(c.get((0, 2, 8)).is_none(), "another upload's block is not this one");
         c.forget(0);
         assert_eq!((c.held_bytes, c.blocks.len()), (0, 0));
+    }
+
+    /// An `https://` endpoint is spoken to over TLS with ring, the provider the tier installs
+    /// (the HTTP stack has none of its own and would panic building its client without one). A
+    /// server that answers in plain HTTP fails the handshake: the upload is an error, not a panic.
+    #[test]
+    fn an_https_endpoint_goes_through_tls_and_a_failed_handshake_is_an_error() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
+        let port = listener.local_addr().expect("its address").port();
+        let server = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().expect("the client connects");
+            let mut hello = [0_u8; 5];
+            stream.read_exact(&mut hello).expect("its first bytes");
+            stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .expect("answered");
+            hello
+        });
+        let dir = tempfile::tempdir().expect("a directory");
+        let mut config = TierConfig::new(format!("https://127.0.0.1:{port}"), "bucket");
+        config.access_key = "key".to_owned();
+        config.secret_key = Some(crate::Secret::new("secret"));
+        config.max_retries = 0;
+        config.request_timeout = Duration::from_secs(10);
+        let tier = Tier::open(config, &dir.path().join("tier")).expect("opened with an https endpoint");
+        let path = dir.path().join("segment");
+        std::fs::write(&path, b"records").expect("written");
+        let failed = tier.upload(0, &path);
+        assert!(failed.is_err(), "a plain-HTTP answer to a TLS client: {failed:?}");
+        // 0x16: a TLS handshake record; the client spoke TLS.
+        assert_eq!(server.join().expect("the server thread")[0], 0x16, "a TLS ClientHello");
     }
 
     /// object_store's in-memory store answers a multipart upload with an ETag of its own (a
