@@ -18,7 +18,9 @@ seconds="${1:-${FUZZ_SECONDS:-25}}"
 
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
   echo "installing cargo-fuzz"
-  cargo install cargo-fuzz --locked --quiet
+  # A debug build: the tool only drives cargo, so its own speed does not matter, and the suite's
+  # machine builds it in less time.
+  cargo install cargo-fuzz --locked --quiet --debug
 fi
 toolchain=()
 if rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

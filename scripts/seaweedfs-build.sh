@@ -20,7 +20,8 @@ src=$(mktemp -d)
 trap 'rm -rf "$src"' EXIT
 cp -r "$module/." "$src"
 chmod -R u+w "$src"
-(cd "$src" && go build -o "$out/weed.tmp" ./weed)
+# Without a symbol table and DWARF (-s -w): the tests only run it, and the linker has less to write.
+(cd "$src" && go build -ldflags="-s -w" -o "$out/weed.tmp" ./weed)
 mv "$out/weed.tmp" "$out/weed"
 echo "$version" >"$out/version"
 echo "$out/weed"

@@ -1,7 +1,7 @@
 # Sourced by the scripts that run one integration test after scripts/test.sh's `cargo test
 # --workspace` (not run). `cargo test -p CRATE` or `cargo test --test NAME` resolves features for
 # fewer packages than the workspace does, so in a clean clone it rebuilds half the dependency graph
-# (tokio, aws-lc-sys…) a second time with other features: a minute or more of the suite's time per
+# (tokio, ring…) a second time with other features: a minute or more of the suite's time per
 # feature set. Running the executable the workspace build already made avoids that.
 #
 # workspace_test NAME [libtest args…]: builds the workspace's tests as `cargo test --workspace`

@@ -15,4 +15,4 @@ mod tier;
 pub use config::{Secret, TierConfig};
 pub use error::TierError;
 pub use manifest::TieredSegment;
-pub use tier::{Tier, TierStats, install_crypto_provider};
+pub use tier::{Tier, TierStats};

@@ -151,7 +151,7 @@ impl SeaweedFs {
     /// If the client cannot be built.
     #[must_use]
     pub fn client(&self, bucket: &str) -> AmazonS3 {
-        crate::install_crypto_provider();
+        crate::tier::install_crypto_provider();
         AmazonS3Builder::new()
             .with_endpoint(self.endpoint())
             .with_bucket_name(bucket)

@@ -75,7 +75,7 @@ impl std::fmt::Debug for Tier {
 /// without a provider of its own so that no second C crypto library is built) takes the
 /// process's default, and panics building a client when there is none. The broker's own TLS
 /// names ring explicitly, so this changes nothing else.
-pub fn install_crypto_provider() {
+pub(crate) fn install_crypto_provider() {
     // An error means a provider is installed already: by an earlier call, or by the embedding
     // program. Either one serves.
     let _ = rustls::crypto::ring::default_provider().install_default();
