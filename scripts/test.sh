@@ -62,8 +62,9 @@ if ! wait "$prepare_pid"; then
   exit 1
 fi
 
-# These two run the workspace's debug test binaries against RocketMQ's JVMs, which mostly wait:
-# run while the release build finishes, they give it the idle CPU instead of a wait for it.
+# These two run the workspace's debug test binaries against RocketMQ's JVMs and need no release
+# binary, so they run before the release build is waited for. (The cores are busy through both,
+# so this saves no time of its own; it keeps the wait short.)
 stage "interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
 
@@ -93,11 +94,10 @@ export OPERATORS_TOOLS_PID=$!
 # needed before the fuzz targets and after the gRPC SDKs.
 nice -n 15 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
 export SEAWEEDFS_BUILD_PID=$!
-# And loom's check and the fuzz targets, built in the idle time of the interop scripts (their
-# JVMs mostly wait), so that the last two stages only run: beside the gRPC SDKs' single-job build,
-# not after it (which left a core idle while the scripts slept), and below it in priority, since
-# scripts/interop-grpc.sh needs that build first; loom's small build first, so that its stage
-# never waits on the fuzz build.
+# And loom's check and the fuzz targets, built during the interop scripts, so that the last two
+# stages mostly run: beside the gRPC SDKs' single-job build, not after it, and below it in
+# priority, since scripts/interop-grpc.sh needs that build first. The loom stage waits for this
+# whole job, the fuzz build included, which on a fresh clone ends last of all the builds.
 (
   RUSTFLAGS="--cfg loom" unlinted nice -n 19 cargo test -p petrel-lock --test loom --release --target-dir target/loom --no-run
   unlinted nice -n 19 scripts/fuzz.sh --build

@@ -773,8 +773,21 @@ mod tests {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a listener");
         let port = listener.local_addr().expect("its address").port();
+        // Bounded: a client that never connects fails the test rather than hanging it.
+        listener.set_nonblocking(true).expect("a non-blocking listener");
         let server = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().expect("the client connects");
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mut stream = loop {
+                match listener.accept() {
+                    Ok((stream, _)) => break stream,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        assert!(Instant::now() < deadline, "the client connects within 30 s");
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            };
+            stream.set_nonblocking(false).expect("a blocking stream");
             let mut hello = [0_u8; 5];
             stream.read_exact(&mut hello).expect("its first bytes");
             stream
