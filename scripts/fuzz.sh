@@ -9,6 +9,9 @@
 #   scripts/fuzz.sh --build                 (install cargo-fuzz and build every target, run none:
 #                                            the test command does this in the background)
 #   env FUZZ_TARGETS="replica recovery": only those targets
+#   env FUZZ_SET=decoders: the decoders' targets alone, without the broker's and the controller's
+#                          request readers (access, controller_rpc), whose trees double the build;
+#                          the test command's choice, whose proptests cover those two
 # Each target's executions are appended to fuzz/logs/executions.tsv (target, seconds, runs).
 # Needs cargo-fuzz (installed here if missing) and a nightly toolchain; without nightly the
 # stable compiler is used with RUSTC_BOOTSTRAP, which cargo-fuzz's flags need.
@@ -29,18 +32,31 @@ else
   export RUSTC_BOOTSTRAP=1
 fi
 
+decoder_targets=(frame message sql92 ha_wire replica recovery json_bodies)
+case "${FUZZ_SET:-all}" in
+  all) features=(--features services) all_targets=("${decoder_targets[@]}" access controller_rpc) ;;
+  decoders) features=() all_targets=("${decoder_targets[@]}") ;;
+  *) echo "FUZZ_SET is all or decoders, not ${FUZZ_SET}" >&2; exit 2 ;;
+esac
+
 if [ "${1:-}" = "--build" ]; then
-  # -s none, as the runs below: the same flags, so that they find the targets built.
-  cargo "${toolchain[@]}" fuzz build -s none
+  # -s none and the same features as the runs below, so that they find the targets built.
+  cargo "${toolchain[@]}" fuzz build -s none "${features[@]}"
   exit 0
 fi
 
 corpus=fuzz/corpus
-all_targets=(frame message sql92 ha_wire replica recovery json_bodies access controller_rpc)
 # FUZZ_TARGETS="replica recovery" runs only those (every corpus is seeded afresh either way).
 read -r -a targets <<<"${FUZZ_TARGETS:-${all_targets[*]}}"
 for t in "${all_targets[@]}"; do rm -rf "${corpus:?}/$t"; done
-cargo run --quiet -p petrel-protocol --example extract_vectors -- "$corpus/frame" "$corpus/message"
+# The seeds' extractor: $PETREL_VECTORS_EXTRACTOR when the caller has it built (scripts/test.sh:
+# its workspace build's), else built here. `cargo run -p` alone resolves other features than the
+# workspace, and rebuilt part of the tree in the suite (37 s of both cores).
+if [ -n "${PETREL_VECTORS_EXTRACTOR:-}" ]; then
+  "$PETREL_VECTORS_EXTRACTOR" "$corpus/frame" "$corpus/message"
+else
+  cargo run --quiet -p petrel-protocol --example extract_vectors -- "$corpus/frame" "$corpus/message"
+fi
 # Captured stored records seed the scanner and recovery; captured frames the request readers.
 for t in replica recovery; do cp -r "$corpus/message" "$corpus/$t"; done
 for t in access controller_rpc; do cp -r "$corpus/frame" "$corpus/$t"; done
@@ -72,7 +88,7 @@ for target in "${targets[@]}"; do
   echo "fuzzing $target for ${seconds}s"
   log="fuzz/logs/$target.log"
   # -s none: the decoders are safe Rust, so the sanitizer would only slow the search down.
-  if ! cargo "${toolchain[@]}" fuzz run -s none "$target" "$corpus/$target" -- \
+  if ! cargo "${toolchain[@]}" fuzz run -s none "${features[@]}" "$target" "$corpus/$target" -- \
     -max_total_time="$seconds" -max_len=65536 -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "fuzz target $target failed; the crashing input is under fuzz/artifacts/$target"

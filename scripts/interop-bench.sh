@@ -18,7 +18,7 @@ echo "== petrel bench e2e against Apache RocketMQ"
 # RocketMQ's broker says "boot success" before its first registration has always reached the name
 # server on a loaded machine; a run that finds no route yet is tried again, up to three times.
 for attempt in 1 2 3; do
-  if target/release/petrel bench e2e -n "127.0.0.1:$REF_NAMESRV_PORT" --topic BenchRef --queues 4 --producers 2 --mode async \
+  if "$petrel" bench e2e -n "127.0.0.1:$REF_NAMESRV_PORT" --topic BenchRef --queues 4 --producers 2 --mode async \
     --rate 2000 --warmup 2 --duration 4 --broker-pid "$ref_pid" --no-progress --label rocketmq-e2e --out "$work/out" >"$work/e2e.txt" 2>&1; then
     break
   fi
@@ -41,7 +41,7 @@ for ext in json md svg; do [ -s "$work/out/rocketmq-e2e.$ext" ] && ok "report fi
 
 echo "== petrel bench compare: Apache RocketMQ (A) against petrel serve (B)"
 start_petrel 29897 29941
-target/release/petrel bench compare --a "127.0.0.1:$REF_NAMESRV_PORT" --b 127.0.0.1:29897 --label-a rocketmq --label-b petrel \
+"$petrel" bench compare --a "127.0.0.1:$REF_NAMESRV_PORT" --b 127.0.0.1:29897 --label-a rocketmq --label-b petrel \
   --pid-a "$ref_pid" --pid-b "$petrel_pid" --rounds 3 --topic BenchCompare --queues 4 --size 128 --warmup 1 --duration 2 \
   --no-progress --out "$work/out" >"$work/compare.txt" 2>&1
 cat "$work/compare.txt" | grep -v "^reports"
@@ -56,7 +56,7 @@ echo "== petrel bench queues: 300 light message queues, kill -9, nothing acknowl
 # queue allocates a 6 MB segment (docs/architecture.md, "Many queues").
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'; }
 q_ns=$(free_port) q_broker=$(free_port)
-if target/release/petrel bench queues --counts 4,300 --active 100 --producers 4 --consumers 2 --warmup 1 --duration 3 \
+if "$petrel" bench queues --counts 4,300 --active 100 --producers 4 --consumers 2 --warmup 1 --duration 3 \
   --namesrv "127.0.0.1:$q_ns" --broker "127.0.0.1:$q_broker" --data "$work/queues" --out "$work/out" >"$work/queues.txt" 2>&1; then
   ok "bench queues: both counts ran and lost nothing"
 else

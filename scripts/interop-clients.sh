@@ -34,7 +34,7 @@ if ! command -v go >/dev/null; then
   echo "installing Go"
   apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq golang-go >/dev/null
 fi
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 echo "building the Java client test (rocketmq-client 5.5.0)"
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 echo "building the Go client test (rocketmq-client-go v2.1.2)"
@@ -71,7 +71,7 @@ check() { # name, expected text, output
 }
 boots=0
 start_petrel() {
-  target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
+  "$petrel" serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
     --broker-ip 127.0.0.1 --set enablePropertyFilter=true --set enableLmq=true --set enableMultiDispatch=true >>"$work/petrel.log" 2>&1 &
   petrel_pid=$!
   boots=$((boots + 1))
@@ -232,7 +232,7 @@ openssl x509 -req -in "$tls_dir/server.csr" -CA "$tls_dir/ca.pem" -CAkey "$tls_d
   -out "$tls_dir/server.pem" -days 2 -extfile "$tls_dir/ext.cnf" 2>/dev/null
 printf 'accessKey: rocketmq\nsecretKey: 12345678\n' >"$work/acl-home/conf/tools.yml"
 printf 'accessKey: carol\nsecretKey: carol-pass\n' >"$work/user-home/conf/tools.yml"
-target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port 29961 --broker-ip 127.0.0.1 \
+"$petrel" serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port 29961 --broker-ip 127.0.0.1 \
   --set authenticationEnabled=true --set authorizationEnabled=true \
   --set 'initAuthenticationUser={"username":"rocketmq","password":"12345678"}' \
   --set tls.server.mode=permissive --set tls.server.certPath="$tls_dir/server.pem" --set tls.server.keyPath="$tls_dir/server.key" \
@@ -282,7 +282,7 @@ echo "== through Apache RocketMQ 5.5.0's own name server"
 ref_ns_port=29906
 ref_ns_pid=$(ref_namesrv "$work/ref-ns" "$ref_ns_port")
 ref_ns="127.0.0.1:$ref_ns_port"
-target/release/petrel serve --store-dir "$work/data-ext" --namesrv-addr "$ref_ns" --listen-port 29951 \
+"$petrel" serve --store-dir "$work/data-ext" --namesrv-addr "$ref_ns" --listen-port 29951 \
   --broker-ip 127.0.0.1 >>"$work/petrel-ext.log" 2>&1 &
 ext_pid=$!
 for _ in $(seq 1 100); do grep -q "boot success" "$work/petrel-ext.log" && break; sleep 0.1; done

@@ -18,7 +18,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
 ref_fetch
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 
 work=$(mktemp -d)
@@ -61,17 +61,17 @@ run_case() { # name, extra broker keys...
     peers+="${peers:+;}n$i-127.0.0.1:${controller_ports[$i]}"
     controller_addr+="${controller_addr:+;}127.0.0.1:${controller_ports[$i]}"
   done
-  target/release/petrel namesrv --listen "$ns" >"$dir/namesrv.log" 2>&1 &
+  "$petrel" namesrv --listen "$ns" >"$dir/namesrv.log" 2>&1 &
   pids+=($!)
   for i in 0 1 2; do
-    target/release/petrel controller --set "controllerDLegerPeers=$peers" --set "controllerDLegerSelfId=n$i" \
+    "$petrel" controller --set "controllerDLegerPeers=$peers" --set "controllerDLegerSelfId=n$i" \
       --set "controllerStorePath=$dir/c$i" --set scanNotActiveBrokerInterval=200 >"$dir/c$i.log" 2>&1 &
     pids+=($!)
   done
   for p in "${controller_ports[@]}" 29586; do wait_port "$p"; done
   local broker_pids=()
   for i in 0 1; do
-    target/release/petrel serve --store-dir "$dir/b$i" --namesrv-addr "$ns" --listen-port "${broker_ports[$i]}" \
+    "$petrel" serve --store-dir "$dir/b$i" --namesrv-addr "$ns" --listen-port "${broker_ports[$i]}" \
       --broker-ip 127.0.0.1 --set enableControllerMode=true --set "controllerAddr=$controller_addr" \
       --set brokerName=broker-c --set controllerHeartBeatTimeoutMills=3000 --set brokerHeartbeatInterval=300 \
       --set syncBrokerMetadataPeriod=300 --set checkSyncStateSetPeriod=300 --set fastListenPort=0 \

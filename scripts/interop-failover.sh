@@ -13,7 +13,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
 ref_fetch
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 
 kills=${PETREL_FAILOVER_KILLS:-3}
@@ -42,7 +42,7 @@ wait_port() {
   return 1
 }
 
-target/release/petrel namesrv --listen "$ns" >"$work/namesrv.log" 2>&1 &
+"$petrel" namesrv --listen "$ns" >"$work/namesrv.log" 2>&1 &
 ns_pid=$!
 disown "$ns_pid"
 peers=""
@@ -50,7 +50,7 @@ for i in 0 1 2; do peers+="${peers:+;}n$i-127.0.0.1:${controller_ports[$i]}"; do
 controller_addr=""
 for p in "${controller_ports[@]}"; do controller_addr+="${controller_addr:+;}127.0.0.1:$p"; done
 for i in 0 1 2; do
-  target/release/petrel controller --set "controllerDLegerPeers=$peers" --set "controllerDLegerSelfId=n$i" \
+  "$petrel" controller --set "controllerDLegerPeers=$peers" --set "controllerDLegerSelfId=n$i" \
     --set "controllerStorePath=$work/c$i" --set scanNotActiveBrokerInterval=200 >"$work/c$i.log" 2>&1 &
   controller_pids+=($!)
   disown $!
@@ -60,7 +60,7 @@ wait_port 29786
 
 start_broker() { # index
   local i=$1
-  target/release/petrel serve --store-dir "$work/b$i" --namesrv-addr "$ns" --listen-port "${broker_ports[$i]}" \
+  "$petrel" serve --store-dir "$work/b$i" --namesrv-addr "$ns" --listen-port "${broker_ports[$i]}" \
     --broker-ip 127.0.0.1 --set enableControllerMode=true --set "controllerAddr=$controller_addr" \
     --set brokerName=broker-a --set allAckInSyncStateSet=true --set controllerHeartBeatTimeoutMills=3000 \
     --set brokerHeartbeatInterval=300 --set syncBrokerMetadataPeriod=300 --set checkSyncStateSetPeriod=300 \

@@ -19,7 +19,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
 ref_fetch
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 echo "building the gRPC Java SDK test (rocketmq-client-java 5.2.0)"
 mvn -q -B -f tests/clients/grpc-java/pom.xml package -DskipTests
 mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
@@ -49,7 +49,7 @@ fi
 openssl req -x509 -newkey rsa:2048 -nodes -keyout "$work/tls.key" -out "$work/tls.pem" -days 2 -subj "/CN=127.0.0.1" 2>/dev/null
 tls_scenarios=" normal "
 
-target/release/petrel serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
+"$petrel" serve --store-dir "$work/data" --namesrv-listen "$ns" --listen-port "$broker_port" \
   --broker-ip 127.0.0.1 --set "grpcServerPort=$grpc_port" --set fastListenPort=0 --set haListenPort=0 \
   --set transactionCheckInterval=5000 \
   --set tls.server.mode=permissive --set tls.server.certPath="$work/tls.pem" --set tls.server.keyPath="$work/tls.key" >"$work/petrel.log" 2>&1 &
@@ -243,7 +243,7 @@ acl_ns="127.0.0.1:$(free_port)"
 acl_broker_port=$(free_port)
 acl_endpoint="127.0.0.1:$(free_port)"
 acl_secret="root-secret-1"
-target/release/petrel serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port "$acl_broker_port" \
+"$petrel" serve --store-dir "$work/data-acl" --namesrv-listen "$acl_ns" --listen-port "$acl_broker_port" \
   --broker-ip 127.0.0.1 --set "grpcServerPort=${acl_endpoint##*:}" --set fastListenPort=0 --set haListenPort=0 \
   --set authenticationEnabled=true --set authorizationEnabled=true \
   --set "initAuthenticationUser={\"username\":\"root\",\"password\":\"$acl_secret\"}" >"$work/petrel-acl.log" 2>&1 &

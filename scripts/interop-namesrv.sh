@@ -5,7 +5,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
 ref_fetch
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 
 ns="127.0.0.1:29876"
 broker_port=30911
@@ -22,7 +22,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-target/release/petrel namesrv --listen "$ns" >"$work/namesrv.log" 2>&1 &
+"$petrel" namesrv --listen "$ns" >"$work/namesrv.log" 2>&1 &
 pids+=($!)
 broker_pid=$(ref_broker "$work" "$ns" "$broker_port" ASYNC_FLUSH)
 pids+=("$broker_pid")

@@ -22,7 +22,7 @@ set -euo pipefail
 source "$(dirname "$0")/reference-lib.sh"
 cd "$ref_root"
 ref_fetch
-cargo build --quiet --release --bin petrel
+source scripts/lib/petrel-bin.sh
 if [ ! -d tests/clients/java/target/lib ]; then
   mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 fi
@@ -225,7 +225,7 @@ prometheus --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/prome
   --web.listen-address="127.0.0.1:$prom_port" >"$work/prometheus.log" 2>&1 &
 pids+=($!)
 disown
-target/release/petrel serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
+"$petrel" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" --listen-port "$broker_port" \
   --broker-ip 127.0.0.1 --set haListenPort=0 --set metricsExporterType=PROM --set metricsPromExporterHost=127.0.0.1 \
   --set "metricsPromExporterPort=$metrics_port" --set traceTopicEnable=true >"$work/petrel.log" 2>&1 &
 pids+=($!)
@@ -271,7 +271,7 @@ if [ -n "$dashboard" ]; then
   echo "== [$SECONDS s] the dashboard's ACL page against petrel serve with ACL 2.0 on, the dashboard signing as its first user"
   kill -9 "$dashboard_pid" 2>/dev/null || true
   acl_ns_port=$(free_port) acl_broker_port=$(broker_port_pair)
-  target/release/petrel serve --store-dir "$work/petrel-acl" --namesrv-listen "127.0.0.1:$acl_ns_port" \
+  "$petrel" serve --store-dir "$work/petrel-acl" --namesrv-listen "127.0.0.1:$acl_ns_port" \
     --listen-port "$acl_broker_port" --broker-ip 127.0.0.1 --set haListenPort=0 \
     --set authenticationEnabled=true --set authorizationEnabled=true \
     --set 'initAuthenticationUser={"username":"rocketmq","password":"12345678"}' >"$work/petrel-acl.log" 2>&1 &

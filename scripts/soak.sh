@@ -49,7 +49,7 @@ soak() {
   local rate_var="RATE_$size" rate=$((8192000 / size)) # 8 MB/s unless given
   [ "$size" = 1024 ] && rate=8000
   [ "$size" = 4096 ] && rate=3000
-  "${PETREL_BIN:-target/release/petrel}" bench soak -n "$ns" -t "Soak$size" --queues 4 \
+  "$petrel" bench soak -n "$ns" -t "Soak$size" --queues 4 \
     -p "${PRODUCERS:-16}" -c "${CONSUMERS:-2}" -s "$size" -r "${!rate_var:-$rate}" \
     -d "$duration" --settle-s "${SETTLE_S:-60}" --cgroup "$cg" --broker-pid "$pid" --no-progress -o "$out" -l "$label" "$@" \
     | tee "$out/$label.out"
@@ -63,7 +63,7 @@ for size in $sizes; do
     rm -rf "$work/petrel"
     (
       echo "$BASHPID" >"$cg/cgroup.procs"
-      exec "${PETREL_BIN:-target/release/petrel}" serve --store-dir "$work/petrel" --namesrv-listen 127.0.0.1:39877 \
+      exec "$petrel" serve --store-dir "$work/petrel" --namesrv-listen 127.0.0.1:39877 \
         --listen-port 39921 --broker-ip 127.0.0.1 --set flushDiskType=ASYNC_FLUSH
     ) >"$work/petrel.log" 2>&1 &
     petrel_pid=$!

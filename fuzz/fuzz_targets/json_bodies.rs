@@ -25,6 +25,7 @@ fuzz_target!(|data: &[u8]| {
     round_trip::<SyncStateSetBody>(data);
     round_trip::<TopicConfigSerializeWrapper>(data);
     let _ = body::from_json::<RegisterBrokerBody>(data);
+    #[cfg(feature = "services")]
     if let Ok(group) = body::from_json::<petrel_broker::services::groups::GroupConfig>(data) {
         let _ = group.validate();
     }

@@ -1,8 +1,9 @@
 # Sourced by the scripts that run Apache RocketMQ (scripts/reference-rocketmq.sh) beside
-# `petrel serve`. Set REF_NAMESRV_PORT and REF_BROKER_PORT first. Gives: a release build of
-# petrel (or $PETREL_BIN, to compare builds), a work folder `$work` removed on exit with both brokers stopped, `json FILE EXPR`
-# (a Python expression over the parsed file as `d`), and `start_petrel`.
-cargo build --quiet --release --bin petrel
+# `petrel serve`. Set REF_NAMESRV_PORT and REF_BROKER_PORT first. Gives: `$petrel`, a release
+# build of petrel (or $PETREL_BIN, to compare builds: scripts/lib/petrel-bin.sh), a work folder
+# `$work` removed on exit with both brokers stopped, `json FILE EXPR` (a Python expression over
+# the parsed file as `d`), and `start_petrel`.
+source scripts/lib/petrel-bin.sh
 work=$(mktemp -d)
 export REF_STATE_DIR="$work/reference"
 petrel_pid=""
@@ -24,7 +25,7 @@ start_petrel() {
   rm -rf "$work/petrel"
   (
     [ -n "${PETREL_CGROUP:-}" ] && echo "$BASHPID" >"$PETREL_CGROUP/cgroup.procs"
-    exec "${PETREL_BIN:-target/release/petrel}" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" \
+    exec "$petrel" serve --store-dir "$work/petrel" --namesrv-listen "127.0.0.1:$ns_port" \
       --listen-port "$broker_port" --broker-ip 127.0.0.1 "$@"
   ) >"$work/petrel.log" 2>&1 &
   petrel_pid=$!

@@ -60,3 +60,79 @@ pub fn decode_request_for_fuzzing(request: &petrel_protocol::RemotingCommand) ->
 pub use state::{
     BrokerSet, Candidate, Command, ControllerState, FIRST_BROKER_ID, MAX_BROKER_SETS, MAX_REPLICAS_PER_SET, Outcome, Refused, Replica,
 };
+
+#[cfg(test)]
+mod request_tests {
+    use petrel_protocol::codes::request_code as rc;
+    use petrel_protocol::header::{
+        AlterSyncStateSetRequestHeader, ApplyBrokerIdRequestHeader, BrokerHeartbeatRequestHeader, CleanControllerBrokerDataRequestHeader,
+        CommandHeader, ElectMasterRequestHeader, GetNextBrokerIdHeader, GetReplicaInfoRequestHeader,
+        RegisterBrokerToControllerRequestHeader,
+    };
+    use petrel_protocol::{ExtFields, RemotingCommand};
+    use proptest::prelude::*;
+
+    /// Every key of every header a controller reads.
+    fn header_keys() -> Vec<&'static str> {
+        [
+            AlterSyncStateSetRequestHeader::KEYS,
+            ApplyBrokerIdRequestHeader::KEYS,
+            BrokerHeartbeatRequestHeader::KEYS,
+            CleanControllerBrokerDataRequestHeader::KEYS,
+            ElectMasterRequestHeader::KEYS,
+            GetNextBrokerIdHeader::KEYS,
+            GetReplicaInfoRequestHeader::KEYS,
+            RegisterBrokerToControllerRequestHeader::KEYS,
+        ]
+        .concat()
+    }
+
+    /// Bodies a controller reads (a SyncStateSet, a vote, a command), for the property below to
+    /// cut and corrupt.
+    const BODY_SEEDS: [&str; 3] = [
+        r#"{"syncStateSet":[1,2],"syncStateSetEpoch":3}"#,
+        r#"{"vote":{"leader_id":{"term":1,"node_id":1},"committed":false},"last_log_id":null}"#,
+        r#"{"ElectMaster":{"cluster":"c","broker_name":"b","broker_id":1}}"#,
+    ];
+
+    fn arbitrary_body() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            (0..BODY_SEEDS.len(), any::<usize>(), any::<u8>(), any::<bool>()).prop_map(|(seed, at, byte, cut)| {
+                let mut body = BODY_SEEDS[seed].as_bytes().to_vec();
+                let at = at % body.len();
+                if cut {
+                    body.truncate(at);
+                } else {
+                    body[at] = byte;
+                }
+                body
+            }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+        /// What the fuzz target `controller_rpc` checks, in every run of the tests: any request
+        /// under any code a controller serves (and the Raft codes, and one it does not), with any
+        /// values under its headers' keys and any body, is read or refused, never a panic.
+        #[test]
+        fn any_request_to_a_controller_is_read_or_refused(
+            code_index in 0usize..4096,
+            fields in proptest::collection::vec((0usize..128, "-?[0-9]{0,20}|[a-zA-Z0-9:._;,-]{0,24}"), 0..10),
+            body in arbitrary_body(),
+        ) {
+            let codes: Vec<i32> = super::served_codes()
+                .into_iter()
+                .chain([rc::PETREL_RAFT_APPEND_ENTRIES, rc::PETREL_RAFT_VOTE, rc::PETREL_RAFT_INSTALL_SNAPSHOT, -1])
+                .collect();
+            let keys = header_keys();
+            let mut ext = ExtFields::default();
+            for (key, value) in fields {
+                ext.insert(keys[key % keys.len()].to_owned(), value);
+            }
+            let request = RemotingCommand::request(codes[code_index % codes.len()], 1).with_ext_fields(ext).with_body(body);
+            let _ = super::decode_request_for_fuzzing(&request);
+        }
+    }
+}

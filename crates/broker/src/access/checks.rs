@@ -377,4 +377,55 @@ mod tests {
         r.body = bytes::Bytes::from_static(b"not json");
         assert!(checks_for(&r, "c").is_err());
     }
+
+    /// JSON bodies that the access map reads (a heartbeat, a lock batch), for the property
+    /// below to cut and corrupt.
+    const BODY_SEEDS: [&str; 2] = [
+        r#"{"clientID":"c1","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_LAST_OFFSET","consumeType":"CONSUME_PASSIVELY","groupName":"cg","messageModel":"CLUSTERING","subscriptionDataSet":[{"classFilterMode":false,"codeSet":[],"expressionType":"TAG","subString":"*","subVersion":1,"tagsSet":[],"topic":"orders"}],"unitMode":false}],"producerDataSet":[{"groupName":"pg"}]}"#,
+        r#"{"consumerGroup":"cg","clientId":"c1","mqSet":[{"brokerName":"broker-a","queueId":0,"topic":"orders"}]}"#,
+    ];
+
+    fn arbitrary_body() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..256),
+            (0..BODY_SEEDS.len(), any::<usize>(), any::<u8>(), any::<bool>()).prop_map(|(seed, at, byte, cut)| {
+                let mut body = BODY_SEEDS[seed].as_bytes().to_vec();
+                let at = at % body.len();
+                if cut {
+                    body.truncate(at);
+                } else {
+                    body[at] = byte;
+                }
+                body
+            }),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
+        /// What the fuzz target `access` checks, in every run of the tests: any request under any
+        /// code the broker serves, with its header's keys holding any values and any body, gets
+        /// its rule's checks (no more than the bound) or a refusal, never a panic.
+        #[test]
+        fn any_request_under_any_served_code_gets_checks_or_a_refusal(
+            unit_index in 0usize..4096,
+            fields in proptest::collection::vec((0usize..64, "(%RETRY%|%DLQ%|%LMQ%|rmq_sys_)?[a-zA-Z0-9%_|;,-]{0,24}"), 0..8),
+            body in arbitrary_body(),
+        ) {
+            let units = crate::front::units();
+            let unit = &units[unit_index % units.len()];
+            let keys = unit.handle.header_keys();
+            let mut ext = ExtFields::default();
+            for (key, value) in fields {
+                // Mostly the header's own keys; now and then one the header does not have.
+                let key = keys.get(key).copied().unwrap_or("topic");
+                ext.insert(key.to_owned(), value);
+            }
+            let request = RemotingCommand::request(unit.code, 1).with_ext_fields(ext).with_body(body);
+            if let Ok(checks) = checks_for(&request, "DefaultCluster") {
+                proptest::prop_assert!(checks.len() <= MAX_CHECKS, "code {}: {} checks", unit.code, checks.len());
+            }
+        }
+    }
 }
