@@ -95,22 +95,6 @@ mod request_tests {
         r#"{"ElectMaster":{"cluster":"c","broker_name":"b","broker_id":1}}"#,
     ];
 
-    fn arbitrary_body() -> impl Strategy<Value = Vec<u8>> {
-        prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..256),
-            (0..BODY_SEEDS.len(), any::<usize>(), any::<u8>(), any::<bool>()).prop_map(|(seed, at, byte, cut)| {
-                let mut body = BODY_SEEDS[seed].as_bytes().to_vec();
-                let at = at % body.len();
-                if cut {
-                    body.truncate(at);
-                } else {
-                    body[at] = byte;
-                }
-                body
-            }),
-        ]
-    }
-
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2048))]
         /// What the fuzz target `controller_rpc` checks, in every run of the tests: any request
@@ -120,7 +104,7 @@ mod request_tests {
         fn any_request_to_a_controller_is_read_or_refused(
             code_index in 0usize..4096,
             fields in proptest::collection::vec((0usize..128, "-?[0-9]{0,20}|[a-zA-Z0-9:._;,-]{0,24}"), 0..10),
-            body in arbitrary_body(),
+            body in petrel_protocol::proptest_support::bodies(&BODY_SEEDS),
         ) {
             let codes: Vec<i32> = super::served_codes()
                 .into_iter()

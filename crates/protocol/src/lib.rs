@@ -20,6 +20,9 @@ pub mod message;
 pub mod model;
 pub mod msgid;
 pub mod properties;
+#[cfg(feature = "proptest")]
+#[doc(hidden)]
+pub mod proptest_support;
 pub mod topics;
 
 pub use codes::{LanguageCode, request_code, request_code_name, response_code, response_code_name};

@@ -385,23 +385,6 @@ mod tests {
         r#"{"consumerGroup":"cg","clientId":"c1","mqSet":[{"brokerName":"broker-a","queueId":0,"topic":"orders"}]}"#,
     ];
 
-    fn arbitrary_body() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
-        use proptest::prelude::*;
-        prop_oneof![
-            proptest::collection::vec(any::<u8>(), 0..256),
-            (0..BODY_SEEDS.len(), any::<usize>(), any::<u8>(), any::<bool>()).prop_map(|(seed, at, byte, cut)| {
-                let mut body = BODY_SEEDS[seed].as_bytes().to_vec();
-                let at = at % body.len();
-                if cut {
-                    body.truncate(at);
-                } else {
-                    body[at] = byte;
-                }
-                body
-            }),
-        ]
-    }
-
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2048))]
         /// What the fuzz target `access` checks, in every run of the tests: any request under any
@@ -411,7 +394,7 @@ mod tests {
         fn any_request_under_any_served_code_gets_checks_or_a_refusal(
             unit_index in 0usize..4096,
             fields in proptest::collection::vec((0usize..64, "(%RETRY%|%DLQ%|%LMQ%|rmq_sys_)?[a-zA-Z0-9%_|;,-]{0,24}"), 0..8),
-            body in arbitrary_body(),
+            body in petrel_protocol::proptest_support::bodies(&BODY_SEEDS),
         ) {
             let units = crate::front::units();
             let unit = &units[unit_index % units.len()];
