@@ -6,7 +6,7 @@
 # the captured stored records; the JSON request bodies (json_bodies); the broker's access map
 # (access) and what reaches a controller (controller_rpc), seeded with the captured frames.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 25; at most 120 from the test command)
-#   scripts/fuzz.sh --build                 (install cargo-fuzz and build every target, run none:
+#   scripts/fuzz.sh --build                 (install cargo-fuzz and build the set's targets, run none:
 #                                            the test command does this in the background)
 #   env FUZZ_TARGETS="replica recovery": only those targets
 #   env FUZZ_SET=decoders: the decoders' targets alone, without the broker's and the controller's
@@ -51,7 +51,8 @@ read -r -a targets <<<"${FUZZ_TARGETS:-${all_targets[*]}}"
 for t in "${all_targets[@]}"; do rm -rf "${corpus:?}/$t"; done
 # The seeds' extractor: $PETREL_VECTORS_EXTRACTOR when the caller has it built (scripts/test.sh:
 # its workspace build's), else built here. `cargo run -p` alone resolves other features than the
-# workspace, and rebuilt part of the tree in the suite (37 s of both cores).
+# workspace, and rebuilt part of the tree in the suite (38 s alone on the idle machine, 70 s of
+# CPU).
 if [ -n "${PETREL_VECTORS_EXTRACTOR:-}" ]; then
   "$PETREL_VECTORS_EXTRACTOR" "$corpus/frame" "$corpus/message"
 else

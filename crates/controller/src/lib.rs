@@ -87,8 +87,8 @@ mod request_tests {
         .concat()
     }
 
-    /// Bodies a controller reads (a SyncStateSet, a vote, a command), for the property below to
-    /// cut and corrupt.
+    /// Bodies shaped like those a controller reads (a SyncStateSet, a vote, a command), for the
+    /// property below to cut and corrupt.
     const BODY_SEEDS: [&str; 3] = [
         r#"{"syncStateSet":[1,2],"syncStateSetEpoch":3}"#,
         r#"{"vote":{"leader_id":{"term":1,"node_id":1},"committed":false},"last_log_id":null}"#,
