@@ -4,7 +4,8 @@
 //! Written in two parts, so that its cost follows the queues that change, not the queues that
 //! exist (a broker with a million light queues, nearly all idle, rewrote 40 MB every second):
 //! - `checkpoint`, the base: every queue, replaced whole (a temporary file, synced, renamed)
-//!   at open, at close, and when the deltas have grown as large as it;
+//!   at open, at close, and when the deltas have grown as large as it (and past a floor, see
+//!   `flusher.rs`);
 //! - `checkpoint.delta`: blocks appended and synced after it, each with the durable offset of
 //!   its moment and the queues changed since the block before (or gone: a light queue
 //!   removed), each with its own CRC. A block names the base's generation: blocks of an older
