@@ -323,8 +323,39 @@ struct JsonHeader {
     flag: i32,
     #[serde(default)]
     remark: Option<String>,
-    #[serde(default, rename = "extFields")]
-    ext_fields: Option<IndexMap<String, Option<LenientString>>>,
+    #[serde(default, rename = "extFields", deserialize_with = "ext_fields_or_null")]
+    ext_fields: Option<ExtFields>,
+}
+
+/// `extFields` straight into [`ExtFields`]: one map per request, not a second one to copy
+/// into. A null value is what Java skips when writing; it is dropped the same way.
+fn ext_fields_or_null<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ExtFields>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<ExtFields>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of string values, or null")
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Self::Value, D2::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut fields = ExtFields::with_capacity_and_hasher(map.size_hint().unwrap_or(16), Default::default());
+            while let Some((k, v)) = map.next_entry::<String, Option<LenientString>>()? {
+                if let Some(v) = v {
+                    fields.insert(k, v.0);
+                }
+            }
+            Ok(Some(fields))
+        }
+    }
+    d.deserialize_option(V)
 }
 
 fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
@@ -332,10 +363,6 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
     let code = parsed
         .code
         .ok_or_else(|| ProtocolError::InvalidJsonHeader("missing field `code`".into()))?;
-    // A null ext value is what Java skips when writing; drop it the same way.
-    let ext_fields = parsed
-        .ext_fields
-        .map(|m| m.into_iter().filter_map(|(k, v)| v.map(|v| (k, v.0))).collect());
     Ok(RemotingCommand {
         code,
         language: parsed.language.as_deref().map_or(LanguageCode::Java, LanguageCode::from_name),
@@ -343,7 +370,7 @@ fn decode_json_header(header: &[u8]) -> Result<RemotingCommand, ProtocolError> {
         opaque: parsed.opaque,
         flag: parsed.flag,
         remark: parsed.remark,
-        ext_fields,
+        ext_fields: parsed.ext_fields,
         body: Bytes::new(),
         serialize_type: SerializeType::Json,
     })
@@ -481,6 +508,15 @@ mod tests {
         assert_eq!(cmd.ext("n"), Some("5"));
         assert_eq!(cmd.ext("b"), Some("true"));
         assert_eq!(cmd.ext("x"), None);
+        assert_eq!(cmd.ext_fields.as_ref().map(ExtFields::len), Some(2), "the null value is dropped");
+        for (h, fields) in [
+            (&br#"{"code":1,"extFields":null}"#[..], None),
+            (br#"{"code":1,"extFields":{}}"#, Some(0)),
+            (br#"{"code":1}"#, None),
+        ] {
+            let cmd = RemotingCommand::decode_header(SerializeType::Json, h, Bytes::new()).unwrap();
+            assert_eq!(cmd.ext_fields.as_ref().map(ExtFields::len), fields);
+        }
     }
 
     #[test]

@@ -22,7 +22,7 @@
 //! segment), or publish a flushed offset past bytes that are not durable.
 
 use std::cell::UnsafeCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -39,6 +39,7 @@ use petrel_protocol::message::{
 use crate::checkpoint::{Changes, Checkpoint, QueueKey, mark_clean, mark_running};
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
+use crate::numbering::Numbering;
 use crate::recovery::{load_segments, recover};
 use crate::stats::CommitLogStats;
 use crate::wakeup::Wakeup;
@@ -224,57 +225,11 @@ pub struct RecoveryReport {
 pub(crate) struct WriteState {
     pub(crate) current: Option<Arc<MappedFile>>,
     pub(crate) write_offset: u64,
-    pub(crate) queue_offsets: HashMap<String, BTreeMap<i32, i64>>,
-    /// How many of `queue_offsets`' topics are light message queues.
-    pub(crate) lmq_queues: usize,
-    /// Topics whose queue offsets changed (or that went) since the checkpoint last took them:
-    /// the next delta block's content (see `checkpoint.rs`).
-    pub(crate) changed: HashSet<String>,
+    /// Every topic-queue's next queue offset, and the topics changed since the checkpoint
+    /// last took them (the next delta block's content, see `checkpoint.rs`).
+    pub(crate) numbering: Numbering,
     /// On a replica: where the parse of the master's byte stream stands.
     pub(crate) replica: crate::replica::ReplicaCursor,
-}
-
-impl WriteState {
-    /// The next queue offset of a topic-queue (allocating only for a queue seen the first time).
-    pub(crate) fn next_queue_offset(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
-        // One lookup per append while the topic is already marked; a name copied once per
-        // checkpoint interval otherwise.
-        if !self.changed.contains(topic) {
-            self.changed.insert(topic.to_owned());
-        }
-        if !self.queue_offsets.contains_key(topic) {
-            self.queue_offsets.insert(topic.to_owned(), BTreeMap::new());
-            if petrel_protocol::lmq::is_lmq(topic) {
-                self.lmq_queues += 1;
-            }
-        }
-        self.queue_offsets
-            .get_mut(topic)
-            .expect("inserted above")
-            .entry(queue_id)
-            .or_insert(0)
-    }
-
-    pub(crate) fn snapshot_queue_offsets(&mut self) -> BTreeMap<QueueKey, i64> {
-        self.changed.clear();
-        self.queue_offsets
-            .iter()
-            .flat_map(|(t, qs)| qs.iter().map(move |(q, n)| ((t.clone(), *q), *n)))
-            .collect()
-    }
-
-    /// The topics changed since the last call (or the last full snapshot), with their queues'
-    /// next offsets now; `None` for a topic that went.
-    fn take_changes(&mut self) -> Changes {
-        let changed = std::mem::take(&mut self.changed);
-        changed
-            .into_iter()
-            .map(|t| {
-                let queues = self.queue_offsets.get(&t).cloned();
-                (t, queues)
-            })
-            .collect()
-    }
 }
 
 /// The checkpoint's files: the base's generation and size, the deltas written since, and the
@@ -433,13 +388,13 @@ impl Shared {
 
     /// `(end, queue offsets)` at this moment, for a checkpoint's base.
     pub(crate) fn checkpoint_snapshot(&self) -> (u64, BTreeMap<QueueKey, i64>) {
-        self.with_write_state(|w| (w.write_offset, w.snapshot_queue_offsets()))
+        self.with_write_state(|w| (w.write_offset, w.numbering.snapshot()))
     }
 
     /// `(end, topics changed since the last call)` at this moment, for a delta block: under the
     /// put-message lock for as long as the changed topics take, not all of them.
     pub(crate) fn checkpoint_changes(&self) -> (u64, Changes) {
-        self.with_write_state(|w| (w.write_offset, w.take_changes()))
+        self.with_write_state(|w| (w.write_offset, w.numbering.take_changes()))
     }
 
     /// Publishes a new written end (the writer thread) and wakes whoever follows it.
@@ -625,11 +580,11 @@ impl Shared {
                 append_property(records, to.properties_len_at, property.as_bytes());
                 spans[0].1 = records.len();
                 for name in to.lmq {
-                    *w.next_queue_offset(name, petrel_protocol::lmq::LMQ_QUEUE_ID) += 1;
+                    *w.numbering.next_mut(name, petrel_protocol::lmq::LMQ_QUEUE_ID) += 1;
                 }
             }
             let base = w.write_offset;
-            let next = w.next_queue_offset(to.topic, to.queue_id);
+            let next = w.numbering.next_mut(to.topic, to.queue_id);
             let store_timestamp_ms = now_ms();
             let mut out = Vec::with_capacity(spans.len());
             for (i, &(at, size, ts_pos)) in spans.iter().enumerate() {
@@ -689,12 +644,14 @@ impl Shared {
     /// light message queues than `max_lmq_queues` allows.
     fn lmq_property(&self, w: &WriteState, names: &[String]) -> Result<String> {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        let next = |name: &String| w.queue_offsets.get(name).and_then(|q| q.get(&lmq_id)).copied();
-        let new = names.iter().filter(|n| next(n).is_none()).count();
-        if new > 0 && w.lmq_queues + new > self.config.max_lmq_queues {
-            return Err(StoreError::LmqQueuesExceeded { count: w.lmq_queues, new });
+        // One lookup per name: at a million queues each is a cache miss.
+        let next: Vec<Option<i64>> = names.iter().map(|n| w.numbering.get(n, lmq_id)).collect();
+        let new = next.iter().filter(|n| n.is_none()).count();
+        let count = w.numbering.lmq_queues();
+        if new > 0 && count + new > self.config.max_lmq_queues {
+            return Err(StoreError::LmqQueuesExceeded { count, new });
         }
-        let offsets: Vec<i64> = names.iter().map(|n| next(n).unwrap_or(0)).collect();
+        let offsets: Vec<i64> = next.into_iter().map(|n| n.unwrap_or(0)).collect();
         Ok(petrel_protocol::lmq::offsets_property(&offsets))
     }
 }
@@ -835,11 +792,6 @@ impl CommitLog {
         // Recovery deleted what it cut; map what is left.
         let kept = load_segments(&config.dir, config.segment_size_bytes)?;
         let size = config.segment_size_bytes;
-        let mut by_topic: HashMap<String, BTreeMap<i32, i64>> = HashMap::new();
-        for ((t, q), n) in queue_offsets {
-            by_topic.entry(t).or_default().insert(q, n);
-        }
-        let lmq_queues = by_topic.keys().filter(|t| petrel_protocol::lmq::is_lmq(t)).count();
         let current = kept
             .iter()
             .find(|s| s.start_offset() <= end && end < s.start_offset() + size)
@@ -850,9 +802,7 @@ impl CommitLog {
             write: UnsafeCell::new(WriteState {
                 current,
                 write_offset: end,
-                queue_offsets: by_topic,
-                lmq_queues,
-                changed: HashSet::new(),
+                numbering: Numbering::recovered(queue_offsets),
                 replica: crate::replica::ReplicaCursor::at(end),
             }),
             segments: RwLock::new(kept),
@@ -1023,18 +973,11 @@ impl CommitLog {
     pub(crate) fn forget_light_queue(&self, name: &str, next: i64, then: impl FnOnce()) -> bool {
         assert!(petrel_protocol::lmq::is_lmq(name), "only light message queues are forgotten");
         self.shared.with_write_state(|w| {
-            let current = w
-                .queue_offsets
-                .get(name)
-                .and_then(|q| q.get(&petrel_protocol::lmq::LMQ_QUEUE_ID))
-                .copied();
-            if current != Some(next) {
+            if w.numbering.get(name, petrel_protocol::lmq::LMQ_QUEUE_ID) != Some(next) {
                 return false;
             }
-            w.queue_offsets.remove(name);
             // The next delta block says it went.
-            w.changed.insert(name.to_owned());
-            w.lmq_queues -= 1;
+            w.numbering.forget(name);
             then();
             true
         })
@@ -1043,15 +986,13 @@ impl CommitLog {
     /// The queue offset the log gives `topic` / `queue_id`'s next record; 0 for a queue it
     /// does not number (never seen, or forgotten).
     pub(crate) fn next_queue_offset_of(&self, topic: &str, queue_id: i32) -> i64 {
-        self.shared
-            .with_write_state(|w| w.queue_offsets.get(topic).and_then(|q| q.get(&queue_id)).copied())
-            .unwrap_or(0)
+        self.shared.with_write_state(|w| w.numbering.get(topic, queue_id)).unwrap_or(0)
     }
 
     /// How many light message queues the log numbers now.
     #[must_use]
     pub fn light_queue_count(&self) -> usize {
-        self.shared.with_write_state(|w| w.lmq_queues)
+        self.shared.with_write_state(|w| w.numbering.lmq_queues())
     }
 
     /// Appends one record (a copy of `record`, which is patched in place too) and waits,

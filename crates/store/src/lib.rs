@@ -16,6 +16,7 @@ mod index;
 mod light_queue;
 mod mapped_file;
 mod message_store;
+mod numbering;
 mod page_cache;
 pub mod power_loss;
 mod queue;

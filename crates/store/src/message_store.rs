@@ -11,6 +11,8 @@
 //! recovery cut.
 
 use std::collections::{HashMap, HashSet};
+
+use hashbrown::HashMap as QueueMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -21,7 +23,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_protocol::message::RecordView;
 use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
-use crate::checkpoint::QueueKey;
+use crate::checkpoint::{QueueKey, QueueRef};
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig, Target};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 use crate::error::{Result, StoreError};
@@ -232,11 +234,11 @@ struct Inner {
     config: MessageStoreConfig,
     log: CommitLog,
     /// Queues on their own segments: every topic queue, and light queues of an older layout.
-    queues: RwLock<HashMap<QueueKey, Arc<Queue>>>,
+    queues: RwLock<QueueMap<QueueKey, Arc<Queue>>>,
     /// The light queues' LSM, with `enableLmq` (see `light_queue.rs`).
     light: Option<Arc<LightQueues>>,
     /// Light queues in the LSM opened in this run: the others are only keys until first used.
-    light_queues: RwLock<HashMap<QueueKey, Arc<Queue>>>,
+    light_queues: RwLock<QueueMap<QueueKey, Arc<Queue>>>,
     /// Where the pass over the LSM's queues not yet opened stands (a key prefix; empty: from
     /// the first).
     light_cursor: Mutex<Vec<u8>>,
@@ -261,7 +263,7 @@ struct Inner {
     /// Queues whose consume queue could not be opened or written (EMFILE, `max_map_count`,
     /// ENOSPC): their records are skipped by dispatch and re-dispatched once the queue can be
     /// written again; sends to them are refused meanwhile. Other queues go on.
-    broken: Mutex<HashMap<QueueKey, BrokenQueue>>,
+    broken: Mutex<QueueMap<QueueKey, BrokenQueue>>,
     /// `broken.len()`, read on every append without taking the lock.
     broken_count: AtomicU64,
     cache: crate::page_cache::PageCacheStats,
@@ -377,7 +379,7 @@ impl Inner {
     }
 
     fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<Queue>> {
-        let key = (topic.to_owned(), queue_id);
+        let key = QueueRef(topic, queue_id);
         if self.in_lsm(topic) {
             if let Some(q) = self.light_queues.read().get(&key) {
                 return Some(q.clone());
@@ -400,7 +402,7 @@ impl Inner {
     }
 
     fn queue_or_create(&self, topic: &str, queue_id: i32) -> Result<Arc<Queue>> {
-        let key = (topic.to_owned(), queue_id);
+        let key = QueueRef(topic, queue_id);
         if let Some(q) = self.queues.read().get(&key) {
             return Ok(q.clone());
         }
@@ -428,7 +430,7 @@ impl Inner {
                     None => LightQueue::new_empty(light, topic, queue_id)?,
                 };
                 let q = Arc::new(Queue::Light(q));
-                queues.insert(key, q.clone());
+                queues.insert((topic.to_owned(), queue_id), q.clone());
                 q
             };
             if numbered_next.is_some() {
@@ -444,7 +446,7 @@ impl Inner {
 
     /// The queue on its own segments (every topic queue; a light queue of an older layout).
     fn open_segments(&self, topic: &str, queue_id: i32) -> Result<Arc<Queue>> {
-        let key = (topic.to_owned(), queue_id);
+        let key = QueueRef(topic, queue_id);
         let mut queues = self.queues.write();
         if let Some(q) = queues.get(&key) {
             return Ok(q.clone());
@@ -457,7 +459,7 @@ impl Inner {
             self.log.max_offset(),
             self.pending_syncs.clone(),
         )?)));
-        queues.insert(key, q.clone());
+        queues.insert((topic.to_owned(), queue_id), q.clone());
         Ok(q)
     }
 
@@ -505,7 +507,7 @@ impl Inner {
     /// Puts one record's entry in its queue; `None` when the queue is (or just became) broken
     /// and the record was skipped.
     fn dispatch_one(&self, topic: &str, queue_id: i32, queue_offset: i64, entry: CqEntry) -> Option<CqAppend> {
-        let key = (topic.to_owned(), queue_id);
+        let key = QueueRef(topic, queue_id);
         if self.broken_count.load(Ordering::Acquire) > 0 && self.broken.lock().contains_key(&key) {
             return None;
         }
@@ -1015,9 +1017,9 @@ impl MessageStore {
         let inner = Arc::new(Inner {
             index,
             log,
-            queues: RwLock::new(HashMap::new()),
+            queues: RwLock::new(QueueMap::new()),
             light,
-            light_queues: RwLock::new(HashMap::new()),
+            light_queues: RwLock::new(QueueMap::new()),
             light_cursor: Mutex::new(Vec::new()),
             dispatched: AtomicU64::new(from),
             light_durable: AtomicU64::new(from),
@@ -1033,7 +1035,7 @@ impl MessageStore {
                 .map_or_else(std::sync::OnceLock::new, std::sync::OnceLock::from),
             retained: AtomicU64::new(0),
             wakeup: Arc::new(Wakeup::default()),
-            broken: Mutex::new(HashMap::new()),
+            broken: Mutex::new(QueueMap::new()),
             broken_count: AtomicU64::new(0),
             stall: Mutex::new(None),
             stalled: AtomicBool::new(false),
@@ -1290,7 +1292,7 @@ impl MessageStore {
         // The queues opened in this run first, then the LSM's others from where the last call
         // stopped (opened now, which applies retention to them).
         self.open_light_queues_from_cursor(max)?;
-        let expired = |map: &RwLock<HashMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, i64, Arc<Queue>)> {
+        let expired = |map: &RwLock<QueueMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, i64, Arc<Queue>)> {
             map.read()
                 .iter()
                 .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
@@ -1314,10 +1316,10 @@ impl MessageStore {
                     // Under the map's lock: no reader opens the queue again from keys that
                     // are on their way out.
                     let mut map = self.inner.light_queues.write();
-                    map.remove(&(name.clone(), lmq_id));
+                    map.remove(&QueueRef(&name, lmq_id));
                     moved = queue.remove_all().map(drop);
                 } else {
-                    self.inner.queues.write().remove(&(name.clone(), lmq_id));
+                    self.inner.queues.write().remove(&QueueRef(&name, lmq_id));
                     moved = std::fs::rename(&dir, &trash)
                         .or_else(|e| match e.kind() {
                             std::io::ErrorKind::NotFound => Ok(()),
@@ -1407,7 +1409,7 @@ impl MessageStore {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
         // Under the map's lock: no reader opens the queue again from keys on their way out.
         let mut map = self.inner.light_queues.write();
-        let removed = match map.remove(&(topic.to_owned(), lmq_id)) {
+        let removed = match map.remove(&QueueRef(topic, lmq_id)) {
             // Its tail too: an ingestion must not write its entries back.
             Some(queue) => queue.remove_all()?.max(1),
             None => light.remove_keys(topic, lmq_id)?,

@@ -229,7 +229,7 @@ impl CommitLog {
                 .appended_records
                 .fetch_add(scanned.records, std::sync::atomic::Ordering::Release);
             for (topic, queue_id, queue_offset) in &scanned.positions {
-                *w.next_queue_offset(topic, *queue_id) = queue_offset + 1;
+                *w.numbering.next_mut(topic, *queue_id) = queue_offset + 1;
             }
             w.replica = scanned.cursor;
             w.write_offset += len;
@@ -282,7 +282,7 @@ impl CommitLog {
             let segment_bytes = s.config.segment_size_bytes;
             let cut = self.records_from(offset, end)?;
             for (topic, queue_id, queue_offset) in &cut {
-                let next = w.next_queue_offset(topic, *queue_id);
+                let next = w.numbering.next_mut(topic, *queue_id);
                 *next = (*next).min(*queue_offset);
             }
             let keep_start = offset - offset % segment_bytes;
@@ -328,7 +328,7 @@ impl CommitLog {
                 "commit log cut back to the consistent point"
             );
             // The queues' offsets at the cut, for the checkpoint below.
-            Ok((end - offset, Some(w.snapshot_queue_offsets())))
+            Ok((end - offset, Some(w.numbering.snapshot())))
         })?;
         if let Some(queue_offsets) = queue_offsets {
             // The last checkpoint claims the old end: a crash now would recover from there,
