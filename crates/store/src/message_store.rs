@@ -535,7 +535,7 @@ impl Inner {
         if self.broken_count.load(Ordering::Acquire) == 0 {
             return None;
         }
-        self.broken.lock().get(&(topic.to_owned(), queue_id)).map(|b| b.reason.clone())
+        self.broken.lock().get(&QueueRef(topic, queue_id)).map(|b| b.reason.clone())
     }
 
     /// Tries every broken queue again: re-dispatches its records from where it broke up to the
@@ -548,7 +548,7 @@ impl Inner {
                 Ok(n) => {
                     tracing::info!(topic, queue_id, entries = n, "consume queue writable again");
                     let mut broken = self.broken.lock();
-                    broken.remove(&(topic.clone(), queue_id));
+                    broken.remove(&QueueRef(&topic, queue_id));
                     self.broken_count.store(broken.len() as u64, Ordering::Release);
                     drop(broken);
                     if let Some(listener) = self.listener.read().clone() {
