@@ -644,14 +644,21 @@ impl Shared {
     /// light message queues than `max_lmq_queues` allows.
     fn lmq_property(&self, w: &WriteState, names: &[String]) -> Result<String> {
         let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        // One lookup per name: at a million queues each is a cache miss.
-        let next: Vec<Option<i64>> = names.iter().map(|n| w.numbering.get(n, lmq_id)).collect();
-        let new = next.iter().filter(|n| n.is_none()).count();
+        // One lookup per name: at a million queues each is a cache miss. A new queue starts at 0.
+        let mut new = 0;
+        let offsets: Vec<i64> = names
+            .iter()
+            .map(|n| {
+                w.numbering.get(n, lmq_id).unwrap_or_else(|| {
+                    new += 1;
+                    0
+                })
+            })
+            .collect();
         let count = w.numbering.lmq_queues();
         if new > 0 && count + new > self.config.max_lmq_queues {
             return Err(StoreError::LmqQueuesExceeded { count, new });
         }
-        let offsets: Vec<i64> = next.into_iter().map(|n| n.unwrap_or(0)).collect();
         Ok(petrel_protocol::lmq::offsets_property(&offsets))
     }
 }

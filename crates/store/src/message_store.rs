@@ -11,14 +11,13 @@
 //! recovery cut.
 
 use std::collections::{HashMap, HashSet};
-
-use hashbrown::HashMap as QueueMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use hashbrown::HashMap as QueueMap;
 use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_protocol::message::RecordView;
 use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
