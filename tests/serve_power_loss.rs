@@ -8,10 +8,10 @@
 //! read back, at the queue offset it was given, with its body — across all the rounds.
 //!
 //! `PETREL_SERVE_POWER_FAILURES` (default 100) sets the rounds; the long run is in
-//! docs/benchmarks.md. Each round reads back what the round before acknowledged, and every
-//! `FULL_CHECK_EVERY` rounds and at the end everything: an acknowledged message a later failure
-//! takes is gone for good (its offset is reused by a body naming another round), so the last full
-//! check finds it all the same, and the rounds no longer cost more the more came before.
+//! docs/benchmarks.md. Each round reads back what the round before acknowledged; every
+//! `FULL_CHECK_EVERY` rounds, and at the end, everything is read back. An acknowledged message
+//! that a later failure takes stays missing at its offset, or another round's body takes its
+//! place, so the next full check finds it, and a round no longer costs more for every round before.
 #![allow(clippy::unwrap_used)]
 
 mod common;
