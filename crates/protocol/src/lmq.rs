@@ -72,17 +72,18 @@ pub fn dispatch_pairs(properties: &str) -> Vec<(&str, i64)> {
 }
 
 /// The property a broker appends to a record's properties at append: `offsets` joined, in the
-/// wire's `name\u{1}value\u{2}` form.
+/// wire's `name\u{1}value\u{2}` form (one allocation, however many queues).
 #[must_use]
-pub fn offsets_property(offsets: &[i64]) -> String {
-    let mut out = String::with_capacity(keys::INNER_MULTI_QUEUE_OFFSET.len() + 2 + offsets.len() * MAX_OFFSET_TEXT_BYTES);
+pub fn offsets_property(offsets: impl ExactSizeIterator<Item = i64>) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(offsets_property_max_bytes(offsets.len()));
     out.push_str(keys::INNER_MULTI_QUEUE_OFFSET);
     out.push('\u{1}');
-    for (i, o) in offsets.iter().enumerate() {
+    for (i, o) in offsets.enumerate() {
         if i > 0 {
             out.push(LMQ_DISPATCH_SEPARATOR);
         }
-        out.push_str(&o.to_string());
+        write!(out, "{o}").expect("a String takes any write");
     }
     out.push('\u{2}');
     out
@@ -113,7 +114,7 @@ mod tests {
 
     #[test]
     fn the_offsets_property_reads_back_and_fits_its_bound() {
-        let text = offsets_property(&[0, i64::MAX, 42]);
+        let text = offsets_property([0, i64::MAX, 42].into_iter());
         assert!(text.len() <= offsets_property_max_bytes(3));
         let all = format!("INNER_MULTI_DISPATCH\u{1}%LMQ%a,%LMQ%b,%LMQ%c\u{2}{text}");
         assert_eq!(dispatch_pairs(&all), vec![("%LMQ%a", 0), ("%LMQ%b", i64::MAX), ("%LMQ%c", 42)]);

@@ -573,16 +573,22 @@ impl Shared {
         self.wait_for_stage_room(total, blocking)?;
         let results = self.with_write_state(|w| -> Result<Vec<AppendResult>> {
             let started = Instant::now();
-            let lmq_property = (!to.lmq.is_empty()).then(|| self.lmq_property(w, to.lmq)).transpose()?;
-            let total = records.len() + lmq_property.as_ref().map_or(0, String::len);
-            self.room_for(w, total as u64, blocking)?;
-            if let Some(property) = lmq_property {
+            // With light queues, room for their offsets at their longest: they are taken (and
+            // their text known) only once nothing can refuse the append.
+            let lmq_bytes = if to.lmq.is_empty() {
+                0
+            } else {
+                self.check_lmq_room(w, to.lmq)?;
+                petrel_protocol::lmq::offsets_property_max_bytes(to.lmq.len())
+            };
+            self.room_for(w, (records.len() + lmq_bytes) as u64, blocking)?;
+            if !to.lmq.is_empty() {
+                let property = take_lmq_offsets(w, to.lmq);
                 append_property(records, to.properties_len_at, property.as_bytes());
                 spans[0].1 = records.len();
-                for name in to.lmq {
-                    *w.numbering.next_mut(name, petrel_protocol::lmq::LMQ_QUEUE_ID) += 1;
-                }
             }
+            // What is written: the records as they are now, with the offsets' property.
+            let total = records.len();
             let base = w.write_offset;
             let next = w.numbering.next_mut(to.topic, to.queue_id);
             let store_timestamp_ms = now_ms();
@@ -639,28 +645,41 @@ impl Shared {
 }
 
 impl Shared {
-    /// `INNER_MULTI_QUEUE_OFFSET` for a record named to `names`: each queue's next offset,
-    /// read (not taken) under the put-message lock. Refuses a record that would create more
-    /// light message queues than `max_lmq_queues` allows.
-    fn lmq_property(&self, w: &WriteState, names: &[String]) -> Result<String> {
-        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
-        // One lookup per name: at a million queues each is a cache miss. A new queue starts at 0.
-        let mut new = 0;
-        let offsets: Vec<i64> = names
-            .iter()
-            .map(|n| {
-                w.numbering.get(n, lmq_id).unwrap_or_else(|| {
-                    new += 1;
-                    0
-                })
-            })
-            .collect();
+    /// Refuses a record named to the light message queues `names` that would create more of
+    /// them than `max_lmq_queues` allows (under the put-message lock, before anything is taken).
+    fn check_lmq_room(&self, w: &WriteState, names: &[String]) -> Result<()> {
         let count = w.numbering.lmq_queues();
+        // Room for every name as a new queue: nothing to look up (at a million queues each
+        // lookup is a cache miss, and the append takes one per name anyway).
+        if count + names.len() <= self.config.max_lmq_queues {
+            return Ok(());
+        }
+        let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+        let new = names.iter().filter(|n| w.numbering.get(n, lmq_id).is_none()).count();
         if new > 0 && count + new > self.config.max_lmq_queues {
             return Err(StoreError::LmqQueuesExceeded { count, new });
         }
-        Ok(petrel_protocol::lmq::offsets_property(&offsets))
+        Ok(())
     }
+}
+
+/// Takes the next offset of each light message queue in `names` for the one record named to
+/// them (a new queue starts at 0), and returns the `INNER_MULTI_QUEUE_OFFSET` property that
+/// says them: one numbering lookup per name.
+fn take_lmq_offsets(w: &mut WriteState, names: &[String]) -> String {
+    let lmq_id = petrel_protocol::lmq::LMQ_QUEUE_ID;
+    let numbering = &mut w.numbering;
+    let property = petrel_protocol::lmq::offsets_property(names.iter().map(|name| {
+        let next = numbering.next_mut(name, lmq_id);
+        let taken = *next;
+        *next += 1;
+        taken
+    }));
+    assert!(
+        property.len() <= petrel_protocol::lmq::offsets_property_max_bytes(names.len()),
+        "the room checked before the append holds the offsets"
+    );
+    property
 }
 
 /// Where records go: their topic and queue, and the light message queues a single record

@@ -22,7 +22,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use petrel_protocol::message::RecordView;
 use petrel_protocol::properties::{KEY_SEPARATOR, keys, property, tags_code};
 
-use crate::checkpoint::{QueueKey, QueueRef};
+use crate::checkpoint::{InlineQueueKey, QueueKey, QueueRef};
 use crate::commit_log::{AppendResult, CommitLog, CommitLogConfig, Target};
 use crate::consume_queue::{ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 use crate::error::{Result, StoreError};
@@ -233,11 +233,11 @@ struct Inner {
     config: MessageStoreConfig,
     log: CommitLog,
     /// Queues on their own segments: every topic queue, and light queues of an older layout.
-    queues: RwLock<QueueMap<QueueKey, Arc<Queue>>>,
+    queues: RwLock<QueueMap<InlineQueueKey, Arc<Queue>>>,
     /// The light queues' LSM, with `enableLmq` (see `light_queue.rs`).
     light: Option<Arc<LightQueues>>,
     /// Light queues in the LSM opened in this run: the others are only keys until first used.
-    light_queues: RwLock<QueueMap<QueueKey, Arc<Queue>>>,
+    light_queues: RwLock<QueueMap<InlineQueueKey, Arc<Queue>>>,
     /// Where the pass over the LSM's queues not yet opened stands (a key prefix; empty: from
     /// the first).
     light_cursor: Mutex<Vec<u8>>,
@@ -429,7 +429,7 @@ impl Inner {
                     None => LightQueue::new_empty(light, topic, queue_id)?,
                 };
                 let q = Arc::new(Queue::Light(q));
-                queues.insert((topic.to_owned(), queue_id), q.clone());
+                queues.insert((topic.into(), queue_id), q.clone());
                 q
             };
             if numbered_next.is_some() {
@@ -458,7 +458,7 @@ impl Inner {
             self.log.max_offset(),
             self.pending_syncs.clone(),
         )?)));
-        queues.insert((topic.to_owned(), queue_id), q.clone());
+        queues.insert((topic.into(), queue_id), q.clone());
         Ok(q)
     }
 
@@ -1291,12 +1291,12 @@ impl MessageStore {
         // The queues opened in this run first, then the LSM's others from where the last call
         // stopped (opened now, which applies retention to them).
         self.open_light_queues_from_cursor(max)?;
-        let expired = |map: &RwLock<QueueMap<QueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, i64, Arc<Queue>)> {
+        let expired = |map: &RwLock<QueueMap<InlineQueueKey, Arc<Queue>>>, max: usize| -> Vec<(String, i64, Arc<Queue>)> {
             map.read()
                 .iter()
                 .filter(|((t, q), cq)| *q == lmq_id && petrel_protocol::lmq::is_lmq(t) && cq.min_offset() == cq.max_offset())
                 .take(max)
-                .map(|((t, _), cq)| (t.clone(), cq.max_offset(), cq.clone()))
+                .map(|((t, _), cq)| (t.to_string(), cq.max_offset(), cq.clone()))
                 .collect()
         };
         let mut candidates = expired(&self.inner.light_queues, max);

@@ -5,7 +5,9 @@
 //! hash lookup on a name it already numbers: the topic's entry carries its own "changed" mark,
 //! and the names marked since the last take are listed beside the map. A topic with a million
 //! light queues beside it costs the same lookup as one alone (hashbrown's foldhash, not
-//! SipHash: the map is internal, and its seed is random per process).
+//! SipHash: the map is internal, and its seed is random per process). Names are kept inline
+//! (`CompactString`, up to 24 bytes): a lookup compares them in the map's own slot, with no
+//! second cache miss to the name's heap copy, and marking a name allocates nothing.
 //!
 //! A topic that goes (a light queue forgotten) stays as an empty, marked entry until the
 //! checkpoint takes it, so that its going is reported once, and a topic that comes back before
@@ -16,6 +18,7 @@
 
 use std::collections::BTreeMap;
 
+use compact_str::CompactString;
 use hashbrown::HashMap;
 
 use crate::checkpoint::{Changes, QueueKey};
@@ -41,9 +44,9 @@ impl TopicQueues {
 /// See the module header.
 #[derive(Default)]
 pub(crate) struct Numbering {
-    topics: HashMap<String, TopicQueues>,
+    topics: HashMap<CompactString, TopicQueues>,
     /// The names whose entries are marked, each once.
-    marked: Vec<String>,
+    marked: Vec<CompactString>,
     /// How many topics with queues are light message queues.
     lmq_queues: usize,
 }
@@ -54,7 +57,7 @@ impl Numbering {
         let mut n = Numbering::default();
         // In key order: each topic's queues arrive sorted.
         for ((topic, queue_id), next) in queue_offsets {
-            let entry = n.topics.entry(topic).or_default();
+            let entry = n.topics.entry(CompactString::from(topic)).or_default();
             assert!(
                 entry.next.last().is_none_or(|&(q, _)| q < queue_id),
                 "recovered queues arrive in order"
@@ -66,13 +69,13 @@ impl Numbering {
     }
 
     /// The next queue offset of `topic` / `queue_id`, to be advanced by the caller; marks the
-    /// topic changed. Allocates only for a queue seen the first time (and a name once per
-    /// checkpoint interval).
+    /// topic changed. Allocates only for a queue seen the first time (and for a name longer than
+    /// 24 bytes, once per checkpoint interval).
     pub(crate) fn next_mut(&mut self, topic: &str, queue_id: i32) -> &mut i64 {
         let entry = self.topics.entry_ref(topic).or_default();
         if !entry.changed {
             entry.changed = true;
-            self.marked.push(topic.to_owned());
+            self.marked.push(CompactString::from(topic));
         }
         if entry.next.is_empty() && petrel_protocol::lmq::is_lmq(topic) {
             self.lmq_queues += 1;
@@ -109,7 +112,7 @@ impl Numbering {
         }
         if !entry.changed {
             entry.changed = true;
-            self.marked.push(topic.to_owned());
+            self.marked.push(CompactString::from(topic));
         }
     }
 
@@ -119,7 +122,7 @@ impl Numbering {
         self.clear_marks();
         self.topics
             .iter()
-            .flat_map(|(t, qs)| qs.next.iter().map(move |&(q, n)| ((t.clone(), q), n)))
+            .flat_map(|(t, qs)| qs.next.iter().map(move |&(q, n)| ((t.to_string(), q), n)))
             .collect()
     }
 
@@ -163,7 +166,7 @@ mod tests {
     fn changes(n: &mut Numbering) -> Taken {
         n.take_changes()
             .into_iter()
-            .map(|(t, q)| (t, q.map(|m| m.into_iter().collect())))
+            .map(|(t, q)| (t.to_string(), q.map(|m| m.into_iter().collect())))
             .collect()
     }
 
