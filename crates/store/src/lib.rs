@@ -28,6 +28,7 @@ mod wakeup;
 mod watermark;
 mod writer;
 
+pub use checkpoint::{Changes, Checkpoint, append_delta};
 pub use commit_log::{AppendResult, CommitLog, CommitLogConfig, FlushMode, RecoveryReport, RetentionGuard, Target, WritePath};
 pub use consume_queue::{CQ_ENTRY_BYTES, ConsumeQueue, CqAppend, CqEntry, PendingSyncs};
 pub use epoch_file::{EPOCH_FILE_NAME, EpochEntry, EpochFile, MAX_EPOCH_ENTRIES, consistent_point};
