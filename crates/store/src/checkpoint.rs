@@ -439,6 +439,12 @@ mod delta_tests {
         assert_eq!(cp.flushed_offset, 300);
         let want: BTreeMap<QueueKey, i64> = [(("%LMQ%b".into(), 0), 2), (("T".into(), 0), 9), (("T".into(), 1), 6)].into();
         assert_eq!(cp.queue_offsets, want);
+        // A topic's line replaces all it had: a queue it no longer lists goes, one it lists
+        // again keeps its place with the block's offset, a new one comes.
+        append_delta(dir.path(), 3, 400, &changes(&[("T", Some(&[(1, 8), (2, 1)]))])).unwrap();
+        let cp = Checkpoint::load(dir.path()).unwrap().unwrap();
+        let want: BTreeMap<QueueKey, i64> = [(("%LMQ%b".into(), 0), 2), (("T".into(), 1), 8), (("T".into(), 2), 1)].into();
+        assert_eq!((cp.flushed_offset, &cp.queue_offsets), (400, &want));
         // A new base takes the deltas' place.
         let folded = Checkpoint {
             generation: 4,
