@@ -1,7 +1,7 @@
 //! What the checkpoint's base costs at a million queues: writing it (`store`: render, write,
 //! fsync, rename) and reading it back (`load`: read, verify, parse). A fold of the delta blocks
-//! does both, and a start does the second: at a million light queues these were the
-//! checkpointer's seconds of CPU right after a fill and most of a recovery's time.
+//! does both, and a start does the second: at a million light queues folds were the
+//! checkpointer's seconds of CPU right after a fill.
 //!
 //! `fold` is what the checkpointer does once the deltas have grown as large as the base: the
 //! base read back with delta blocks naming every queue once (as a fill of every queue writes
