@@ -802,8 +802,12 @@ impl CommitLog {
             elapsed_ms = u64::try_from(report.elapsed.as_millis()).unwrap_or(u64::MAX),
             "commit log recovered"
         );
-        let shared = Arc::new(Self::shared_after_recovery(config, queue_offsets, report.end_offset, generation)?);
-        Self::write_checkpoint(&shared)?;
+        let shared = Arc::new(Self::shared_after_recovery(config, &queue_offsets, report.end_offset, generation)?);
+        // The base is written from what recovery found, which the numbering was just built
+        // from and no append has changed yet (the threads start below): a snapshot of the
+        // numbering would copy and sort every queue's name again, about a third of a start
+        // at a million queues.
+        Self::write_base(&shared, &mut shared.checkpoint.lock(), report.end_offset, queue_offsets)?;
         let threads = crate::flusher::spawn_threads(&shared)?;
         Ok(CommitLog {
             shared,
@@ -814,7 +818,12 @@ impl CommitLog {
         })
     }
 
-    fn shared_after_recovery(config: CommitLogConfig, queue_offsets: BTreeMap<QueueKey, i64>, end: u64, generation: u64) -> Result<Shared> {
+    fn shared_after_recovery(
+        config: CommitLogConfig,
+        queue_offsets: &BTreeMap<QueueKey, i64>,
+        end: u64,
+        generation: u64,
+    ) -> Result<Shared> {
         // Recovery deleted what it cut; map what is left.
         let kept = load_segments(&config.dir, config.segment_size_bytes)?;
         let size = config.segment_size_bytes;
@@ -866,8 +875,15 @@ impl CommitLog {
     /// Flushes what is published and writes the checkpoint that now holds (used at open and
     /// close, when no flusher runs).
     fn write_checkpoint(s: &Shared) -> Result<()> {
+        // Held across the snapshot: a delta block taken before it is never written after it.
         let mut state = s.checkpoint.lock();
         let (end, queue_offsets) = s.checkpoint_snapshot();
+        Self::write_base(s, &mut state, end, queue_offsets)
+    }
+
+    /// Flushes what is published and writes `queue_offsets` as the base at `end`: the
+    /// numbering's state there, which the caller vouches for.
+    fn write_base(s: &Shared, state: &mut CheckpointState, end: u64, queue_offsets: BTreeMap<QueueKey, i64>) -> Result<()> {
         crate::flusher::flush_published(s)?;
         assert!(s.flushed.get() >= end, "a checkpoint never claims more than is durable");
         state.store_base(&s.config.dir, end, queue_offsets)

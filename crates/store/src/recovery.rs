@@ -97,8 +97,8 @@ pub(crate) fn recover(
     let first = segments.first().map_or(0, |s| s.start_offset());
     let segment_end = segments.last().map_or(0, |s| s.start_offset() + size);
     let checkpoint = checkpoint.filter(|c| c.flushed_offset >= first && c.flushed_offset <= segment_end);
-    let (mut offset, mut queue_offsets) = match &checkpoint {
-        Some(c) => (c.flushed_offset, c.queue_offsets.clone()),
+    let (mut offset, mut queue_offsets) = match checkpoint {
+        Some(c) => (c.flushed_offset, c.queue_offsets),
         None => (first, BTreeMap::new()),
     };
     let mut report = RecoveryReport {

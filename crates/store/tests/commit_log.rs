@@ -505,6 +505,31 @@ fn recovery_scans_only_what_follows_the_checkpoint() {
     assert_eq!(read_all(&log).len(), 55);
 }
 
+/// The base written when a recovery opens the log holds the queues it found past the old one:
+/// a second crash right after then scans nothing and numbers on from there.
+#[test]
+fn the_base_a_recovery_writes_holds_what_it_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = config(dir.path(), FlushMode::Sync);
+    let log = CommitLog::open(c.clone()).unwrap();
+    fill(&log, 20);
+    drop(log); // crash: the base on disk is the one the first open wrote, before any record
+    let log = CommitLog::open(c.clone()).unwrap();
+    assert_eq!(log.recovery_report().records_scanned, 20, "everything follows the old base");
+    drop(log); // crash again, before any checkpoint of this run
+    let log = CommitLog::open(c).unwrap();
+    let r = log.recovery_report();
+    assert!(r.unclean);
+    assert_eq!(r.records_scanned, 0, "the second open's base was at the end");
+    for queue_id in 0..2 {
+        let a = log
+            .append_durable(&mut record("T", queue_id, &body(99, 60)), "T", queue_id)
+            .unwrap();
+        assert_eq!(a.queue_offset, 10, "queue {queue_id} numbers on after its 10 records");
+    }
+    assert_eq!(read_all(&log).len(), 22);
+}
+
 /// A segment larger than its end filler's i32 size field can record is refused at open, with
 /// the directory named, rather than written with a wrapped filler at its first roll.
 #[test]
