@@ -58,11 +58,14 @@ const MAX_MEMTABLE_BYTES: u64 = 16 << 20;
 const WORKER_THREADS: usize = 1;
 /// Levels whose tables keep their whole filter and index in memory, not in the block cache.
 /// fjall pins filters in level 0 only (indexes in levels 0–1) and partitions both from level
-/// 3 on. A table of a quarter of a million light-queue entries has a filter of about 300 KB:
-/// a pull just past a tail (its entries ingested) that missed the 16 MiB cache read and
-/// checksummed that whole block again, a tenth of the broker's CPU at a million queues. Pinned,
-/// a filter costs about 1.25 bytes a key, and only in the levels whose tables are not
-/// partitioned.
+/// 3 on, so the tables compaction writes into levels 1–2 held theirs in the 16 MiB cache. A
+/// filter takes 10 bits a key, about 300 KB for one ingestion's quarter of a million entries
+/// and more once compaction merges them: a pull just past a tail (its entries ingested) that
+/// missed the cache read and checksummed that whole block again, a tenth of the broker's CPU
+/// at a million queues. Pinned, a filter costs about 1.25 bytes a key, only in the levels whose
+/// tables are not partitioned. An ingested table enters unpinned whatever this says (lsm-tree
+/// loads it so) until compaction rewrites it or a start reloads it. fjall stores a keyspace's
+/// options when it creates it: a store created before this setting keeps its own.
 const PINNED_LEVELS: [bool; 4] = [true, true, true, false];
 /// Keys one step of a removal collects before removing them: a queue's keys are removed in
 /// steps of this many, so that a removal holds a bounded batch in memory whatever the queue's

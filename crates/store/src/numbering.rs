@@ -61,7 +61,7 @@ impl Numbering {
     /// The numbering a recovery found.
     pub(crate) fn recovered(queue_offsets: &BTreeMap<QueueKey, i64>) -> Numbering {
         // Sized once: a million light queues inserted into a growing map rehashed it about
-        // twenty times, most of a start's CPU after the checkpoint's parse.
+        // twenty times, a seventh of a start's CPU at a million queues.
         let mut names = 0;
         let mut last: Option<&str> = None;
         for (topic, _) in queue_offsets.keys() {
